@@ -1,0 +1,58 @@
+"""Answer strings and the answer-containment test used by the oracle and the false-negative guard.
+
+Containment is checked on normalized text (Unicode accents stripped, lowercase, every run of
+non-alphanumeric characters turned into one space) at word boundaries, so ``"St. Louis"`` is found in
+``"... in St Louis, Missouri"`` and ``"35"`` is not found in ``"1935"``.
+
+Answers that say nothing about a passage are ignored: ``yes`` / ``no`` (HotpotQA comparison questions)
+and answers that normalize to nothing.
+
+Example::
+
+    from data_synth.answers import AnswerMatcher
+    m = AnswerMatcher(["Chief of Protocol"])
+    m.contained_in("She served as Chief of Protocol of the United States.")  # True
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Iterable
+
+UNINFORMATIVE_ANSWERS = frozenset({"yes", "no", "true", "false", "unknown", "none", "noanswer"})
+_NON_ALNUM = re.compile(r"[^0-9a-z]+")
+
+
+def normalize_text(text: str) -> str:
+    """Lowercase, strip accents, replace every run of non-alphanumerics by one space, trim."""
+    text = unicodedata.normalize("NFKD", text)
+    text = "".join(ch for ch in text if not unicodedata.combining(ch))
+    return _NON_ALNUM.sub(" ", text.lower()).strip()
+
+
+def informative_answers(answers: Iterable[str]) -> list[str]:
+    """The normalized answers worth matching, de-duplicated, in first-seen order."""
+    out: list[str] = []
+    for answer in answers:
+        norm = normalize_text(str(answer))
+        if norm and norm not in UNINFORMATIVE_ANSWERS and norm not in out:
+            out.append(norm)
+    return out
+
+
+class AnswerMatcher:
+    """Tests whether a passage contains any of a question's answers (normalized, word-bounded)."""
+
+    def __init__(self, answers: Iterable[str]):
+        self.answers = informative_answers(answers)
+        self._padded = [f" {a} " for a in self.answers]
+
+    def __bool__(self) -> bool:
+        return bool(self.answers)
+
+    def contained_in(self, text: str) -> bool:
+        if not self._padded:
+            return False
+        padded = f" {normalize_text(text)} "
+        return any(a in padded for a in self._padded)

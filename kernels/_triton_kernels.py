@@ -1,0 +1,254 @@
+"""Triton kernels of the fused InfoNCE loss (imported lazily by :mod:`kernels.infonce`).
+
+Notation: ``q`` is ``[B, D]``, ``p`` is ``[N, D]``, both row-major with unit stride on ``D``;
+``labels[i]`` is the index of query ``i``'s positive. Scores are kept in base 2:
+``s2 = (q p^T) * log2(e) / t``, so ``exp(s / t - lse) = exp2(s2 - lse2)`` and ``lse = lse2 * ln 2``.
+
+* :func:`infonce_fwd_kernel` streams passage tiles with an online log-sum-exp in fp32 and writes,
+  per query and per split of the passages, the running max ``m``, the running sum ``l`` and the
+  positive's score (all base 2). The wrapper merges the splits; only ``lse2 [B]`` is kept.
+* :func:`infonce_bwd_dq_kernel` and :func:`infonce_bwd_dp_kernel` recompute score tiles and
+  accumulate ``G P`` and ``G^T Q`` with ``G = softmax - onehot`` (excluded entries 0) into fp32
+  workspaces of shape ``[splits, B, D]`` and ``[splits, N, D]``; nothing of size ``B x N`` exists.
+* :func:`infonce_grad_tile_kernel` writes ``G`` for a column chunk of passages, for the
+  ``backward="chunked"`` variant that hands the two products to cuBLAS.
+
+Exclusion (``EXCLUDE`` constexpr): 0 none; 1 ids -- drop ``j`` from row ``i`` when
+``p_ids[j] == q_pos_ids[i]``; 2 dense ``[B, N]`` uint8 mask. The positive is never dropped.
+Masked scores are replaced by a large finite negative before ``exp2`` and the result is zeroed with
+``where``: no ``-inf`` enters arithmetic, so no NaN.
+"""
+
+from __future__ import annotations
+
+import os
+
+import triton
+import triton.language as tl
+
+#: Whether these kernels were defined under ``TRITON_INTERPRET=1`` (the CPU interpreter).
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+NEG_BIG = tl.constexpr(-1.0e30)
+
+
+@triton.jit
+def _dot(a, b, acc, PRECISION: tl.constexpr):
+    """``acc + a @ b`` in fp32. ``PRECISION == "upcast"`` multiplies fp32 copies: Triton's CPU
+    interpreter multiplies the raw bits of bfloat16 tiles, so the wrapper asks for it there."""
+    if PRECISION == "upcast":
+        out = tl.dot(a.to(tl.float32), b.to(tl.float32), acc=acc, input_precision="ieee")
+    else:
+        out = tl.dot(a, b, acc=acc, input_precision=PRECISION)
+    return out
+
+
+@triton.jit
+def _score_tile(q_ptr, p_ptr, rows, cols, B, N, D, stride_q, stride_p,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                PRECISION: tl.constexpr):
+    """fp32 ``[BLOCK_M, BLOCK_N]`` tile of ``q[rows] . p[cols]``; out-of-range entries are 0."""
+    row_ok = rows < B
+    col_ok = cols < N
+    q_rows = q_ptr + rows.to(tl.int64)[:, None] * stride_q
+    p_cols = p_ptr + cols.to(tl.int64)[None, :] * stride_p
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, D, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        k_ok = ks < D
+        q_tile = tl.load(q_rows + ks[None, :], mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+        p_tile = tl.load(p_cols + ks[:, None], mask=k_ok[:, None] & col_ok[None, :], other=0.0)
+        acc = _dot(q_tile, p_tile, acc, PRECISION)
+    return acc
+
+
+@triton.jit
+def _keep_tile(rows, cols, labels, q_pos, pid_ptr, mask_ptr, stride_mask, B, N,
+               EXCLUDE: tl.constexpr):
+    """Bool ``[BLOCK_M, BLOCK_N]``: entry in range and not excluded (the positive is always kept)."""
+    in_range = (rows[:, None] < B) & (cols[None, :] < N)
+    if EXCLUDE == 1:
+        p_ids = tl.load(pid_ptr + cols, mask=cols < N, other=0)
+        dropped = (p_ids[None, :] == q_pos[:, None]) & (cols[None, :] != labels[:, None])
+        keep = in_range & ~dropped
+    elif EXCLUDE == 2:
+        flags = tl.load(mask_ptr + rows.to(tl.int64)[:, None] * stride_mask + cols[None, :],
+                        mask=in_range, other=0)
+        dropped = (flags != 0) & (cols[None, :] != labels[:, None])
+        keep = in_range & ~dropped
+    else:
+        keep = in_range
+    return keep
+
+
+@triton.jit
+def _grad_tile(s2, keep, lse2, labels, cols):
+    """fp32 ``G = softmax - onehot`` for a tile of base-2 scores; excluded entries are 0."""
+    safe = tl.where(keep, s2, NEG_BIG)
+    prob = tl.where(keep, tl.exp2(safe - lse2[:, None]), 0.0)
+    return prob - tl.where(cols[None, :] == labels[:, None], 1.0, 0.0)
+
+
+@triton.jit
+def infonce_fwd_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr,
+                       m_ptr, l_ptr, pos_ptr,
+                       B, N, D, stride_q, stride_p, stride_mask, scale2, split_size, SIZE_CLASS,
+                       EXCLUDE: tl.constexpr, PRECISION: tl.constexpr,
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Grid ``(cdiv(B, BLOCK_M), splits)``: online log-sum-exp over passages of one split."""
+    pid_m = tl.program_id(0)
+    split = tl.program_id(1)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < B
+    labels = tl.load(labels_ptr + rows, mask=row_ok, other=-1)
+    q_pos = labels
+    if EXCLUDE == 1:
+        q_pos = tl.load(qpos_ptr + rows, mask=row_ok, other=0)
+    m_i = tl.full((BLOCK_M,), NEG_BIG, tl.float32)
+    l_i = tl.zeros((BLOCK_M,), tl.float32)
+    pos_i = tl.zeros((BLOCK_M,), tl.float32)
+    n_start = split * split_size
+    n_end = tl.minimum(N, n_start + split_size)
+    for n0 in range(n_start, n_end, BLOCK_N):
+        cols = n0 + tl.arange(0, BLOCK_N)
+        s2 = _score_tile(q_ptr, p_ptr, rows, cols, B, N, D, stride_q, stride_p,
+                         BLOCK_M, BLOCK_N, BLOCK_K, PRECISION) * scale2
+        keep = _keep_tile(rows, cols, labels, q_pos, pid_ptr, mask_ptr, stride_mask, B, N, EXCLUDE)
+        pos_i += tl.sum(tl.where(cols[None, :] == labels[:, None], s2, 0.0), axis=1)
+        safe = tl.where(keep, s2, NEG_BIG)
+        m_new = tl.maximum(m_i, tl.max(safe, axis=1))
+        alpha = tl.exp2(m_i - m_new)
+        weights = tl.where(keep, tl.exp2(safe - m_new[:, None]), 0.0)
+        l_i = l_i * alpha + tl.sum(weights, axis=1)
+        m_i = m_new
+    out = split * B + rows
+    tl.store(m_ptr + out, m_i, mask=row_ok)
+    tl.store(l_ptr + out, l_i, mask=row_ok)
+    tl.store(pos_ptr + out, pos_i, mask=row_ok)
+
+
+@triton.jit
+def infonce_bwd_dq_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr, lse2_ptr, ws_ptr,
+                          B, N, D, stride_q, stride_p, stride_mask, scale2, split_size, SIZE_CLASS,
+                          EXCLUDE: tl.constexpr, PRECISION: tl.constexpr,
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                          BLOCK_D: tl.constexpr):
+    """Grid ``(cdiv(B, BLOCK_M), splits)``: ``ws[split, rows] = sum over the split's passages of G P``."""
+    pid_m = tl.program_id(0)
+    split = tl.program_id(1)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < B
+    labels = tl.load(labels_ptr + rows, mask=row_ok, other=-1)
+    q_pos = labels
+    if EXCLUDE == 1:
+        q_pos = tl.load(qpos_ptr + rows, mask=row_ok, other=0)
+    lse2 = tl.load(lse2_ptr + rows, mask=row_ok, other=0.0)
+    ws_rows = ws_ptr + (split * B + rows).to(tl.int64)[:, None] * D
+    n_start = split * split_size
+    n_end = tl.minimum(N, n_start + split_size)
+    for n0 in range(n_start, n_end, BLOCK_N):
+        cols = n0 + tl.arange(0, BLOCK_N)
+        col_ok = cols < N
+        s2 = _score_tile(q_ptr, p_ptr, rows, cols, B, N, D, stride_q, stride_p,
+                         BLOCK_M, BLOCK_N, BLOCK_K, PRECISION) * scale2
+        keep = _keep_tile(rows, cols, labels, q_pos, pid_ptr, mask_ptr, stride_mask, B, N, EXCLUDE)
+        g = _grad_tile(s2, keep, lse2, labels, cols).to(p_ptr.dtype.element_ty)
+        p_cols = p_ptr + cols.to(tl.int64)[:, None] * stride_p
+        for d0 in range(0, D, BLOCK_D):
+            ds = d0 + tl.arange(0, BLOCK_D)
+            d_ok = ds < D
+            p_tile = tl.load(p_cols + ds[None, :], mask=col_ok[:, None] & d_ok[None, :], other=0.0)
+            part = _dot(g, p_tile, tl.zeros((BLOCK_M, BLOCK_D), tl.float32), PRECISION)
+            ws_mask = row_ok[:, None] & d_ok[None, :]
+            # Add what earlier passage tiles stored (the block-shaped compare keeps the interpreter happy).
+            has_prev = (n0 + 0 * ds[None, :]) > n_start
+            part += tl.load(ws_rows + ds[None, :], mask=ws_mask & has_prev, other=0.0)
+            tl.store(ws_rows + ds[None, :], part, mask=ws_mask)
+
+
+@triton.jit
+def infonce_bwd_dp_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr, lse2_ptr, ws_ptr,
+                          B, N, D, stride_q, stride_p, stride_mask, scale2, split_size, SIZE_CLASS,
+                          EXCLUDE: tl.constexpr, PRECISION: tl.constexpr,
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                          BLOCK_D: tl.constexpr):
+    """Grid ``(cdiv(N, BLOCK_N), splits)``: ``ws[split, cols] = sum over the split's queries of G^T Q``."""
+    pid_n = tl.program_id(0)
+    split = tl.program_id(1)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    ws_cols = ws_ptr + (split * N + cols).to(tl.int64)[:, None] * D
+    b_start = split * split_size
+    b_end = tl.minimum(B, b_start + split_size)
+    for b0 in range(b_start, b_end, BLOCK_M):
+        rows = b0 + tl.arange(0, BLOCK_M)
+        row_ok = rows < B
+        labels = tl.load(labels_ptr + rows, mask=row_ok, other=-1)
+        q_pos = labels
+        if EXCLUDE == 1:
+            q_pos = tl.load(qpos_ptr + rows, mask=row_ok, other=0)
+        lse2 = tl.load(lse2_ptr + rows, mask=row_ok, other=0.0)
+        s2 = _score_tile(q_ptr, p_ptr, rows, cols, B, N, D, stride_q, stride_p,
+                         BLOCK_M, BLOCK_N, BLOCK_K, PRECISION) * scale2
+        keep = _keep_tile(rows, cols, labels, q_pos, pid_ptr, mask_ptr, stride_mask, B, N, EXCLUDE)
+        g_t = tl.trans(_grad_tile(s2, keep, lse2, labels, cols).to(q_ptr.dtype.element_ty))
+        q_rows = q_ptr + rows.to(tl.int64)[:, None] * stride_q
+        for d0 in range(0, D, BLOCK_D):
+            ds = d0 + tl.arange(0, BLOCK_D)
+            d_ok = ds < D
+            q_tile = tl.load(q_rows + ds[None, :], mask=row_ok[:, None] & d_ok[None, :], other=0.0)
+            part = _dot(g_t, q_tile, tl.zeros((BLOCK_N, BLOCK_D), tl.float32), PRECISION)
+            ws_mask = col_ok[:, None] & d_ok[None, :]
+            has_prev = (b0 + 0 * ds[None, :]) > b_start
+            part += tl.load(ws_cols + ds[None, :], mask=ws_mask & has_prev, other=0.0)
+            tl.store(ws_cols + ds[None, :], part, mask=ws_mask)
+
+
+@triton.jit
+def infonce_grad_tile_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr, lse2_ptr, g_ptr,
+                             B, N, D, stride_q, stride_p, stride_mask, stride_g, scale2, col_start,
+                             col_count, SIZE_CLASS,
+                             EXCLUDE: tl.constexpr, PRECISION: tl.constexpr,
+                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Grid ``(cdiv(B, BLOCK_M), cdiv(col_count, BLOCK_N))``: ``g[:, c] = G[:, col_start + c]``."""
+    pid_m = tl.program_id(0)
+    pid_c = tl.program_id(1)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = rows < B
+    local = pid_c * BLOCK_N + tl.arange(0, BLOCK_N)
+    cols = col_start + local
+    labels = tl.load(labels_ptr + rows, mask=row_ok, other=-1)
+    q_pos = labels
+    if EXCLUDE == 1:
+        q_pos = tl.load(qpos_ptr + rows, mask=row_ok, other=0)
+    lse2 = tl.load(lse2_ptr + rows, mask=row_ok, other=0.0)
+    s2 = _score_tile(q_ptr, p_ptr, rows, cols, B, N, D, stride_q, stride_p,
+                     BLOCK_M, BLOCK_N, BLOCK_K, PRECISION) * scale2
+    keep = _keep_tile(rows, cols, labels, q_pos, pid_ptr, mask_ptr, stride_mask, B, N, EXCLUDE)
+    g = _grad_tile(s2, keep, lse2, labels, cols)
+    out_ok = row_ok[:, None] & (local[None, :] < col_count)
+    tl.store(g_ptr + rows.to(tl.int64)[:, None] * stride_g + local[None, :],
+             g.to(g_ptr.dtype.element_ty), mask=out_ok)
+
+
+def _configs(shapes, with_block_d):
+    configs = []
+    for block_m, block_n, block_k, block_d, warps, stages in shapes:
+        meta = {"BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k}
+        if with_block_d:
+            meta["BLOCK_D"] = block_d
+        configs.append(triton.Config(meta, num_warps=warps, num_stages=stages))
+    return configs
+
+
+# Candidate tiles for the GPU autotuner: (BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_D, warps, stages). Every
+# BLOCK_M / BLOCK_N divides SPLIT_ALIGN so that split boundaries fall on tile boundaries.
+SPLIT_ALIGN = 256
+_FWD_SHAPES = [(128, 128, 64, 0, 8, 3), (128, 64, 64, 0, 4, 3), (64, 128, 64, 0, 4, 3), (64, 64, 64, 0, 4, 4)]
+_BWD_SHAPES = [(64, 128, 64, 64, 8, 2), (128, 64, 64, 64, 8, 2), (128, 128, 64, 64, 8, 2), (64, 64, 64, 128, 4, 2)]
+_TUNE_KEY = ["D", "SIZE_CLASS", "EXCLUDE"]
+
+infonce_fwd_tuned = triton.autotune(_configs(_FWD_SHAPES, False), key=_TUNE_KEY)(infonce_fwd_kernel)
+infonce_bwd_dq_tuned = triton.autotune(_configs(_BWD_SHAPES, True), key=_TUNE_KEY)(infonce_bwd_dq_kernel)
+infonce_bwd_dp_tuned = triton.autotune(_configs(_BWD_SHAPES, True), key=_TUNE_KEY)(infonce_bwd_dp_kernel)
+infonce_grad_tile_tuned = triton.autotune(_configs(_FWD_SHAPES, False), key=_TUNE_KEY)(infonce_grad_tile_kernel)

@@ -1,0 +1,308 @@
+"""Fused InfoNCE loss: Triton kernels that never build the ``B x N`` score matrix.
+
+The forward kernel streams passage tiles with an online log-sum-exp in fp32 and keeps only the
+per-query log-sum-exp; the backward kernels recompute score tiles and accumulate
+``dQ = (softmax - onehot) P / t`` and ``dP = (softmax - onehot)^T Q / t`` tile by tile. Memory is
+``O((B + N) d)``: the inputs, their gradients and fp32 accumulators.
+
+Two backward variants, same results:
+
+* ``backward="fused"`` (default): everything in Triton, fp32 accumulators ``[splits, B, d]`` and
+  ``[splits, N, d]`` (``splits`` is 1 unless a side is too short to fill the GPU).
+* ``backward="chunked"``: a Triton kernel writes ``softmax - onehot`` for ``chunk_size`` passages at
+  a time (a ``B x chunk_size`` buffer, 64 Mi elements by default) and cuBLAS does both products.
+
+On CPU the kernels run in Triton's interpreter when ``TRITON_INTERPRET=1`` was set before this
+module was first used (tests do that). Without it, CPU tensors fall back to
+:func:`kernels.reference.infonce_loss` with a one-time warning.
+
+Example::
+
+    import torch, kernels
+
+    q = torch.nn.functional.normalize(torch.randn(4096, 768, device="cuda"), dim=-1).bfloat16().requires_grad_()
+    p = torch.nn.functional.normalize(torch.randn(32768, 768, device="cuda"), dim=-1).bfloat16().requires_grad_()
+    labels = torch.arange(4096, device="cuda") * 8
+    loss = kernels.infonce_loss(q, p, labels, temperature=0.02)
+    loss.backward()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import math
+import os
+import warnings
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from .exclusion import ExcludeArg, ExcludeSpec, check_inputs, normalize_exclude
+from .reference import infonce_loss as reference_infonce_loss
+
+LOG2E = 1.0 / math.log(2.0)
+LN2 = math.log(2.0)
+#: Elements of the ``B x chunk_size`` buffer of ``backward="chunked"`` (128 MiB in bf16).
+CHUNK_ELEMENTS = 64 * 1024 * 1024
+_EXCLUDE_MODES = {"none": 0, "ids": 1, "dense": 2}
+_warned_cpu = False
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """Fixed tile sizes instead of autotuning (always used by the CPU interpreter).
+
+    Args:
+        block_m: queries per tile; block_n: passages per tile; block_k: embedding columns per step
+            of the score product; block_d: embedding columns per step of the gradient products.
+            All powers of two, at least 16.
+        split_size: passages (forward, dQ) or queries (dP) per split; ``None`` picks it from the
+            GPU's SM count (one split on CPU). Must be a multiple of ``block_m`` and ``block_n``.
+        num_warps, num_stages: Triton launch options (ignored by the interpreter).
+    """
+
+    block_m: int = 32
+    block_n: int = 64
+    block_k: int = 64
+    block_d: int = 128
+    split_size: Optional[int] = None
+    num_warps: int = 4
+    num_stages: int = 2
+
+    def __post_init__(self):
+        for name in ("block_m", "block_n", "block_k", "block_d"):
+            value = getattr(self, name)
+            if value < 16 or value > 256 or value & (value - 1):
+                raise ValueError(f"KernelConfig.{name}: expected a power of two in [16, 256], got {value}")
+        if self.split_size is not None and (
+            self.split_size <= 0 or self.split_size % self.block_m or self.split_size % self.block_n
+        ):
+            raise ValueError(
+                f"KernelConfig.split_size: expected a positive multiple of block_m={self.block_m} and "
+                f"block_n={self.block_n}, got {self.split_size}"
+            )
+
+
+def interpreter_enabled() -> bool:
+    """True when ``TRITON_INTERPRET=1``: Triton kernels then run on CPU tensors, slowly."""
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def fused_available(device: torch.device | str) -> bool:
+    """True when :func:`infonce_loss` runs the Triton kernels for tensors on ``device``."""
+    device = torch.device(device)
+    return device.type == "cuda" or (device.type == "cpu" and interpreter_enabled())
+
+
+def _kernel_module():
+    """Import the Triton kernels, redefining them if ``TRITON_INTERPRET`` changed since."""
+    module = importlib.import_module("kernels._triton_kernels")
+    if module.INTERPRET != interpreter_enabled():
+        module = importlib.reload(module)
+    return module
+
+
+def infonce_loss(
+    q: torch.Tensor,
+    p: torch.Tensor,
+    labels: torch.Tensor,
+    temperature,
+    exclude: ExcludeArg = None,
+    *,
+    backward: str = "fused",
+    config: Optional[KernelConfig] = None,
+    chunk_size: Optional[int] = None,
+) -> torch.Tensor:
+    """Mean InfoNCE loss ``mean_i(logsumexp_j(s_ij / t) - s_i,labels[i] / t)``, ``s = q p^T``, fused.
+
+    Same contract as :func:`kernels.reference.infonce_loss`: excluded passages leave the row's
+    log-sum-exp, the positive is never excluded, a row with only its positive left has loss 0.
+
+    Args:
+        q: ``[B, d]`` float16, bfloat16 or float32 queries (CUDA, or CPU under ``TRITON_INTERPRET=1``).
+        p: ``[N, d]`` passages, same dtype and device.
+        labels: ``[B]`` integer index of each query's positive in ``p``.
+        temperature: ``t > 0`` (float or scalar tensor; no gradient flows to it).
+        exclude: ``None``, a ``[B, N]`` bool mask, or ``(q_pos_ids [B], p_ids [N])`` integer tensors
+            meaning "drop passage j from query i when ``p_ids[j] == q_pos_ids[i]``".
+        backward: ``"fused"`` (all Triton, no buffer of size ``B x anything``) or ``"chunked"``
+            (Triton writes ``softmax - onehot`` per passage chunk, cuBLAS multiplies).
+        config: fixed tile sizes; ``None`` autotunes on GPU (interpreter: ``KernelConfig()``).
+        chunk_size: passages per chunk for ``backward="chunked"``; default ``CHUNK_ELEMENTS // B``.
+
+    Returns:
+        A float32 scalar. Scores, log-sum-exp and gradient accumulators are fp32 for every input
+        dtype; the gradients of ``q`` and ``p`` come back in the input dtype.
+    """
+    global _warned_cpu
+    t = check_inputs(q, p, labels, temperature)
+    spec = normalize_exclude(exclude, labels, q.shape[0], p.shape[0])
+    if isinstance(temperature, torch.Tensor) and temperature.requires_grad:
+        raise ValueError("temperature: the fused loss takes a fixed temperature; use "
+                         "kernels.reference_infonce_loss for a learnable one")
+    if backward not in ("fused", "chunked"):
+        raise ValueError(f"backward: expected 'fused' or 'chunked', got {backward!r}")
+    if chunk_size is not None and chunk_size < 1:
+        raise ValueError(f"chunk_size: expected a positive integer, got {chunk_size}")
+    if not fused_available(q.device):
+        if not _warned_cpu:
+            warnings.warn(f"kernels.infonce_loss: no Triton for device {q.device} (set TRITON_INTERPRET=1 "
+                          "to run the kernels on CPU); using the PyTorch reference", stacklevel=2)
+            _warned_cpu = True
+        return reference_infonce_loss(q, p, labels, temperature, exclude)
+    if q.dtype == torch.float64:
+        raise TypeError("q, p: the fused kernel takes float16, bfloat16 or float32; use "
+                        "kernels.reference_infonce_loss for float64")
+    if config is None and q.device.type == "cpu":
+        config = KernelConfig()
+    return _FusedInfoNCE.apply(q, p, labels, t, spec, config, backward, chunk_size)
+
+
+class _FusedInfoNCE(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, p, labels, temperature, spec, config, backward, chunk_size):
+        q = q.contiguous()
+        p = p.contiguous()
+        labels = labels.to(torch.int64).contiguous()
+        with torch.cuda.device(q.device) if q.is_cuda else contextlib.nullcontext():
+            lse2, pos2 = _forward(q, p, labels, temperature, spec, config)
+        ctx.save_for_backward(q, p, labels, lse2)
+        ctx.extra = (temperature, spec, config, backward, chunk_size)
+        return ((lse2 - pos2) * LN2).mean()
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        q, p, labels, lse2 = ctx.saved_tensors
+        temperature, spec, config, backward, chunk_size = ctx.extra
+        # dL/ds_ij = grad_out / (B t) * (softmax_ij - onehot_ij); the kernels produce the bracket.
+        scale = grad_out.to(torch.float32) / (q.shape[0] * temperature)
+        with torch.cuda.device(q.device) if q.is_cuda else contextlib.nullcontext():
+            if backward == "fused":
+                dq, dp = _backward_fused(q, p, labels, lse2, temperature, spec, config, scale)
+            else:
+                dq, dp = _backward_chunked(q, p, labels, lse2, temperature, spec, config, scale, chunk_size)
+        return dq, dp, None, None, None, None, None, None
+
+
+def _common_args(q, p, labels, spec: ExcludeSpec):
+    """Pointer arguments shared by every kernel: ids / mask placeholders when unused."""
+    q_pos = spec.q_pos_ids if spec.mode == "ids" else labels
+    p_ids = spec.p_ids if spec.mode == "ids" else labels
+    mask = spec.mask.view(torch.uint8) if spec.mode == "dense" else labels
+    stride_mask = spec.mask.stride(0) if spec.mode == "dense" else 0
+    return q_pos, p_ids, mask, stride_mask
+
+
+def _size_class(num_queries: int, num_passages: int) -> int:
+    """Autotuning bucket: re-tune only when B x N changes by a factor of 4."""
+    return max(0, (num_queries * num_passages).bit_length() // 2)
+
+
+def _split_size(length: int, other_blocks: int, config: Optional[KernelConfig], device) -> int:
+    """Items per split along a side of ``length`` so that about 2 programs per SM run."""
+    mod = _kernel_module()
+    if config is not None and config.split_size is not None:
+        return config.split_size
+    if device.type != "cuda":
+        align = math.lcm(config.block_m, config.block_n) if config else mod.SPLIT_ALIGN
+        return max(align, -(-length // align) * align)
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    splits = max(1, min(-(-length // mod.SPLIT_ALIGN), round(2 * sms / max(1, other_blocks))))
+    per_split = -(-length // splits)
+    return -(-per_split // mod.SPLIT_ALIGN) * mod.SPLIT_ALIGN
+
+
+def _launch(kernel_name, grid_fn, args, config: Optional[KernelConfig], with_block_d: bool, exclude_mode, precision):
+    mod = _kernel_module()
+    constexprs = {"EXCLUDE": exclude_mode, "PRECISION": precision}
+    if config is None:
+        kernel = getattr(mod, f"{kernel_name}_tuned")
+        kernel[grid_fn](*args, **constexprs)
+        return
+    meta = {"BLOCK_M": config.block_m, "BLOCK_N": config.block_n, "BLOCK_K": config.block_k}
+    if with_block_d:
+        meta["BLOCK_D"] = config.block_d
+    kernel = getattr(mod, f"{kernel_name}_kernel")
+    options = {} if mod.INTERPRET else {"num_warps": config.num_warps, "num_stages": config.num_stages}
+    kernel[grid_fn(meta)](*args, **constexprs, **meta, **options)
+
+
+def _precision(q) -> str:
+    """fp32 inputs multiply in IEEE fp32 (not TF32); bf16 / fp16 use tensor cores with fp32 sums."""
+    if q.dtype == torch.float32:
+        return "ieee"
+    if q.dtype == torch.bfloat16 and _kernel_module().INTERPRET:
+        return "upcast"
+    return "tf32"
+
+
+def _forward(q, p, labels, temperature, spec, config):
+    num_q, dim = q.shape
+    num_p = p.shape[0]
+    q_pos, p_ids, mask, stride_mask = _common_args(q, p, labels, spec)
+    split = _split_size(num_p, -(-num_q // 64), config, q.device)
+    splits = -(-num_p // split)
+    m = torch.empty(splits, num_q, device=q.device, dtype=torch.float32)
+    l = torch.empty_like(m)
+    pos = torch.empty_like(m)
+    scale2 = LOG2E / temperature
+    args = (q, p, labels, q_pos, p_ids, mask, m, l, pos, num_q, num_p, dim, q.stride(0), p.stride(0),
+            stride_mask, scale2, split, _size_class(num_q, num_p))
+    _launch("infonce_fwd", lambda meta: (-(-num_q // meta["BLOCK_M"]), splits), args, config, False,
+            _EXCLUDE_MODES[spec.mode], _precision(q))
+    m_all = m.max(dim=0).values
+    lse2 = m_all + torch.log2((l * torch.exp2(m - m_all)).sum(dim=0))
+    return lse2, pos.sum(dim=0)
+
+
+def _backward_fused(q, p, labels, lse2, temperature, spec, config, scale):
+    num_q, dim = q.shape
+    num_p = p.shape[0]
+    q_pos, p_ids, mask, stride_mask = _common_args(q, p, labels, spec)
+    mode, precision, scale2 = _EXCLUDE_MODES[spec.mode], _precision(q), LOG2E / temperature
+    size_class = _size_class(num_q, num_p)
+
+    split_p = _split_size(num_p, -(-num_q // 64), config, q.device)
+    splits_p = -(-num_p // split_p)
+    ws_q = torch.empty(splits_p, num_q, dim, device=q.device, dtype=torch.float32)
+    args = (q, p, labels, q_pos, p_ids, mask, lse2, ws_q, num_q, num_p, dim, q.stride(0), p.stride(0),
+            stride_mask, scale2, split_p, size_class)
+    _launch("infonce_bwd_dq", lambda meta: (-(-num_q // meta["BLOCK_M"]), splits_p), args, config, True,
+            mode, precision)
+    dq = (ws_q[0] if splits_p == 1 else ws_q.sum(dim=0)).mul_(scale).to(q.dtype)
+    del ws_q
+
+    split_q = _split_size(num_q, -(-num_p // 64), config, q.device)
+    splits_q = -(-num_q // split_q)
+    ws_p = torch.empty(splits_q, num_p, dim, device=q.device, dtype=torch.float32)
+    args = (q, p, labels, q_pos, p_ids, mask, lse2, ws_p, num_q, num_p, dim, q.stride(0), p.stride(0),
+            stride_mask, scale2, split_q, size_class)
+    _launch("infonce_bwd_dp", lambda meta: (-(-num_p // meta["BLOCK_N"]), splits_q), args, config, True,
+            mode, precision)
+    dp = (ws_p[0] if splits_q == 1 else ws_p.sum(dim=0)).mul_(scale).to(p.dtype)
+    return dq, dp
+
+
+def _backward_chunked(q, p, labels, lse2, temperature, spec, config, scale, chunk_size):
+    num_q, dim = q.shape
+    num_p = p.shape[0]
+    q_pos, p_ids, mask, stride_mask = _common_args(q, p, labels, spec)
+    mode, precision, scale2 = _EXCLUDE_MODES[spec.mode], _precision(q), LOG2E / temperature
+    size_class = _size_class(num_q, num_p)
+    chunk = min(num_p, chunk_size or max(256, CHUNK_ELEMENTS // num_q // 256 * 256))
+    buffer = torch.empty(num_q, chunk, device=q.device, dtype=q.dtype)
+    dq_acc = torch.zeros(num_q, dim, device=q.device, dtype=torch.float32)
+    dp = torch.empty_like(p)
+    for start in range(0, num_p, chunk):
+        count = min(chunk, num_p - start)
+        g = buffer[:, :count]
+        args = (q, p, labels, q_pos, p_ids, mask, lse2, g, num_q, num_p, dim, q.stride(0), p.stride(0),
+                stride_mask, buffer.stride(0), scale2, start, count, size_class)
+        _launch("infonce_grad_tile",
+                lambda meta, count=count: (-(-num_q // meta["BLOCK_M"]), -(-count // meta["BLOCK_N"])),
+                args, config, False, mode, precision)
+        dq_acc.add_(torch.mm(g, p[start:start + count]))
+        dp[start:start + count] = torch.mm(g.t(), q).to(torch.float32).mul_(scale)
+    return dq_acc.mul_(scale).to(q.dtype), dp

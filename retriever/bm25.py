@@ -1,0 +1,152 @@
+"""BM25 through bm25s: English stemming (PyStemmer) and English stopwords, saved to and loaded from a folder.
+
+Example::
+
+    from retriever.bm25 import BM25Index
+    index = BM25Index.build(read_corpus("corpus.jsonl"))
+    index.save("bm25/")
+    hits = BM25Index.load("bm25/").search(["who directed Gummo"], k=10)  # [[(docid, score), ...]]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from retriever.errors import UsageError
+from retriever.io.common import atomic_write
+from retriever.io.corpus import Document
+from retriever.query_template import format_document
+
+META_FILE = "hopscotch_bm25.json"
+DOCIDS_FILE = "docids.txt"
+
+
+def _stemmer(language: str | None):
+    if not language:
+        return None
+    import Stemmer
+
+    return Stemmer.Stemmer(language)
+
+
+class BM25Index:
+    """A bm25s index plus the docids of its rows and the tokenizer settings it was built with."""
+
+    def __init__(self, model, docids: list[str], k1: float, b: float, stemmer: str | None, stopwords: str | None):
+        self.model = model
+        self.docids = docids
+        self.k1, self.b = k1, b
+        self.stemmer_language, self.stopwords = stemmer, stopwords
+        self._stemmer = _stemmer(stemmer)
+
+    # -- building ---------------------------------------------------------------------------------
+    @classmethod
+    def build(cls, docs: Iterable[Document], k1: float = 1.5, b: float = 0.75, stemmer: str | None = "english",
+              stopwords: str | None = "en", chunk_size: int = 50_000, show_progress: bool = True) -> "BM25Index":
+        """Index documents (``title + " " + text``); the corpus is tokenized in chunks, never held as text."""
+        import bm25s
+        from bm25s.tokenization import Tokenizer
+        from tqdm.auto import tqdm
+
+        tokenizer = Tokenizer(stopwords=stopwords or [], stemmer=_stemmer(stemmer))
+        ids: list[list[int]] = []
+        docids: list[str] = []
+        chunk: list[str] = []
+        bar = tqdm(desc="bm25 tokenize", unit="doc", disable=not show_progress)
+
+        def flush():
+            if chunk:
+                ids.extend(tokenizer.tokenize(chunk, update_vocab=True, return_as="ids", show_progress=False))
+                bar.update(len(chunk))
+                chunk.clear()
+
+        for doc in docs:
+            docids.append(doc.docid)
+            chunk.append(format_document(doc.title, doc.text))
+            if len(chunk) >= chunk_size:
+                flush()
+        flush()
+        bar.close()
+        if not docids:
+            raise UsageError("cannot build a BM25 index over an empty corpus")
+        model = bm25s.BM25(k1=k1, b=b)
+        vocab = tokenizer.get_vocab_dict()
+        model.index((ids, vocab), show_progress=show_progress)
+        return cls(model, docids, k1, b, stemmer, stopwords)
+
+    # -- persistence ------------------------------------------------------------------------------
+    def save(self, folder: str | os.PathLike) -> None:
+        """Write the index to ``folder`` atomically (built in a temp folder, then renamed)."""
+        folder = Path(folder)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+        try:
+            self.model.save(str(tmp), show_progress=False)
+            with atomic_write(tmp / DOCIDS_FILE) as fh:
+                fh.writelines(d + "\n" for d in self.docids)
+            meta = {"k1": self.k1, "b": self.b, "stemmer": self.stemmer_language, "stopwords": self.stopwords,
+                    "num_docs": len(self.docids)}
+            (tmp / META_FILE).write_text(json.dumps(meta, indent=2))
+            if folder.exists():
+                shutil.rmtree(folder)
+            os.replace(tmp, folder)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike, mmap: bool = False) -> "BM25Index":
+        import bm25s
+
+        folder = Path(folder)
+        if not (folder / META_FILE).is_file():
+            raise UsageError(f"{folder}: not a Hopscotch BM25 index (no {META_FILE}); build one with "
+                             "'hopscotch bm25-index'")
+        meta = json.loads((folder / META_FILE).read_text())
+        model = bm25s.BM25.load(str(folder), mmap=mmap, show_progress=False)
+        docids = (folder / DOCIDS_FILE).read_text().splitlines()
+        return cls(model, docids, meta["k1"], meta["b"], meta["stemmer"], meta["stopwords"])
+
+    # -- search -----------------------------------------------------------------------------------
+    def tokenize_queries(self, queries: Sequence[str]) -> list[list[str]]:
+        import bm25s
+
+        tok = bm25s.tokenize(list(queries), stopwords=self.stopwords or [], stemmer=self._stemmer,
+                             return_ids=False, show_progress=False)
+        return [list(t) for t in tok]
+
+    def search(self, queries: Sequence[str], k: int = 100, show_progress: bool = False
+               ) -> list[list[tuple[str, float]]]:
+        """Top-``k`` ``(docid, score)`` per query, best first; documents scoring 0 are left out."""
+        if not queries:
+            return []
+        k = min(k, len(self.docids))
+        tokens = self.tokenize_queries(queries)
+        # bm25s rejects a query with no known token; give such queries an empty result instead
+        known = [[t for t in q if t in self.model.vocab_dict] for q in tokens]
+        out: list[list[tuple[str, float]]] = [[] for _ in queries]
+        live = [i for i, q in enumerate(known) if q]
+        if not live:
+            return out
+        idx, scores = self.model.retrieve([known[i] for i in live], k=k, show_progress=show_progress,
+                                          n_threads=0)
+        for row, i in enumerate(live):
+            out[i] = [(self.docids[j], float(s)) for j, s in zip(idx[row], scores[row]) if s > 0]
+        return out
+
+    def score_documents(self, query: str, docids: Sequence[str]) -> np.ndarray:
+        """BM25 scores of ``query`` against the given documents (0 for unknown ones)."""
+        if not hasattr(self, "_row"):
+            self._row = {d: i for i, d in enumerate(self.docids)}
+        tokens = [t for t in self.tokenize_queries([query])[0] if t in self.model.vocab_dict]
+        if not tokens:
+            return np.zeros(len(docids), dtype=np.float32)
+        all_scores = self.model.get_scores(tokens)
+        return np.array([all_scores[self._row[d]] if d in self._row else 0.0 for d in docids], dtype=np.float32)

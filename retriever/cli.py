@@ -1,0 +1,59 @@
+"""The ``hopscotch`` command line.
+
+Each subcommand lives in ``retriever/commands/<name>.py`` with ``register(subparsers)``, which adds its
+parser and sets ``func``. User-facing errors (:class:`~retriever.errors.HopscotchError`, including
+:class:`~retriever.errors.FormatError`) print one line on stderr and exit with code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from retriever.errors import HopscotchError
+
+COMMAND_MODULES = [
+    "world", "bm25_index", "index", "search", "eval", "synth", "train", "serve", "eval_agent", "demo",
+]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse's own errors: one line, exit 2
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="hopscotch", description="Reasoning-aware dense retrieval for deep-research agents.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"retriever.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"retriever.commands.{name}":
+                continue  # a subcommand not built yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except HopscotchError as exc:
+        print(f"hopscotch {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"hopscotch {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Subcommands of the ``hopscotch`` CLI, one module each (see :mod:`retriever.cli`)."""

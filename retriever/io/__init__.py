@@ -1,0 +1,1 @@
+"""Streaming readers and writers for the file formats of the field (see :mod:`retriever.formats`)."""

@@ -1,0 +1,142 @@
+"""Corpus readers: JSONL, parquet, BEIR folders and ClimbMix-style shard folders, all streamed.
+
+Every reader yields :class:`Document` records one at a time, so a corpus of any size can be counted,
+sharded or encoded in constant memory.
+
+Ids: a record's id is taken from ``_id`` | ``docid`` | ``id``. Records without one (ClimbMix shards of
+``{text}``) get ``shard_<5-digit shard index>_<row>``, the row counted from 0 within the shard file and
+not zero-padded. The shard index is the last integer in the file name (``part_00012.parquet`` -> 12)
+when every file of the folder has a distinct one, else the file's position in sorted order.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from retriever.errors import FormatError
+from retriever.io.common import first_key, read_jsonl
+
+ID_KEYS = ("_id", "docid", "id", "doc_id")
+TEXT_KEYS = ("text", "contents", "content")
+CORPUS_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".parquet")
+
+
+@dataclass(slots=True)
+class Document:
+    """One corpus entry."""
+
+    docid: str
+    title: str
+    text: str
+
+    def to_beir(self) -> dict:
+        return {"_id": self.docid, "title": self.title, "text": self.text}
+
+
+def climbmix_id(shard: int, row: int) -> str:
+    """The id ClimbMix-style corpora assign from a document's position: ``shard_00003_17``."""
+    return f"shard_{shard:05d}_{row}"
+
+
+def _record_to_document(obj: dict, path, lineno: int | None, shard: int, row: int) -> Document:
+    text = first_key(obj, TEXT_KEYS)
+    if not isinstance(text, str):
+        raise FormatError(path, lineno, "a document with a string 'text' or 'contents' field",
+                          f"keys {sorted(obj)[:8]}")
+    docid = first_key(obj, ID_KEYS)
+    docid = climbmix_id(shard, row) if docid is None else str(docid)
+    title = obj.get("title") or ""
+    if not isinstance(title, str):
+        raise FormatError(path, lineno, "a string 'title'", type(title).__name__)
+    return Document(docid, title, text)
+
+
+def _iter_jsonl_corpus(path: Path, shard: int) -> Iterator[Document]:
+    for row, (lineno, obj) in enumerate(read_jsonl(path, "a JSON object with 'text'")):
+        yield _record_to_document(obj, path, lineno, shard, row)
+
+
+def _iter_parquet_corpus(path: Path, shard: int, batch_size: int = 4096) -> Iterator[Document]:
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow raises several types for a bad file
+        raise FormatError(path, None, "a readable parquet file", str(exc)) from None
+    names = set(pf.schema_arrow.names)
+    if not names & set(TEXT_KEYS):
+        raise FormatError(path, None, "a parquet column 'text' or 'contents'", f"columns {sorted(names)}")
+    columns = [c for c in (*ID_KEYS, *TEXT_KEYS, "title") if c in names]
+    row = 0
+    for batch in pf.iter_batches(batch_size=batch_size, columns=columns):
+        for obj in batch.to_pylist():
+            # parquet has no lines: report the 1-based row as the "line"
+            yield _record_to_document(obj, path, row + 1, shard, row)
+            row += 1
+
+
+def iter_file(path: str | os.PathLike, shard: int = 0) -> Iterator[Document]:
+    """Stream one corpus file (JSONL, optionally gzipped, or parquet)."""
+    p = Path(path)
+    if p.name.endswith(".parquet"):
+        return _iter_parquet_corpus(p, shard)
+    return _iter_jsonl_corpus(p, shard)
+
+
+def _trailing_int(name: str) -> int | None:
+    nums = re.findall(r"\d+", name)
+    return int(nums[-1]) if nums else None
+
+
+def shard_files(folder: str | os.PathLike) -> list[tuple[int, Path]]:
+    """The corpus files of a shard folder with their shard indices, in shard order."""
+    folder = Path(folder)
+    files = sorted(f for f in folder.iterdir() if f.is_file() and f.name.endswith(CORPUS_SUFFIXES))
+    if not files:
+        raise FormatError(folder, None, "a folder holding *.jsonl or *.parquet corpus files", "none found")
+    indices = [_trailing_int(f.name.split(".")[0]) for f in files]
+    if None in indices or len(set(indices)) != len(indices):
+        indices = list(range(len(files)))
+    return sorted(zip(indices, files))
+
+
+def corpus_files(path: str | os.PathLike) -> list[tuple[int, Path]]:
+    """Resolve a corpus path to ``[(shard_index, file)]``.
+
+    Accepts a file, a BEIR folder (``corpus.jsonl`` inside) or a folder of shards.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise FormatError(p, None, "an existing corpus file or folder", "no such path")
+    if p.is_file():
+        idx = _trailing_int(p.name.split(".")[0]) if p.name.startswith("shard") else 0
+        return [(idx or 0, p)]
+    for name in ("corpus.jsonl", "corpus.jsonl.gz", "corpus.parquet"):
+        if (p / name).is_file():
+            return [(0, p / name)]
+    return shard_files(p)
+
+
+def read_corpus(path: str | os.PathLike) -> Iterator[Document]:
+    """Stream every document of a corpus file, BEIR folder or shard folder."""
+    for shard, f in corpus_files(path):
+        yield from iter_file(f, shard)
+
+
+def count_documents(path: str | os.PathLike) -> int:
+    """Count documents without keeping them (constant memory)."""
+    return sum(1 for _ in read_corpus(path))
+
+
+def load_corpus_dict(path: str | os.PathLike) -> dict[str, Document]:
+    """Load a (small) corpus into ``{docid: Document}``; raises on duplicate ids."""
+    docs: dict[str, Document] = {}
+    for doc in read_corpus(path):
+        if doc.docid in docs:
+            raise FormatError(path, None, f"unique document ids ({doc.docid!r} repeats)")
+        docs[doc.docid] = doc
+    return docs

@@ -1,0 +1,83 @@
+"""Shared fixtures: the shared data folder, small worlds, a tiny random BERT, and the CLI runner."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("WANDB_MODE", "disabled")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def shared_data_path() -> Path | None:
+    """``$HOPSCOTCH_DATA`` or ``../shared/data`` beside the repository, if it exists."""
+    env = os.environ.get("HOPSCOTCH_DATA")
+    for cand in ([Path(env)] if env else []) + [REPO_ROOT.parent / "shared" / "data"]:
+        if cand.is_dir():
+            return cand
+    return None
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The shared real data (HotpotQA/IRCoT, MuSiQue, QAMPARI/Tongyi); skips when absent."""
+    path = shared_data_path()
+    if path is None:
+        pytest.skip("shared data not found: set HOPSCOTCH_DATA or place it at ../shared/data")
+    return path
+
+
+@pytest.fixture(scope="session")
+def small_world(tmp_path_factory) -> Path:
+    """A 300-document, 40-question embedded world written as a BEIR folder."""
+    from data_synth.world import build_world, write_world
+
+    out = tmp_path_factory.mktemp("world")
+    write_world(build_world(seed=7, docs=300, questions=40), out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory) -> Path:
+    """A tiny random BERT (2 layers, hidden 32) saved as a sentence-transformers folder.
+
+    Its tokenizer is the bundled MiniLM's WordPiece vocabulary, so texts tokenize realistically.
+    """
+    import torch
+    from sentence_transformers import SentenceTransformer, models
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from retriever.encoder import bundled_minilm_path
+
+    torch.manual_seed(0)
+    out = tmp_path_factory.mktemp("tiny_bert")
+    tok = AutoTokenizer.from_pretrained(bundled_minilm_path())
+    config = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=512)
+    hf_dir = out / "hf"
+    BertModel(config).save_pretrained(hf_dir)
+    tok.save_pretrained(hf_dir)
+    word = models.Transformer(str(hf_dir), max_seq_length=128)
+    pool = models.Pooling(word.get_word_embedding_dimension(), pooling_mode="mean")
+    st_dir = out / "st"
+    SentenceTransformer(modules=[word, pool, models.Normalize()], device="cpu").save(str(st_dir))
+    return st_dir
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run ``hopscotch`` in-process: returns (exit code, stdout, stderr)."""
+    from retriever.cli import main
+
+    def run(*argv):
+        code = main([str(a) for a in argv])
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run
