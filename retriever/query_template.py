@@ -24,3 +24,61 @@ def format_query(query: str, reasoning: str | None = None, instruction: str = ""
 def format_document(title: str | None, text: str) -> str:
     """Encoder input for a document: ``title + " " + text``."""
     return f"{title} {text}" if title else text
+
+
+def _word_start(text: str, start: int) -> int:
+    """Move ``start`` forward to the beginning of the next word unless it already is one."""
+    if start <= 0 or text[start - 1].isspace():
+        return max(start, 0)
+    nxt = next((i for i in range(start, len(text)) if text[i].isspace()), len(text))
+    return min(nxt + 1, len(text))
+
+
+def format_query_truncated(tokenizer, max_length: int | None, query: str, reasoning: str | None = None,
+                           instruction: str = "", reasoning_aware: bool = True) -> str:
+    """:func:`format_query`, with the reasoning cut *from the left* so the text fits ``max_length`` tokens.
+
+    Agents' reasoning grows with every step while the part that matters for the next search is the
+    latest; a plain right-truncating tokenizer would cut the query itself. This keeps the instruction,
+    the query and the *end* of the reasoning: the earliest reasoning words are dropped (at word
+    boundaries) until ``tokenizer(text)`` -- special tokens included -- has at most ``max_length`` tokens.
+    When even ``instruction + query`` is too long the reasoning becomes ``Empty`` and the tokenizer's
+    own truncation applies.
+
+    Args:
+        tokenizer: a Hugging Face tokenizer (fast tokenizers use offsets; slow ones cut by words).
+        max_length: the encoder's query length budget; ``None`` disables truncation.
+
+    Example::
+
+        tok = AutoTokenizer.from_pretrained(path)
+        text = format_query_truncated(tok, 128, "who directed Gummo", long_reasoning)
+        assert len(tok(text)["input_ids"]) <= 128 and text.endswith("Query: who directed Gummo")
+    """
+    text = format_query(query, reasoning, instruction=instruction, reasoning_aware=reasoning_aware)
+    if max_length is None or not reasoning_aware or not reasoning or not reasoning.strip():
+        return text
+    length = len(tokenizer(text, add_special_tokens=True)["input_ids"])
+    if length <= max_length:
+        return text
+    reasoning = reasoning.strip()
+    if getattr(tokenizer, "is_fast", False):
+        offsets = [s for s, e in tokenizer(reasoning, add_special_tokens=False,
+                                           return_offsets_mapping=True)["offset_mapping"] if e > s]
+    else:  # slow tokenizer: cut at word starts
+        offsets = [m.start() for m in __import__("re").finditer(r"\S+", reasoning)]
+    if not offsets:
+        return format_query(query, None, instruction=instruction, reasoning_aware=True)
+    # drop roughly the excess at once, then trim by the remaining overshoot (token boundaries can shift)
+    drop = length - max_length
+    while drop < len(offsets):
+        start = _word_start(reasoning, offsets[drop])
+        tail = reasoning[start:].strip()
+        if not tail:
+            break
+        candidate = format_query(query, tail, instruction=instruction, reasoning_aware=True)
+        over = len(tokenizer(candidate, add_special_tokens=True)["input_ids"]) - max_length
+        if over <= 0:
+            return candidate
+        drop += max(1, over)
+    return format_query(query, None, instruction=instruction, reasoning_aware=True)

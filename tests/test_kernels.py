@@ -109,21 +109,21 @@ def test_fused_matches_reference_fp16_and_dense_fp32():
 @pytest.mark.parametrize(
     "options",
     [
-        dict(backward="chunked", chunk_size=100),
+        dict(backward="chunked", chunk_size=64),
         dict(backward="chunked"),
         dict(config="split"),
         dict(config="small"),
     ],
-    ids=["chunked-100", "chunked-default", "splits", "16x16-tiles"],
+    ids=["chunked-64", "chunked-default", "splits", "16x16-tiles"],
 )
 def test_fused_variants_match_reference(options):
     infonce = _fused()
-    if options.get("config") == "split":  # 3 splits of passages (fwd, dQ) and 2 of queries (dP)
-        options = dict(config=infonce.KernelConfig(block_m=32, block_n=64, split_size=192))
+    if options.get("config") == "split":  # 7 splits of passages (fwd, dQ), 2 of queries (dP)
+        options = dict(config=infonce.KernelConfig(block_m=16, block_n=32, split_size=32))
     elif options.get("config") == "small":
         options = dict(config=infonce.KernelConfig(block_m=16, block_n=16, block_k=16, block_d=16))
     seed = random.SystemRandom().randrange(2**31)
-    q, p, labels, exclude = _inputs(seed, 64, 513, 48, torch.float32, "ids")
+    q, p, labels, exclude = _inputs(seed, 48, 200, 48, torch.float32, "ids")
     _assert_matches(seed, q, p, labels, exclude, tol=1e-5, **options)
     qb, pb = q.bfloat16(), p.bfloat16()
     _assert_matches(seed, qb, pb, labels, exclude, tol=1e-2, **options)
@@ -139,7 +139,7 @@ def test_fused_textbook_case_and_shift_invariance():
         assert round(loss.item(), 4) == 0.4076
         assert torch.allclose(p.grad[:, 0], torch.tensor([-0.335, 0.245, 0.090]), atol=5e-4)
         assert torch.equal(p.grad[:, 1], p.grad[:, 0])  # dL/dp_j = g_j q and q = (1, 1)
-        assert abs(q.grad[0, 1].item()) < 1e-6  # the shift column: c * sum_j g_j = 0
+        assert abs(q.grad[0, 1].item()) < 1e-6 * max(1.0, abs(shift))  # c * sum_j g_j = 0
 
 
 @pytest.mark.parametrize("backward", ["fused", "chunked"])

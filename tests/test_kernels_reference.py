@@ -42,7 +42,7 @@ def test_adding_a_constant_to_every_score_changes_nothing():
             base = (loss.item(), p.grad[:, 0].clone())
         assert loss.item() == pytest.approx(base[0], abs=1e-12)
         assert torch.allclose(p.grad[:, 0], base[1], atol=1e-12)
-        assert abs(q.grad[0, 1].item()) < 1e-12  # the shift column: c * sum_j (softmax - onehot)_j = 0
+        assert abs(q.grad[0, 1].item()) < 1e-9  # the shift column: c * sum_j (softmax - onehot)_j = 0
 
 
 @pytest.mark.parametrize("exclusion", ["none", "dense", "ids"])

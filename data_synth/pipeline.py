@@ -1,0 +1,204 @@
+"""DR-Synth end to end: QA + traces + corpus -> Tevatron/AgentIR tuples JSONL and a stats JSON.
+
+Example::
+
+    from data_synth.config import SynthConfig
+    from data_synth.pipeline import synthesize
+
+    stats = synthesize("../shared/data/hotpotqa_ircot", "../shared/data/hotpotqa_ircot/corpus.jsonl",
+                       traces=["../shared/data/hotpotqa_ircot/cot_steps.jsonl"], out="out/tuples.jsonl",
+                       config=SynthConfig(reranker="lexical", seed=13, workers=2))
+    stats["steps_kept"], stats["dropped"]
+
+Work is done per question (in the order questions first appear in the traces) and written to
+``<out>.parts/`` (see :mod:`data_synth.parts`); a killed run resumes there, and the final file is the
+same bytes whatever the number of workers or interruptions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import sys
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+from typing import Iterable
+
+from retriever.bm25 import BM25Index
+from retriever.errors import FormatError, UsageError
+from retriever.formats import atomic_write, load_corpus_dict, write_json
+
+from data_synth.config import SynthConfig
+from data_synth.parts import PartStore
+from data_synth.qa import load_qa
+from data_synth.traces import TraceStep, question_only_steps, read_traces
+from data_synth.worker import QuestionWorker
+
+_WORKER: QuestionWorker | None = None   # set in the parent before forking, inherited by workers
+_STORE: PartStore | None = None
+
+
+def group_steps(steps: Iterable[TraceStep]) -> list[tuple[str, list[TraceStep]]]:
+    """Steps grouped by question, questions in order of first appearance; query ids must be unique."""
+    groups: dict[str, list[TraceStep]] = {}
+    seen: dict[str, str] = {}
+    for step in steps:
+        if step.query_id in seen:
+            path, _, line = step.source.rpartition(":")
+            raise FormatError(path or step.source, int(line) if line.isdigit() else None,
+                              f"a unique (question, step); {step.query_id} was already read at {seen[step.query_id]}")
+        seen[step.query_id] = step.source
+        groups.setdefault(step.question_id, []).append(step)
+    return list(groups.items())
+
+
+def default_stats_path(out: str | os.PathLike) -> Path:
+    """``tuples.jsonl`` -> ``tuples.stats.json``."""
+    out = Path(out)
+    stem = out.name[: -len(".jsonl")] if out.name.endswith(".jsonl") else out.name
+    return out.with_name(stem + ".stats.json")
+
+
+def _file_fingerprint(path: str | os.PathLike | None) -> dict | None:
+    if path is None:
+        return None
+    p = Path(path).resolve()
+    files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file())
+    return {"path": str(p), "files": [[str(f.relative_to(p)) if f != p else f.name, f.stat().st_size,
+                                       f.stat().st_mtime_ns] for f in files]}
+
+
+def _summarize(total: Counter, n_questions: int, config: SynthConfig) -> dict:
+    dropped = {k.split(".", 1)[1]: v for k, v in sorted(total.items()) if k.startswith("dropped.")}
+    read, kept = total["steps_read"], total["steps_kept"]
+    with_gold, kept_gold = total["steps_with_gold_question"], total["kept_with_gold_question"]
+    return {
+        "questions": n_questions,
+        "steps_read": read,
+        "steps_kept": kept,
+        "kept_fraction": round(kept / read, 4) if read else 0.0,
+        "dropped": dropped,
+        "steps_with_gold_question": with_gold,
+        "kept_with_gold_question": kept_gold,
+        "kept_fraction_with_gold": round(kept_gold / with_gold, 4) if with_gold else None,
+        "positives": {"total": total["positives_gold"] + total["positives_reranked"],
+                      "gold": total["positives_gold"], "reranked": total["positives_reranked"]},
+        "negatives": {"total": total["negatives"], "per_tuple": round(total["negatives"] / kept, 3) if kept else 0.0,
+                      "steps_short": total["steps_short_of_negatives"]},
+        "gold_missing_from_corpus": total["gold_missing_from_corpus"],
+        "config": config.fingerprint(),
+    }
+
+
+def _run_task(task: tuple[int, str, list[TraceStep]]) -> tuple[int, int]:
+    index, question_id, steps = task
+    lines, stats = _WORKER.process(question_id, steps)
+    _STORE.write(index, question_id, lines, stats)
+    return len(steps), stats.get("steps_kept", 0)
+
+
+def _init_child(threads: int) -> None:
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
+
+
+def _run(tasks: list, workers: int, total_steps: int, done_steps: int, show_progress: bool) -> None:
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=total_steps, initial=done_steps, unit="step", desc="synth", disable=not show_progress)
+    kept = 0
+    try:
+        if workers == 1 or len(tasks) <= 1:
+            results = map(_run_task, tasks)
+            pool = None
+        else:
+            ctx = multiprocessing.get_context("fork")
+            pool = ctx.Pool(workers, initializer=_init_child, initargs=(max(1, (os.cpu_count() or 1) // workers),))
+            results = pool.imap_unordered(_run_task, tasks, chunksize=1)
+        try:
+            for n_steps, n_kept in results:
+                kept += n_kept
+                bar.update(n_steps)
+                bar.set_postfix(kept=kept, refresh=False)
+        finally:
+            if pool is not None:
+                pool.terminate()
+                pool.join()
+    finally:
+        bar.close()
+
+
+def synthesize(qa_dir: str | os.PathLike, corpus: str | os.PathLike | None = None,
+               traces: Iterable[str | os.PathLike] | None = None, out: str | os.PathLike = "tuples.jsonl",
+               config: SynthConfig | None = None, question_only: bool = False,
+               qrels: str | os.PathLike | None = None, stats_path: str | os.PathLike | None = None,
+               bm25_index: str | os.PathLike | None = None) -> dict:
+    """Label every search step of ``traces`` (or each question itself, with ``question_only``).
+
+    ``qa_dir``: BEIR folder / questions file with answers and qrels (see :mod:`data_synth.qa`);
+    ``corpus``: corpus file or folder (default: ``qa_dir`` itself when it holds ``corpus.jsonl``);
+    ``traces``: trace files or folders, formats detected per file (``config.trace_format`` overrides);
+    ``out``: the tuples JSONL; the stats go to ``stats_path`` (default ``<out stem>.stats.json``);
+    ``bm25_index``: a saved :class:`~retriever.bm25.BM25Index` of the corpus instead of building one.
+    Returns the stats dict.
+    """
+    global _WORKER, _STORE
+    config = config or SynthConfig()
+    traces = [Path(t) for t in (traces or [])]
+    if bool(traces) == bool(question_only):
+        raise UsageError("give trace files (--traces) or --question-only, not both and not neither")
+    qa = load_qa(qa_dir, qrels)
+    if corpus is None:
+        if not (Path(qa_dir).is_dir() and (Path(qa_dir) / "corpus.jsonl").is_file()):
+            raise UsageError(f"--corpus is needed: {qa_dir} holds no corpus.jsonl")
+        corpus = Path(qa_dir) / "corpus.jsonl"
+    if config.reranker == "llm" and not config.llm_cache:
+        config = replace(config, llm_cache=str(Path(out).with_name(Path(out).name + ".llm-cache")))
+
+    steps = question_only_steps(qa.questions.values()) if question_only else read_traces(traces, config.trace_format)
+    groups = group_steps(steps)
+    if config.max_questions is not None:
+        groups = groups[: config.max_questions]
+    if not groups:
+        raise UsageError("the traces hold no steps")
+
+    digest = hashlib.sha256("\n".join(f"{q}\t{len(s)}" for q, s in groups).encode()).hexdigest()
+    manifest = {"config": config.fingerprint(), "question_only": question_only, "questions": digest,
+                "inputs": {"qa": _file_fingerprint(qa.queries_path), "qrels": _file_fingerprint(qa.qrels_path),
+                           "corpus": _file_fingerprint(corpus), "traces": [_file_fingerprint(t) for t in traces]}}
+    store = PartStore(out)
+    store.open(manifest, fresh=config.fresh)
+    tasks = [(i, qid, s) for i, (qid, s) in enumerate(groups) if not store.done(i, qid)]
+    total_steps = sum(len(s) for _, s in groups)
+
+    if tasks:
+        documents = load_corpus_dict(corpus)
+        if bm25_index is not None:
+            index = BM25Index.load(bm25_index)
+            unknown = next((d for d in index.docids if d not in documents), None)
+            if unknown is not None:
+                raise UsageError(f"--bm25-index {bm25_index}: document {unknown!r} is not in the corpus {corpus}")
+        else:
+            index = BM25Index.build(documents.values(), show_progress=config.show_progress)
+        _WORKER, _STORE = QuestionWorker(qa, documents, index, config), store
+        try:
+            _run(tasks, config.workers, total_steps, total_steps - sum(len(t[2]) for t in tasks),
+                 config.show_progress)
+        finally:
+            _WORKER, _STORE = None, None
+
+    total: Counter = Counter()
+    with atomic_write(out) as fh:
+        for i, (qid, _) in enumerate(groups):
+            part = store.read(i)
+            for line in part["lines"]:
+                fh.write(line + "\n")
+            total.update(part["stats"])
+    stats = _summarize(total, len(groups), config)
+    write_json(stats_path or default_stats_path(out), stats)
+    store.remove()
+    return stats

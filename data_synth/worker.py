@@ -1,0 +1,117 @@
+"""Turning the steps of one question into tuples: drop checks, candidates, oracle, labels.
+
+A :class:`QuestionWorker` holds the corpus, the BM25 index, the QA source and the oracle (built lazily,
+in the process that uses it). ``process(question_id, steps)`` returns the question's JSONL lines and
+its stats; it depends on nothing but its inputs and the seed, so any number of processes, in any
+order, produce the same bytes.
+
+Drop reasons: ``unknown_question`` (not in the QA source), ``empty_query``, ``failed_tool_call``
+(unless ``include_failed_calls``), ``duplicate_step`` (same reasoning and query earlier in the
+question), ``no_candidates``, ``no_supported_positive``, ``no_negatives``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from retriever.bm25 import BM25Index
+from retriever.formats import Document
+
+from data_synth.answers import AnswerMatcher
+from data_synth.candidates import CandidateGenerator
+from data_synth.config import SynthConfig
+from data_synth.labels import Labeller
+from data_synth.qa import QASource
+from data_synth.rerankers import Candidate, OracleInput, build_reranker
+from data_synth.traces import TraceStep
+
+
+def passage(c: Candidate) -> dict:
+    return {"docid": c.docid, "title": c.title, "text": c.text}
+
+
+def tuple_line(step: TraceStep, positives: list[Candidate], negatives: list[Candidate]) -> str:
+    """One Tevatron / AgentIR training line."""
+    row = {"query_id": step.query_id, "query": step.query, "reasoning": step.reasoning,
+           "positive_passages": [passage(c) for c in positives],
+           "negative_passages": [passage(c) for c in negatives]}
+    return json.dumps(row, ensure_ascii=False)
+
+
+class QuestionWorker:
+    """Everything needed to label the steps of any question of one QA source and corpus."""
+
+    def __init__(self, qa: QASource, documents: dict[str, Document], index: BM25Index, config: SynthConfig):
+        self.qa, self.documents, self.index, self.config = qa, documents, index, config
+        self.generator = CandidateGenerator(index, config.depth, config.gold)
+        self.labeller = Labeller(config.label_config(), config.seed)
+        self._reranker = None
+
+    @property
+    def reranker(self):
+        if self._reranker is None:
+            self._reranker = build_reranker(self.config.reranker_spec(), self.index)
+        return self._reranker
+
+    def _usable(self, steps: list[TraceStep], stats: Counter) -> list[TraceStep]:
+        seen: set[tuple[str, str]] = set()
+        out = []
+        for step in steps:
+            key = (step.reasoning, step.query)
+            if not step.query:
+                stats["dropped.empty_query"] += 1
+            elif step.failed and not self.config.include_failed_calls:
+                stats["dropped.failed_tool_call"] += 1
+            elif key in seen:
+                stats["dropped.duplicate_step"] += 1
+            else:
+                seen.add(key)
+                out.append(step)
+        return out
+
+    def process(self, question_id: str, steps: list[TraceStep]) -> tuple[list[str], dict]:
+        """``(jsonl lines, stats)`` for the steps of one question."""
+        stats: Counter = Counter(steps_read=len(steps))
+        question = self.qa.questions.get(question_id)
+        if question is None:
+            stats["dropped.unknown_question"] += len(steps)
+            return [], dict(stats)
+        question_gold = question.gold_ranked()
+        stats["gold_missing_from_corpus"] = sum(not self.generator.known(d) for d in question_gold)
+        if question_gold or any(s.gold_docids for s in steps):
+            stats["steps_with_gold_question"] = len(steps)
+        usable = self._usable(steps, stats)
+        if not usable:
+            return [], dict(stats)
+        step_golds = [list(s.gold_docids) if s.gold_docids else question_gold for s in usable]
+        windows = self.generator.windows([s.query for s in usable], step_golds)
+        matcher = AnswerMatcher(question.answers)
+        question_gold_set = set(question_gold)
+        lines: list[str] = []
+        for step, window, gold in zip(usable, windows, step_golds):
+            gold_set = set(gold)
+            candidates = []
+            for docid, score, _ in window:
+                doc = self.documents[docid]
+                candidates.append(Candidate(docid, doc.title, doc.text, score, docid in gold_set,
+                                            matcher.contained_in(f"{doc.title} {doc.text}"),
+                                            docid in question_gold_set or docid in gold_set))
+            mode = "gold" if gold_set else ("answer" if matcher else "relevance")
+            item = OracleInput(step.query_id, step.query, step.reasoning, question.qid, question.text,
+                               list(question.answers), candidates)
+            scores = self.reranker.score(item) if candidates else []
+            result = self.labeller.label(step.query_id, candidates, scores, mode)
+            if result.drop_reason:
+                stats[f"dropped.{result.drop_reason}"] += 1
+                continue
+            lines.append(tuple_line(step, result.positives, result.negatives))
+            stats["steps_kept"] += 1
+            if gold_set:
+                stats["kept_with_gold_question"] += 1
+            stats["positives_gold"] += sum(c.gold for c in result.positives)
+            stats["positives_reranked"] += sum(not c.gold for c in result.positives)
+            stats["negatives"] += len(result.negatives)
+            if len(result.negatives) < self.config.negatives:
+                stats["steps_short_of_negatives"] += 1
+        return lines, dict(stats)

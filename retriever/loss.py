@@ -1,0 +1,112 @@
+"""InfoNCE over in-batch and hard negatives, shared across processes, duplicates of positives masked.
+
+B queries each come with a group of G passages (its positive first, then G-1 hard negatives); every
+query is scored against all ``B x G`` passages of the batch and, in distributed training, against the
+passages of every process (gathered with their gradient, labels offset by the rank's position). A
+passage whose docid equals a query's positive -- the same document sampled as another query's
+negative, or as another process's positive -- leaves that query's denominator: it is not a negative.
+
+The arithmetic runs in :mod:`kernels`: the fused Triton kernel on CUDA, the PyTorch reference
+elsewhere (``backend="fused"`` or ``"reference"`` forces one).
+
+Example::
+
+    loss_fn = InfoNCELoss(backend="auto")
+    out = loss_fn(q, p, labels, temperature, q_pos_ids, p_ids)
+    out.loss.backward()          # scaled so that averaged gradients equal the global-batch gradient
+    out.value                    # the global mean loss, for logging
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import torch
+
+from retriever.errors import UsageError
+from retriever.training.distributed import all_reduce_sum, gather_no_grad, gather_sizes, gather_with_grad, world
+
+BACKENDS = ("auto", "fused", "reference")
+
+
+def docid_hash(docid: str) -> int:
+    """A stable signed 64-bit id for a docid (blake2b), used to spot duplicates across processes."""
+    return int.from_bytes(hashlib.blake2b(docid.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
+
+
+def _kernels():
+    import kernels
+
+    fused = getattr(kernels, "infonce_loss", None)
+    reference = getattr(kernels, "reference_infonce_loss", None)
+    if fused is None:  # package __init__ not filled in yet: use the modules themselves
+        from kernels.infonce import infonce_loss as fused
+    if reference is None:
+        from kernels.reference import infonce_loss as reference
+    return fused, reference
+
+
+def infonce(q: torch.Tensor, p: torch.Tensor, labels: torch.Tensor, temperature, exclude=None,
+            backend: str = "auto") -> torch.Tensor:
+    """``mean_i(logsumexp_j(q_i p_j / t) - q_i p_labels[i] / t)`` through the fused kernel or the reference.
+
+    A ``temperature`` tensor that requires a gradient is folded into ``q`` (``q / t`` at ``t = 1``), so
+    it is learnt with either backend.
+    """
+    if backend not in BACKENDS:
+        raise UsageError(f"loss.backend: expected one of {BACKENDS}, got {backend!r}")
+    fused, reference = _kernels()
+    use_fused = backend == "fused" or (backend == "auto" and q.is_cuda)
+    fn = fused if use_fused else reference
+    if torch.is_tensor(temperature) and temperature.requires_grad:
+        return fn((q / temperature.to(q.dtype)), p, labels, 1.0, exclude)
+    return fn(q, p, labels, float(temperature), exclude)
+
+
+@dataclass
+class LossOutput:
+    loss: torch.Tensor   # what to call backward on (see InfoNCELoss)
+    value: float         # the mean loss over the global batch
+
+
+class InfoNCELoss(torch.nn.Module):
+    """Contrastive loss over the batch's passages and, under ``torch.distributed``, every process's.
+
+    Each process scores its own queries against all gathered passages. Its ``loss`` is its queries'
+    share of the global mean times the number of processes, so that after DDP averages the gradients
+    they equal those of one process computing the mean over the concatenated batch.
+
+    Args:
+        backend: ``auto`` (fused on CUDA, reference otherwise), ``fused`` or ``reference``.
+        exclude_positive_duplicates: mask passages whose docid equals the query's positive.
+        cross_process_negatives: gather passages from every process (off: local negatives only).
+    """
+
+    def __init__(self, backend: str = "auto", exclude_positive_duplicates: bool = True,
+                 cross_process_negatives: bool = True):
+        super().__init__()
+        if backend not in BACKENDS:
+            raise UsageError(f"loss.backend: expected one of {BACKENDS}, got {backend!r}")
+        self.backend = backend
+        self.exclude_positive_duplicates = exclude_positive_duplicates
+        self.cross_process_negatives = cross_process_negatives
+
+    def forward(self, q: torch.Tensor, p: torch.Tensor, labels: torch.Tensor, temperature,
+                q_pos_ids: torch.Tensor | None = None, p_ids: torch.Tensor | None = None) -> LossOutput:
+        _, size = world()
+        offset = 0
+        if size > 1 and self.cross_process_negatives:
+            sizes = gather_sizes(p.shape[0], p.device)
+            p, offset = gather_with_grad(p, sizes)
+            if p_ids is not None:
+                p_ids = gather_no_grad(p_ids, sizes)
+        exclude = None
+        if self.exclude_positive_duplicates and q_pos_ids is not None and p_ids is not None:
+            exclude = (q_pos_ids, p_ids)
+        local_mean = infonce(q, p, labels + offset, temperature, exclude, self.backend)
+        local_sum = local_mean.detach().double() * q.shape[0]
+        global_b = all_reduce_sum(q.shape[0], q.device)
+        value = all_reduce_sum(float(local_sum), q.device) / global_b
+        scale = q.shape[0] * size / global_b if self.cross_process_negatives else 1.0
+        return LossOutput(local_mean * scale, value)

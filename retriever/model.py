@@ -1,0 +1,231 @@
+"""The dual encoder: any Hugging Face backbone, pooled, normalised, with a (learnable) temperature.
+
+Queries go in as AgentIR's reasoning-aware text (``{instruction}Reasoning: ...\\n\\nQuery: ...``) with the
+reasoning cut from the left to fit ``query_max_len``; passages as ``title + " " + text``. The model
+saves a sentence-transformers folder (see :mod:`retriever.model_io`).
+
+Example::
+
+    model = DualEncoder.from_pretrained("minilm", pooling="mean", temperature=0.05)
+    q = model.encode(model.tokenize_queries(["who directed Gummo"], ["The film Gummo came out in 1997."]))
+    p = model.encode(model.tokenize_passages([("Gummo", "Gummo is a 1997 film by Harmony Korine.")]), "passage")
+    model.save("out/final")     # SentenceTransformer("out/final") gives the same passage vectors
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from retriever.errors import UsageError
+from retriever.query_template import format_document, format_query_truncated
+
+POOLINGS = ("cls", "mean", "last")
+
+
+@dataclass
+class EncoderConfig:
+    """What the model needs besides weights; saved as ``hopscotch_config.json`` next to them."""
+
+    pooling: str = "mean"
+    normalize: bool = True
+    query_max_len: int = 128
+    passage_max_len: int = 256
+    instruction: str = ""
+    passage_prefix: str = ""
+    reasoning_aware: bool = True
+    temperature: float = 0.05
+    learn_temperature: bool = False
+    shared_towers: bool = True
+    padding_side: str = "right"
+    lora: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.pooling not in POOLINGS:
+            raise UsageError(f"model.pooling: expected one of {POOLINGS}, got {self.pooling!r}")
+        if not self.temperature > 0:
+            raise UsageError(f"loss.temperature: expected a number > 0, got {self.temperature}")
+        if self.padding_side not in ("left", "right"):
+            raise UsageError(f"model.padding_side: expected 'left' or 'right', got {self.padding_side!r}")
+
+
+def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
+    """``cls``: first token; ``mean``: masked mean; ``last``: last non-padding token (either padding side)."""
+    if pooling == "cls":
+        return hidden[:, 0]
+    if pooling == "mean":
+        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+    seq_len = attention_mask.shape[1]
+    last = seq_len - 1 - attention_mask.flip(1).int().argmax(1)  # index of the last 1 in each row
+    return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+
+
+class DualEncoder(nn.Module):
+    """Query and passage towers (one shared backbone by default) producing L2-normalised embeddings.
+
+    ``forward(queries=..., passages=...)`` returns ``(q, p, temperature)`` so that a wrapped
+    (DDP) model sees every trainable tensor, the temperature included, in one forward call.
+    """
+
+    def __init__(self, backbone: nn.Module, tokenizer, config: EncoderConfig, query_backbone: nn.Module | None = None):
+        super().__init__()
+        self.config = config
+        self.tokenizer = tokenizer
+        self.passage_backbone = backbone
+        self.query_backbone = query_backbone if query_backbone is not None else backbone
+        if config.shared_towers != (query_backbone is None):
+            raise UsageError("shared_towers=True takes one backbone; False takes a separate query_backbone")
+        log_t = torch.tensor(math.log(config.temperature), dtype=torch.float32)
+        if config.learn_temperature:
+            self.log_temperature = nn.Parameter(log_t)
+        else:
+            self.register_buffer("log_temperature", log_t, persistent=True)
+
+    # -- construction ----------------------------------------------------------------------------
+    @classmethod
+    def from_pretrained(cls, name: str | os.PathLike, config: EncoderConfig | None = None, *,
+                        dtype: str | torch.dtype = "float32", gradient_checkpointing: bool = False,
+                        attn_implementation: str | None = None) -> "DualEncoder":
+        """Load a backbone (``minilm``, an HF folder, a sentence-transformers folder or a saved model).
+
+        ``config.lora`` (``{r, alpha, dropout, target_modules}``) wraps the backbone(s) in peft LoRA.
+        """
+        from transformers import AutoModel, AutoTokenizer
+
+        from retriever.encoder import resolve_model_path
+        from retriever.model_io import read_saved_config
+
+        path = resolve_model_path(name)
+        config = config or read_saved_config(path) or EncoderConfig()
+        torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+        kwargs = {"dtype": torch_dtype}
+        if attn_implementation:
+            kwargs["attn_implementation"] = attn_implementation
+
+        def load(folder):
+            model = AutoModel.from_pretrained(folder, local_files_only=True, **kwargs)
+            if gradient_checkpointing:
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            if config.lora and config.lora.get("enabled", True):
+                model = apply_lora(model, config.lora)
+            return model
+
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        tokenizer.padding_side = config.padding_side
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+        query_path = os.path.join(path, "query_encoder")
+        query_backbone = None
+        if not config.shared_towers:
+            query_backbone = load(query_path if os.path.isdir(query_path) else path)
+        return cls(load(path), tokenizer, config, query_backbone)
+
+    # -- properties ------------------------------------------------------------------------------
+    @property
+    def temperature(self) -> torch.Tensor:
+        return self.log_temperature.exp()
+
+    @property
+    def dim(self) -> int:
+        return int(self.passage_backbone.config.hidden_size)
+
+    # -- text to features ------------------------------------------------------------------------
+    def format_queries(self, queries: Sequence[str], reasonings: Sequence[str | None] | None = None) -> list[str]:
+        """Reasoning-aware query texts, reasoning cut from the left to fit ``query_max_len``."""
+        c = self.config
+        reasonings = reasonings if reasonings is not None else [None] * len(queries)
+        return [format_query_truncated(self.tokenizer, c.query_max_len, q, r, instruction=c.instruction,
+                                       reasoning_aware=c.reasoning_aware) for q, r in zip(queries, reasonings)]
+
+    def _tokenize(self, texts: list[str], max_len: int, pad_to_multiple_of: int | None) -> dict:
+        return dict(self.tokenizer(texts, padding=True, truncation=True, max_length=max_len,
+                                   pad_to_multiple_of=pad_to_multiple_of, return_tensors="pt"))
+
+    def tokenize_queries(self, queries: Sequence[str], reasonings: Sequence[str | None] | None = None,
+                         pad_to_multiple_of: int | None = None) -> dict:
+        return self._tokenize(self.format_queries(queries, reasonings), self.config.query_max_len, pad_to_multiple_of)
+
+    def tokenize_passages(self, passages: Sequence[tuple[str | None, str]], pad_to_multiple_of: int | None = None
+                          ) -> dict:
+        """Tokenize ``(title, text)`` pairs."""
+        prefix = self.config.passage_prefix
+        texts = [prefix + format_document(title, text) for title, text in passages]
+        return self._tokenize(texts, self.config.passage_max_len, pad_to_multiple_of)
+
+    # -- encoding --------------------------------------------------------------------------------
+    def encode(self, features: dict, kind: str = "query", chunk_size: int | None = None) -> torch.Tensor:
+        """Embed tokenized texts with the query or passage tower.
+
+        ``chunk_size`` encodes length-sorted sub-batches, each trimmed to its own longest row, so short
+        texts do not pay for the padding of long ones; the embeddings come back in input order and
+        gradients flow as for one batch.
+        """
+        backbone = self.query_backbone if kind == "query" else self.passage_backbone
+        mask = features["attention_mask"]
+        if not chunk_size or chunk_size >= mask.shape[0]:
+            return self._embed(backbone, features)
+        lengths = mask.sum(1)
+        order = torch.argsort(lengths, descending=True, stable=True)
+        parts = []
+        for start in range(0, len(order), chunk_size):
+            rows = order[start:start + chunk_size]
+            parts.append(self._embed(backbone, trim_padding(features, rows, int(lengths[rows].max()),
+                                                            self.config.padding_side)))
+        return torch.cat(parts)[torch.argsort(order)]
+
+    def _embed(self, backbone: nn.Module, features: dict) -> torch.Tensor:
+        inputs = {k: v for k, v in features.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+        hidden = backbone(**inputs).last_hidden_state
+        emb = pool(hidden, features["attention_mask"], self.config.pooling)
+        return nn.functional.normalize(emb, dim=-1) if self.config.normalize else emb
+
+    def forward(self, queries: dict | None = None, passages: dict | None = None, chunk_size: int | None = None,
+                query_rng=None, passage_rng=None):
+        """Encode either or both sides; ``*_rng`` restore a CPU RNG state first (GradCache replay)."""
+        from retriever.training.rng import restore_rng
+
+        q = p = None
+        if queries is not None:
+            restore_rng(query_rng)
+            q = self.encode(queries, "query", chunk_size)
+        if passages is not None:
+            restore_rng(passage_rng)
+            p = self.encode(passages, "passage", chunk_size)
+        return q, p, self.temperature
+
+    # -- saving ----------------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> str:
+        """Write a sentence-transformers folder (atomically); see :func:`retriever.model_io.save_model`."""
+        from retriever.model_io import save_model
+
+        return save_model(self, path)
+
+    def config_dict(self) -> dict:
+        d = asdict(self.config)
+        d["temperature"] = float(self.temperature.detach())
+        return d
+
+
+def trim_padding(features: dict, rows: torch.Tensor, length: int, padding_side: str) -> dict:
+    """Rows ``rows`` of a padded batch, cut to ``length`` columns (from the padded side)."""
+    cols = slice(None, length) if padding_side == "right" else slice(-length, None)
+    return {k: v[rows][:, cols] for k, v in features.items() if torch.is_tensor(v) and v.dim() == 2}
+
+
+def apply_lora(backbone: nn.Module, lora: dict) -> nn.Module:
+    """Wrap ``backbone`` in peft LoRA: ``{r, alpha, dropout, target_modules}``."""
+    from peft import LoraConfig, get_peft_model
+
+    unknown = set(lora) - {"r", "alpha", "dropout", "target_modules", "enabled"}
+    if unknown:
+        raise UsageError(f"model.lora: unknown keys {sorted(unknown)} (use r, alpha, dropout, target_modules)")
+    cfg = LoraConfig(r=int(lora.get("r", 16)), lora_alpha=int(lora.get("alpha", 32)),
+                     lora_dropout=float(lora.get("dropout", 0.1)), target_modules=lora.get("target_modules"),
+                     bias="none")
+    return get_peft_model(backbone, cfg)

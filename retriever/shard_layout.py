@@ -1,0 +1,178 @@
+"""The on-disk layout of a sharded dense index folder, and the readers of its parts.
+
+A folder written by :func:`retriever.encode.encode_corpus` looks like::
+
+    index_dir/
+      encode_config.json            # what the shards were encoded with (checked on resume)
+      index.json                    # the manifest, written once every shard is done
+      shards/shard_00000.emb.npy    # float16 [n, d] L2-normalised embeddings
+      shards/shard_00000.ids.npy    # numpy bytes [n] UTF-8 docids (memory-mappable)
+      shards/shard_00000.docs.jsonl # the documents, one JSON line each (the docstore)
+      shards/shard_00000.offsets.npy# int64 [n + 1] byte offsets of those lines
+      shards/shard_00000.done.json  # written last: the shard is complete
+      lookup/hashes.npy, rows.npy   # sorted 64-bit docid hashes -> global row (docid -> document)
+      faiss/...                     # FAISS indexes (see retriever.index)
+
+Shard ``i`` holds the corpus documents at positions ``[i * shard_size, i * shard_size + n_i)``, so the
+global row of a document is ``shard * shard_size + local_row``. Everything is read through
+memory maps: a 553M-document index never needs its ids or texts in RAM.
+
+Example::
+
+    meta = IndexMeta.load("index_dir")
+    emb = load_shard_embeddings("index_dir", 0)          # memory-mapped float16
+    docid = ShardIds("index_dir", meta).docid(12345)     # global row -> docid
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from retriever.errors import UsageError
+from retriever.io.common import write_json
+
+META_FILE = "index.json"
+ENCODE_CONFIG_FILE = "encode_config.json"
+SHARD_DIR = "shards"
+LOOKUP_DIR = "lookup"
+FAISS_DIR = "faiss"
+LAYOUT_VERSION = 1
+_SHARD_RE = re.compile(r"^shard_(\d{5,})\.done\.json$")
+
+
+def shard_name(shard: int) -> str:
+    return f"shard_{shard:05d}"
+
+
+def shard_file(index_dir: str | os.PathLike, shard: int, kind: str) -> Path:
+    """Path of one part of a shard: ``kind`` is ``emb.npy``, ``ids.npy``, ``docs.jsonl``, ``offsets.npy``
+    or ``done.json``."""
+    return Path(index_dir) / SHARD_DIR / f"{shard_name(shard)}.{kind}"
+
+
+def done_shards(index_dir: str | os.PathLike) -> list[int]:
+    """Indices of the shards whose ``done.json`` marker exists, sorted."""
+    folder = Path(index_dir) / SHARD_DIR
+    if not folder.is_dir():
+        return []
+    out = []
+    for f in folder.iterdir():
+        m = _SHARD_RE.match(f.name)
+        if m:
+            out.append(int(m.group(1)))
+    return sorted(out)
+
+
+def read_done_marker(index_dir: str | os.PathLike, shard: int) -> dict | None:
+    path = shard_file(index_dir, shard, "done.json")
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except json.JSONDecodeError:
+        return None  # a marker is written atomically; an unreadable one means "not done"
+
+
+@dataclass
+class IndexMeta:
+    """The manifest of a finished index folder (``index.json``)."""
+
+    model: str                      # as given (``minilm`` or a path)
+    model_path: str                 # resolved folder
+    max_length: int | None
+    dim: int
+    num_docs: int
+    num_shards: int
+    shard_size: int
+    reasoning_aware: bool = False   # queries for this model should use the reasoning-aware template
+    docstore: bool = True
+    corpus: str = ""
+    faiss: dict = field(default_factory=dict)   # spec, layout, files (filled by retriever.index)
+    version: int = LAYOUT_VERSION
+
+    @classmethod
+    def load(cls, index_dir: str | os.PathLike) -> "IndexMeta":
+        path = Path(index_dir) / META_FILE
+        if not path.is_file():
+            hint = (" (its shards are not all encoded yet: rerun 'hopscotch index' with the same flags to resume)"
+                    if (Path(index_dir) / ENCODE_CONFIG_FILE).is_file() else "")
+            raise UsageError(f"{index_dir}: not a Hopscotch dense index (no {META_FILE}){hint}; build one with "
+                             "'hopscotch index --corpus PATH --model M --out DIR'")
+        try:
+            raw = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{path}: unreadable index manifest ({exc.msg})") from None
+        known = {f for f in cls.__dataclass_fields__}
+        missing = {"model", "model_path", "dim", "num_docs", "num_shards", "shard_size"} - set(raw)
+        if missing:
+            raise UsageError(f"{path}: index manifest lacks {sorted(missing)}")
+        return cls(**{k: v for k, v in raw.items() if k in known})
+
+    def save(self, index_dir: str | os.PathLike) -> None:
+        write_json(Path(index_dir) / META_FILE, asdict(self))
+
+    def shard_rows(self, shard: int) -> int:
+        """Number of documents in ``shard``."""
+        if shard < self.num_shards - 1:
+            return self.shard_size
+        return self.num_docs - self.shard_size * (self.num_shards - 1)
+
+
+def load_shard_embeddings(index_dir: str | os.PathLike, shard: int, mmap: bool = True) -> np.ndarray:
+    """The ``float16 [n, d]`` embeddings of one shard (memory-mapped by default)."""
+    return np.load(shard_file(index_dir, shard, "emb.npy"), mmap_mode="r" if mmap else None)
+
+
+def load_shard_ids(index_dir: str | os.PathLike, shard: int, mmap: bool = True) -> np.ndarray:
+    """The docids of one shard as a numpy bytes array (decode with ``.decode('utf-8')``)."""
+    return np.load(shard_file(index_dir, shard, "ids.npy"), mmap_mode="r" if mmap else None)
+
+
+def iter_shard_docids(index_dir: str | os.PathLike, shard: int):
+    for raw in load_shard_ids(index_dir, shard):
+        yield raw.decode("utf-8")
+
+
+class ShardIds:
+    """Global row -> docid through the memory-mapped per-shard id arrays."""
+
+    def __init__(self, index_dir: str | os.PathLike, meta: IndexMeta | None = None):
+        self.index_dir = Path(index_dir)
+        self.meta = meta or IndexMeta.load(index_dir)
+        self._ids: dict[int, np.ndarray] = {}
+
+    def _shard(self, shard: int) -> np.ndarray:
+        arr = self._ids.get(shard)
+        if arr is None:
+            arr = self._ids[shard] = load_shard_ids(self.index_dir, shard)
+        return arr
+
+    def docid(self, row: int) -> str:
+        shard, local = divmod(int(row), self.meta.shard_size)
+        if row < 0 or shard >= self.meta.num_shards:
+            raise IndexError(f"row {row} outside the index ({self.meta.num_docs} documents)")
+        return self._shard(shard)[local].decode("utf-8")
+
+    def docids(self, rows) -> list[str]:
+        return [self.docid(r) for r in rows]
+
+
+def embedding_rows(index_dir: str | os.PathLike, meta: IndexMeta, rows: np.ndarray) -> np.ndarray:
+    """Gather the float32 embeddings of arbitrary global ``rows`` from the memory-mapped shards."""
+    rows = np.asarray(rows, dtype=np.int64).ravel()
+    out = np.zeros((len(rows), meta.dim), dtype=np.float32)
+    valid = rows >= 0
+    shards = np.where(valid, rows // meta.shard_size, -1)
+    for shard in np.unique(shards[valid]):
+        sel = np.nonzero(shards == shard)[0]
+        local = rows[sel] - shard * meta.shard_size
+        order = np.argsort(local, kind="stable")       # sorted reads are kinder to the page cache
+        emb = load_shard_embeddings(index_dir, int(shard))
+        out[sel[order]] = emb[local[order]].astype(np.float32)
+    return out

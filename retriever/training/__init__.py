@@ -1,0 +1,1 @@
+"""Pieces of the training loop: recipes, distributed gathers, RNG replay, steps, checkpoints, dev evaluation."""

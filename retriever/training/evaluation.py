@@ -1,0 +1,64 @@
+"""The dev-set hook: embed a small corpus and its queries with the model being trained, search exactly
+(FAISS inner product), score with :func:`retriever.evaluate.evaluate`.
+
+Example::
+
+    dev = DevEvaluator("dev/queries.jsonl", "dev/corpus.jsonl", "dev/qrels.tsv", metric="ndcg@10")
+    result = dev(model)          # EvalResult; result.mean["ndcg@10"]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from retriever.evaluate import EvalResult, evaluate
+from retriever.formats import read_corpus, read_qrels, read_queries
+
+
+def embed_texts(model, items: list, kind: str, batch_size: int) -> np.ndarray:
+    """Embed ``(title, text)`` passages or ``(query, reasoning)`` queries, longest first, in input order."""
+    order = sorted(range(len(items)), key=lambda i: -sum(len(x or "") for x in items[i]))
+    out = np.empty((len(items), model.dim), dtype=np.float32)
+    device = next(model.parameters()).device
+    with torch.inference_mode():
+        for start in range(0, len(order), batch_size):
+            rows = order[start:start + batch_size]
+            chunk = [items[i] for i in rows]
+            if kind == "passage":
+                features = model.tokenize_passages(chunk)
+            else:
+                features = model.tokenize_queries([q for q, _ in chunk], [r for _, r in chunk])
+            features = {k: v.to(device) for k, v in features.items()}
+            out[rows] = model.encode(features, kind).float().cpu().numpy()
+    return out
+
+
+class DevEvaluator:
+    """Evaluate a :class:`~retriever.model.DualEncoder` on a dev set held in memory."""
+
+    def __init__(self, queries, corpus, qrels, metric: str = "ndcg@10", batch_size: int = 64,
+                 max_queries: int | None = None, k: int = 100):
+        self.qrels = read_qrels(qrels)
+        self.queries = [q for q in read_queries(queries) if q.qid in self.qrels][:max_queries]
+        self.docs = list(read_corpus(corpus))
+        self.metric = metric
+        self.batch_size = batch_size
+        self.k = k
+
+    def __call__(self, model) -> EvalResult:
+        from retriever.dense import exact_search
+
+        was_training = model.training
+        model.eval()
+        try:
+            doc_emb = embed_texts(model, [(d.title, d.text) for d in self.docs], "passage", self.batch_size)
+            q_emb = embed_texts(model, [(q.text, q.reasoning) for q in self.queries], "query", self.batch_size)
+        finally:
+            model.train(was_training)
+        scores, rows = exact_search(doc_emb, q_emb, self.k)
+        run = {q.qid: {self.docs[j].docid: float(s) for s, j in zip(srow, jrow) if j >= 0}
+               for q, srow, jrow in zip(self.queries, scores, rows)}
+        qrels = {q.qid: self.qrels[q.qid] for q in self.queries}
+        metrics = [self.metric] + [m for m in ("recall@100",) if m != self.metric]
+        return evaluate(run, qrels, metrics)

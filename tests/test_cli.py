@@ -1,0 +1,62 @@
+"""The CLI end to end on a small world: world -> bm25-index -> search -> eval, and its error contract."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from retriever.formats import read_run
+
+
+def test_world_bm25_eval_end_to_end(tmp_path, cli):
+    world = tmp_path / "world"
+    code, out, _ = cli("world", "--out", world, "--docs", 300, "--questions", 30, "--seed", 3)
+    assert code == 0 and "300 documents" in out
+    code, _, _ = cli("bm25-index", "--corpus", world / "corpus.jsonl", "--out", tmp_path / "bm25")
+    assert code == 0 and (tmp_path / "bm25" / "docids.txt").exists()
+    # a BM25 run written by the library, evaluated through the CLI
+    from retriever.bm25 import BM25Index
+    from retriever.formats import read_queries, write_run
+
+    index = BM25Index.load(tmp_path / "bm25")
+    qs = list(read_queries(world / "queries.jsonl"))
+    write_run(tmp_path / "bm25.trec", {q.qid: dict(h) for q, h in zip(qs, index.search([q.text for q in qs], k=100))})
+    assert set(read_run(tmp_path / "bm25.trec")) == {q.qid for q in qs}
+    code, out, _ = cli("eval", "--run", tmp_path / "bm25.trec", "--qrels", world / "qrels.tsv",
+                       "--metrics", "ndcg@10,recall@100,mrr@10", "--json", tmp_path / "m.json",
+                       "--compare", tmp_path / "bm25.trec")
+    assert code == 0 and "ndcg@10" in out and "paired comparison" in out
+    report = json.loads((tmp_path / "m.json").read_text())
+    assert set(report["metrics"]) == {"ndcg@10", "recall@100", "mrr@10"}
+    assert 0 < report["metrics"]["recall@100"] <= 1
+    assert set(report["per_query"]) == {q.qid for q in qs}
+    assert report["compare"]["tests"]["ndcg@10"]["delta"] == 0
+
+
+def test_malformed_input_is_one_line_and_exit_2(tmp_path, cli):
+    bad = tmp_path / "run.trec"
+    bad.write_text("q1 Q0 d1 1 0.5 t\nq1 Q0 d2\n")
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    code, out, err = cli("eval", "--run", bad, "--qrels", qrels)
+    assert code == 2
+    assert err.count("\n") == 1 and "run.trec:2" in err and "Traceback" not in err
+
+
+def test_subprocess_error_has_no_traceback(tmp_path):
+    bad = tmp_path / "corpus.jsonl"
+    bad.write_text('{"_id": "a", "text": "ok"}\n{"_id": "b"}\n')
+    proc = subprocess.run([sys.executable, "-m", "retriever.cli", "bm25-index", "--corpus", str(bad), "--out",
+                           str(tmp_path / "idx")], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "corpus.jsonl:2" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "idx").exists()
+
+
+def test_unknown_flag_exits_2(cli, capsys):
+    import pytest
+
+    with pytest.raises(SystemExit) as exc:
+        cli("eval", "--nope")
+    assert exc.value.code == 2
