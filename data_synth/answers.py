@@ -26,9 +26,15 @@ _NON_ALNUM = re.compile(r"[^0-9a-z]+")
 
 def normalize_text(text: str) -> str:
     """Lowercase, strip accents, replace every run of non-alphanumerics by one space, trim."""
-    text = unicodedata.normalize("NFKD", text)
-    text = "".join(ch for ch in text if not unicodedata.combining(ch))
+    if not text.isascii():
+        text = unicodedata.normalize("NFKD", text)
+        text = "".join(ch for ch in text if not unicodedata.combining(ch))
     return _NON_ALNUM.sub(" ", text.lower()).strip()
+
+
+def padded_normal_form(text: str) -> str:
+    """``normalize_text`` with a space at both ends: the form :meth:`AnswerMatcher.contains` takes."""
+    return f" {normalize_text(text)} "
 
 
 def informative_answers(answers: Iterable[str]) -> list[str]:
@@ -52,7 +58,9 @@ class AnswerMatcher:
         return bool(self.answers)
 
     def contained_in(self, text: str) -> bool:
-        if not self._padded:
-            return False
-        padded = f" {normalize_text(text)} "
-        return any(a in padded for a in self._padded)
+        """Whether ``text`` contains an answer."""
+        return bool(self._padded) and self.contains(padded_normal_form(text))
+
+    def contains(self, padded_normal: str) -> bool:
+        """Like :meth:`contained_in` for a text already in :func:`padded_normal_form` (cache it per passage)."""
+        return any(a in padded_normal for a in self._padded)

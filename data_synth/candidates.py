@@ -5,6 +5,11 @@ The window keeps the top ``depth - g`` BM25 hits that are not gold and adds ``g`
 ``max_gold``, the ones BM25 scores highest for this step's query), de-duplicated, so it stays ``depth``
 long. The window is ordered by the step query's BM25 score (docid breaks ties), gold or not.
 
+A short query (``"Animorphs"``) may match fewer than ``depth`` passages. Such a window is *backfilled*
+from BM25 searches with the step's fallback queries (the pipeline passes reasoning + query, then the
+question), in their order, after the step query's own hits; a backfilled passage keeps its step-query
+BM25 score of 0.
+
 Example::
 
     gen = CandidateGenerator(BM25Index.build(docs), depth=50, max_gold=5)
@@ -35,10 +40,27 @@ class CandidateGenerator:
     def known(self, docid: str) -> bool:
         return docid in self._known
 
-    def windows(self, queries: Sequence[str], golds: Sequence[Sequence[str]]) -> list[Window]:
-        """One window per query; ``golds[i]`` are the gold docids of query ``i`` (best first)."""
+    def windows(self, queries: Sequence[str], golds: Sequence[Sequence[str]],
+                fallbacks: Sequence[Sequence[str]] | None = None) -> list[Window]:
+        """One window per query; ``golds[i]`` are the gold docids of query ``i`` (best first) and
+        ``fallbacks[i]`` the queries that backfill its window when it is short."""
         hits_per_query = self.index.search(list(queries), k=self.depth)
-        return [self._window(q, hits, gold) for q, hits, gold in zip(queries, hits_per_query, golds)]
+        out = [self._window(q, hits, gold) for q, hits, gold in zip(queries, hits_per_query, golds)]
+        if fallbacks is None:
+            return out
+        short = [i for i, w in enumerate(out) if len(w) < self.depth and fallbacks[i]]
+        jobs = [(i, f) for i in short for f in fallbacks[i] if f.strip()]
+        fallback_hits = self.index.search([f for _, f in jobs], k=self.depth) if jobs else []
+        for (i, _), hits in zip(jobs, fallback_hits):
+            window = out[i]
+            have = {d for d, _, _ in window}
+            for docid, _ in hits:
+                if len(window) >= self.depth:
+                    break
+                if docid not in have:
+                    have.add(docid)
+                    window.append((docid, 0.0, False))
+        return out
 
     def _window(self, query: str, hits: list[tuple[str, float]], gold: Sequence[str]) -> Window:
         gold = [d for d in dict.fromkeys(gold) if d in self._known]

@@ -116,9 +116,8 @@ class Labeller:
         taken = {c.docid for c in positives}
         guard = positives + [c for c in ranked if c.gold or c.question_gold]
 
-        def allowed(c: Candidate) -> bool:
-            return (c.docid not in taken and not c.gold and not c.question_gold and not c.has_answer
-                    and not self._near_any(c, guard))
+        def allowed(c: Candidate) -> bool:  # the cheap checks; near-duplicates are checked on the draw
+            return c.docid not in taken and not c.gold and not c.question_gold and not c.has_answer
 
         rng = random.Random(f"{self.seed}:{query_id}")
         lower = [c for c in ranked[cfg.negative_start:] if allowed(c)]
@@ -128,7 +127,7 @@ class Labeller:
         for c in lower + upper:
             if len(negatives) == cfg.negatives:
                 break
-            if not self._near_any(c, negatives):
+            if not self._near_any(c, guard) and not self._near_any(c, negatives):
                 negatives.append(c)
         if not negatives:
             return LabelResult(positives, [], drop_reason="no_negatives")

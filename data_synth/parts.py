@@ -63,8 +63,13 @@ class PartStore:
             return False
 
     def write(self, index: int, question_id: str, lines: list[str], stats: dict) -> None:
-        with atomic_write(self.path(index)) as fh:
+        """Temp file then rename, without fsync: a killed process loses nothing written, and a file an
+        OS crash left damaged fails :meth:`done`'s check and is redone."""
+        path = self.path(index)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
             json.dump({"question_id": question_id, "lines": lines, "stats": stats}, fh, ensure_ascii=False)
+        os.replace(tmp, path)
 
     def read(self, index: int) -> dict:
         return json.loads(self.path(index).read_text(encoding="utf-8"))

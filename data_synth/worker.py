@@ -18,7 +18,7 @@ from collections import Counter
 from retriever.bm25 import BM25Index
 from retriever.formats import Document
 
-from data_synth.answers import AnswerMatcher
+from data_synth.answers import AnswerMatcher, padded_normal_form
 from data_synth.candidates import CandidateGenerator
 from data_synth.config import SynthConfig
 from data_synth.labels import Labeller
@@ -47,6 +47,16 @@ class QuestionWorker:
         self.generator = CandidateGenerator(index, config.depth, config.gold)
         self.labeller = Labeller(config.label_config(), config.seed)
         self._reranker = None
+        self._normal: dict[str, str] = {}  # docid -> padded normal form, for answer matching
+        self.max_cache = 200_000
+
+    def _normal_form(self, doc: Document) -> str:
+        got = self._normal.get(doc.docid)
+        if got is None:
+            if len(self._normal) >= self.max_cache:
+                self._normal.clear()
+            got = self._normal[doc.docid] = padded_normal_form(f"{doc.title} {doc.text}")
+        return got
 
     @property
     def reranker(self):
@@ -85,7 +95,8 @@ class QuestionWorker:
         if not usable:
             return [], dict(stats)
         step_golds = [list(s.gold_docids) if s.gold_docids else question_gold for s in usable]
-        windows = self.generator.windows([s.query for s in usable], step_golds)
+        fallbacks = [[f"{s.reasoning} {s.query}".strip(), question.text] for s in usable]
+        windows = self.generator.windows([s.query for s in usable], step_golds, fallbacks)
         matcher = AnswerMatcher(question.answers)
         question_gold_set = set(question_gold)
         lines: list[str] = []
@@ -95,7 +106,7 @@ class QuestionWorker:
             for docid, score, _ in window:
                 doc = self.documents[docid]
                 candidates.append(Candidate(docid, doc.title, doc.text, score, docid in gold_set,
-                                            matcher.contained_in(f"{doc.title} {doc.text}"),
+                                            bool(matcher) and matcher.contains(self._normal_form(doc)),
                                             docid in question_gold_set or docid in gold_set))
             mode = "gold" if gold_set else ("answer" if matcher else "relevance")
             item = OracleInput(step.query_id, step.query, step.reasoning, question.qid, question.text,

@@ -230,9 +230,10 @@ def _launch(kernel_name, grid_fn, args, config: Optional[KernelConfig], with_blo
 
 
 def _precision(q) -> str:
-    """fp32 inputs multiply in IEEE fp32 (not TF32); bf16 / fp16 use tensor cores with fp32 sums."""
+    """bf16 / fp16 use tensor cores with fp32 sums; fp32 inputs multiply in IEEE fp32 unless
+    ``torch.backends.cuda.matmul.allow_tf32`` allows TF32, as for ``torch.matmul``."""
     if q.dtype == torch.float32:
-        return "ieee"
+        return "tf32" if q.is_cuda and torch.backends.cuda.matmul.allow_tf32 else "ieee"
     if q.dtype == torch.bfloat16 and _kernel_module().INTERPRET:
         return "upcast"
     return "tf32"

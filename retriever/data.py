@@ -188,36 +188,39 @@ def plan_epoch(tuples: Sequence[TrainingTuple], epoch: int, seed: int, group_siz
     if length_grouping:
         order = _length_grouped(order, tuples, global_batch)
     batches: list[list[Group]] = []
-    waiting: list[Group] = []
-    current: list[Group] = []
-    used: set[str] = set()        # docids of the batch's passages
-    positives: set[str] = set()   # all positive docids of the batch's tuples
+    waiting: list[Group] = []     # groups that clashed with an earlier batch: tried first next time
+    stream = (make_group(tuples[i], i, epoch, seed, group_size) for i in order)
+    exhausted = False
+    while True:
+        current: list[Group] = []
+        used: set[str] = set()        # docids of the batch's passages
+        positives: set[str] = set()   # all positive docids of the batch's tuples
+        still: list[Group] = []
 
-    def fits(g: Group) -> bool:
-        ids = {p.docid for p in g.passages}
-        return not (ids & used or g.positive_ids & used or ids & positives)
+        def offer(g: Group) -> None:
+            ids = {p.docid for p in g.passages}
+            if ids & used or g.positive_ids & used or ids & positives:
+                still.append(g)
+                return
+            current.append(g)
+            used.update(ids)
+            positives.update(g.positive_ids)
 
-    def add(g: Group) -> None:
-        current.append(g)
-        used.update(p.docid for p in g.passages)
-        positives.update(g.positive_ids)
-
-    for index in order:
-        g = make_group(tuples[index], index, epoch, seed, group_size)
-        if fits(g):
-            add(g)
-        else:
-            waiting.append(g)
-        if len(current) == global_batch:
-            batches.append(current)
-            current, used, positives = [], set(), set()
-            still = []
-            for w in waiting:
-                if len(current) < global_batch and fits(w):
-                    add(w)
-                else:
-                    still.append(w)
-            waiting = still
+        for g in waiting:
+            if len(current) < global_batch:
+                offer(g)
+            else:
+                still.append(g)
+        while len(current) < global_batch and not exhausted:
+            g = next(stream, None)
+            if g is None:
+                exhausted = True
+            else:
+                offer(g)
+        waiting = still
+        if len(current) < global_batch:
+            break  # the rest cannot fill a batch without a duplicate: dropped this epoch
+        batches.append(current)
     rng.shuffle(batches)
     return batches
 

@@ -166,3 +166,15 @@ class DocStore:
     def get(self, docid: str) -> Document | None:
         row = self.lookup.row(docid)
         return None if row is None else self.get_row(row)
+
+
+class InMemoryDocStore:
+    """``get(docid)`` over a corpus held in RAM: for small corpora served without a dense index."""
+
+    def __init__(self, corpus: str | os.PathLike):
+        from retriever.io.corpus import load_corpus_dict
+
+        self.docs = load_corpus_dict(corpus)
+
+    def get(self, docid: str) -> Document | None:
+        return self.docs.get(docid)

@@ -34,10 +34,10 @@ from typing import Iterator
 import numpy as np
 
 from retriever.docstore import ShardDocWriter, build_docid_lookup
-from retriever.encoder import resolve_model_path
 from retriever.errors import UsageError
 from retriever.io.common import atomic_write, write_json
 from retriever.io.corpus import Document, corpus_files, read_corpus
+from retriever.model_settings import model_settings
 from retriever.query_template import format_document
 from retriever.shard_layout import (ENCODE_CONFIG_FILE, META_FILE, SHARD_DIR, IndexMeta, done_shards,
                                     read_done_marker, shard_file, shard_name)
@@ -171,7 +171,7 @@ def _iter_shards(corpus, shard_size: int, wanted) -> Iterator[tuple[int, list[Do
 
 
 def encode_corpus(corpus: str | os.PathLike, model: str | os.PathLike, out_dir: str | os.PathLike,
-                  shard_size: int = 100_000, batch_size: int = 64, max_length: int | None = 256, *,
+                  shard_size: int = 100_000, batch_size: int = 64, max_length: int | None = None, *,
                   rank: int | None = None, world_size: int | None = None, device: str | None = None,
                   docstore: bool = True, reasoning_aware: bool = False, overwrite: bool = False,
                   encoder=None, show_progress: bool = True, wait_timeout: float | None = None,
@@ -179,7 +179,9 @@ def encode_corpus(corpus: str | os.PathLike, model: str | os.PathLike, out_dir: 
     """Encode ``corpus`` into resumable shards under ``out_dir`` (see the module docstring).
 
     :param corpus: corpus file, BEIR folder or shard folder (anything :func:`read_corpus` reads)
-    :param model: ``minilm`` or a sentence-transformers / training output folder
+    :param model: ``minilm`` or a sentence-transformers / training output folder (a trained model's passage
+        prefix and passage length are used)
+    :param max_length: encoder max tokens per document (None: the model's passage length, else 256)
     :param shard_size: documents per shard (the unit of resumption and of work split across ranks)
     :param rank, world_size: this process's share; default from ``RANK`` / ``WORLD_SIZE``
     :param device: torch device; default ``cuda:LOCAL_RANK`` when CUDA is available, else CPU
@@ -198,10 +200,14 @@ def encode_corpus(corpus: str | os.PathLike, model: str | os.PathLike, out_dir: 
         raise UsageError(f"rank {rank} outside world size {world_size}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    model_path = resolve_model_path(model)
+    settings = model_settings(model)
+    model_path = settings.path
+    if max_length is None:
+        max_length = settings.passage_max_len or 256
+    prefix = settings.passage_prefix
     config = {"corpus": str(Path(corpus).resolve()), "corpus_files": _corpus_signature(corpus),
               "model_path": str(Path(model_path).resolve()), "max_length": max_length, "shard_size": shard_size,
-              "docstore": docstore, "document_format": "title + ' ' + text"}
+              "docstore": docstore, "document_format": f"{prefix!r} + title + ' ' + text"}
     _check_config(out_dir, config, overwrite and rank == 0)  # --overwrite: run it with a single process
 
     result = EncodeResult(out_dir, rank, world_size)
@@ -233,7 +239,7 @@ def encode_corpus(corpus: str | os.PathLike, model: str | os.PathLike, out_dir: 
             continue
         enc = get_encoder()
         t0 = time.perf_counter()
-        emb = enc.encode_texts([format_document(d.title, d.text) for d in docs], batch_size=batch_size)
+        emb = enc.encode_texts([prefix + format_document(d.title, d.text) for d in docs], batch_size=batch_size)
         write_shard(out_dir, shard, docs, emb, docstore, time.perf_counter() - t0)
         result.encode_seconds += time.perf_counter() - t0
         result.encoded_shards.append(shard)
@@ -248,11 +254,13 @@ def encode_corpus(corpus: str | os.PathLike, model: str | os.PathLike, out_dir: 
         return result
     _wait_for_shards(out_dir, num_shards, wait_timeout, poll_seconds, show_progress)
     if not result.encoded_shards:
-        result.meta = _finished_meta(out_dir, total, shard_size, str(model), reasoning_aware)
+        result.meta = _finished_meta(out_dir, total, shard_size, str(model),
+                                     reasoning_aware or settings.reasoning_aware)
         if result.meta is not None:
             return result
     result.meta = finalize_index(out_dir, corpus, str(model), model_path, max_length, shard_size, total,
-                                 docstore, reasoning_aware, show_progress)
+                                 docstore, reasoning_aware or settings.reasoning_aware, show_progress,
+                                 passage_prefix=prefix)
     return result
 
 
@@ -293,7 +301,8 @@ def _finished_meta(out_dir: Path, num_docs: int, shard_size: int, model: str, re
 
 
 def finalize_index(out_dir: Path, corpus, model: str, model_path: str, max_length: int | None, shard_size: int,
-                   num_docs: int, docstore: bool, reasoning_aware: bool, show_progress: bool = True) -> IndexMeta:
+                   num_docs: int, docstore: bool, reasoning_aware: bool, show_progress: bool = True,
+                   passage_prefix: str = "") -> IndexMeta:
     """Check every shard, build the docid lookup and write ``index.json``."""
     num_shards = -(-num_docs // shard_size)
     dims = set()
@@ -319,6 +328,7 @@ def finalize_index(out_dir: Path, corpus, model: str, model_path: str, max_lengt
     meta = IndexMeta(model=model, model_path=str(model_path), max_length=max_length, dim=dims.pop(),
                      num_docs=num_docs, num_shards=num_shards, shard_size=shard_size,
                      reasoning_aware=reasoning_aware, docstore=docstore, corpus=str(corpus),
+                     passage_prefix=passage_prefix,
                      faiss=old.faiss if old is not None and old.num_docs == num_docs else {})
     build_docid_lookup(out_dir, meta, corpus=str(corpus), show_progress=show_progress)
     meta.save(out_dir)

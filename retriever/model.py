@@ -24,6 +24,7 @@ from torch import nn
 
 from retriever.errors import UsageError
 from retriever.query_template import format_document, format_query_truncated
+from retriever.training.rng import restore_rng
 
 POOLINGS = ("cls", "mean", "last")
 
@@ -78,7 +79,7 @@ class DualEncoder(nn.Module):
         self.config = config
         self.tokenizer = tokenizer
         self.passage_backbone = backbone
-        self.query_backbone = query_backbone if query_backbone is not None else backbone
+        self.separate_query_backbone = query_backbone  # None: the towers share ``passage_backbone``
         if config.shared_towers != (query_backbone is None):
             raise UsageError("shared_towers=True takes one backbone; False takes a separate query_backbone")
         log_t = torch.tensor(math.log(config.temperature), dtype=torch.float32)
@@ -110,6 +111,8 @@ class DualEncoder(nn.Module):
 
         def load(folder):
             model = AutoModel.from_pretrained(folder, local_files_only=True, **kwargs)
+            for param in unused_head(model).parameters():
+                param.requires_grad_(False)  # never in the embedding: DDP would wait for its gradient
             if gradient_checkpointing:
                 model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             if config.lora and config.lora.get("enabled", True):
@@ -127,6 +130,10 @@ class DualEncoder(nn.Module):
         return cls(load(path), tokenizer, config, query_backbone)
 
     # -- properties ------------------------------------------------------------------------------
+    @property
+    def query_backbone(self) -> nn.Module:
+        return self.separate_query_backbone if self.separate_query_backbone is not None else self.passage_backbone
+
     @property
     def temperature(self) -> torch.Tensor:
         return self.log_temperature.exp()
@@ -188,8 +195,6 @@ class DualEncoder(nn.Module):
     def forward(self, queries: dict | None = None, passages: dict | None = None, chunk_size: int | None = None,
                 query_rng=None, passage_rng=None):
         """Encode either or both sides; ``*_rng`` restore a CPU RNG state first (GradCache replay)."""
-        from retriever.training.rng import restore_rng
-
         q = p = None
         if queries is not None:
             restore_rng(query_rng)
@@ -208,8 +213,15 @@ class DualEncoder(nn.Module):
 
     def config_dict(self) -> dict:
         d = asdict(self.config)
-        d["temperature"] = float(self.temperature.detach())
+        if self.config.learn_temperature:
+            d["temperature"] = float(self.temperature.detach())
         return d
+
+
+def unused_head(backbone: nn.Module) -> nn.Module:
+    """The backbone's pooler head (BERT's ``pooler``), which token pooling never uses; empty if none."""
+    head = getattr(backbone, "pooler", None)
+    return head if isinstance(head, nn.Module) else nn.Module()
 
 
 def trim_padding(features: dict, rows: torch.Tensor, length: int, padding_side: str) -> dict:

@@ -93,6 +93,7 @@ class IndexMeta:
     reasoning_aware: bool = False   # queries for this model should use the reasoning-aware template
     docstore: bool = True
     corpus: str = ""
+    passage_prefix: str = ""        # prepended to every document before encoding (trained models)
     faiss: dict = field(default_factory=dict)   # spec, layout, files (filled by retriever.index)
     version: int = LAYOUT_VERSION
 

@@ -51,10 +51,10 @@ class OracleInput:
 class OracleWeights:
     """Weights of the feature oracles (``lexical``, ``dense``, ``cross-encoder``)."""
 
-    gold: float = 1.0
+    gold: float = 2.0
     answer: float = 0.3
     query: float = 1.0
-    question: float = 0.3
+    question: float = 0.05
 
 
 class Reranker(Protocol):

@@ -84,17 +84,36 @@ DEFAULTS: dict = {
 }
 
 
+# keys whose default is None but whose value, when set, is a whole number
+_INT_KEYS = {"train.max_steps", "train.warmup_steps", "train.gradcache_chunk_size", "train.encode_chunk_size",
+             "train.threads", "data.max_tuples", "eval.max_queries"}
+
+
+def _number(value, key: str, kind):
+    if isinstance(value, str):  # YAML 1.1 reads '3e-5' (no dot) as a string
+        try:
+            value = float(value)
+        except ValueError:
+            pass
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UsageError(f"recipe key {key}: expected a number, got {value!r}")
+    if kind is int:
+        if float(value) != int(value):
+            raise UsageError(f"recipe key {key}: expected a whole number, got {value!r}")
+        return int(value)
+    return float(value) if kind is float else value
+
+
 def _check(value, default, key: str):
-    if default is None or value is None:
+    if value is None:
         return value
+    if default is None:
+        return _number(value, key, int) if key in _INT_KEYS else value
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise UsageError(f"recipe key {key}: expected true/false, got {value!r}")
-    elif isinstance(default, (int, float)) and not isinstance(default, bool):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise UsageError(f"recipe key {key}: expected a number, got {value!r}")
-        if isinstance(default, float):
-            value = float(value)
+    elif isinstance(default, (int, float)):
+        value = _number(value, key, type(default) if isinstance(default, float) else None)
     elif isinstance(default, str) and not isinstance(value, str):
         raise UsageError(f"recipe key {key}: expected a string, got {value!r}")
     return value

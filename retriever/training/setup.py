@@ -25,9 +25,31 @@ def build_accelerator(cfg: dict, output_dir):
     if train["report_to"] not in ("none", "wandb"):
         raise UsageError(f"train.report_to: expected none or wandb, got {train['report_to']!r}")
     ddp = DistributedDataParallelKwargs(find_unused_parameters=not cfg["model"]["shared_towers"])
+    # DeepSpeed steps its engine inside backward and must know the accumulation; DDP/CPU runs are
+    # accumulated by the trainer itself (accelerate's own count stays 1 so it does not rescale the loss)
+    accum = train["grad_accum_steps"] if uses_deepspeed() else 1
     return Accelerator(cpu=not torch.cuda.is_available(), mixed_precision=train["mixed_precision"],
+                       gradient_accumulation_steps=accum,
                        log_with="wandb" if train["report_to"] == "wandb" else None,
                        project_dir=str(output_dir), kwargs_handlers=[ddp])
+
+
+def uses_deepspeed() -> bool:
+    """Launched by ``accelerate launch`` with a DeepSpeed config."""
+    return os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
+
+
+def full_parameters(model):
+    """Context in which every process holds the full parameters (ZeRO-3 partitions them otherwise);
+    all processes must enter it together."""
+    import contextlib
+
+    params = list(model.parameters())
+    if uses_deepspeed() and params and hasattr(params[0], "ds_id"):
+        import deepspeed
+
+        return deepspeed.zero.GatheredParameters(params, modifier_rank=None)
+    return contextlib.nullcontext()
 
 
 def encoder_config(cfg: dict) -> EncoderConfig:

@@ -1,0 +1,119 @@
+"""``hopscotch synth``: DR-Synth training tuples from QA data + agent traces (see docs/data_synth.md).
+
+Example::
+
+    hopscotch synth --qa ../shared/data/hotpotqa_ircot --traces ../shared/data/hotpotqa_ircot/cot_steps.jsonl \\
+        --out out/hotpot_tuples.jsonl --reranker lexical --workers 2 --preview 3
+"""
+
+from __future__ import annotations
+
+import time
+
+RERANKER_CHOICES = ("lexical", "dense", "cross-encoder", "llm")
+TRACE_FORMAT_CHOICES = ("auto", "ircot", "tongyi", "browsecomp", "world", "generic")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("synth", help="label agent search steps into (reasoning, query, +, -) tuples",
+                       description="DR-Synth: for each search step of agent traces, retrieve BM25 candidates, "
+                                   "put the question's gold documents in, rerank with an oracle that sees the "
+                                   "question and its answer, and cut positives and hard negatives.")
+    data = p.add_argument_group("data")
+    data.add_argument("--qa", required=True, help="QA folder (BEIR queries.jsonl with answers + qrels.tsv, or "
+                                                  "questions.tsv) or a queries file")
+    data.add_argument("--qrels", help="qrels file (default: the QA folder's qrels.tsv, if any)")
+    data.add_argument("--corpus", help="corpus file or folder (default: <qa>/corpus.jsonl)")
+    src = data.add_mutually_exclusive_group(required=True)
+    src.add_argument("--traces", action="append", metavar="PATH",
+                     help="trace file or folder; repeatable, formats may mix (detected per file)")
+    src.add_argument("--question-only", action="store_true",
+                     help="no traces: each question is its single query, reasoning empty (baseline)")
+    data.add_argument("--trace-format", default="auto", choices=TRACE_FORMAT_CHOICES,
+                      help="force the trace format instead of detecting it per file")
+    data.add_argument("--include-failed-calls", action="store_true",
+                      help="keep steps whose tool call failed in the original run")
+    data.add_argument("--max-questions", type=int, help="only the first N questions (in trace order)")
+    data.add_argument("--bm25-index", help="a saved 'hopscotch bm25-index' of the corpus (else built in memory)")
+    out = p.add_argument_group("output")
+    out.add_argument("--out", required=True, help="tuples JSONL to write (Tevatron / AgentIR layout)")
+    out.add_argument("--stats", help="stats JSON (default: <out stem>.stats.json)")
+    out.add_argument("--preview", type=int, default=0, metavar="N", help="print the first N tuples readably")
+    out.add_argument("--fresh", action="store_true", help="discard work files of an earlier, different run")
+    lab = p.add_argument_group("labelling")
+    lab.add_argument("--reranker", default="lexical", choices=RERANKER_CHOICES, help="the oracle (default lexical)")
+    lab.add_argument("--depth", type=int, default=50, help="candidate window length (default 50)")
+    lab.add_argument("--gold", type=int, default=5, help="at most this many gold documents put in (default 5)")
+    lab.add_argument("--positives", type=int, default=1, help="positives per tuple (default 1)")
+    lab.add_argument("--negatives", type=int, default=7, help="hard negatives per tuple (default 7)")
+    lab.add_argument("--negative-start", type=int, default=10,
+                     help="0-based oracle rank where the hard-negative pool starts (default 10)")
+    lab.add_argument("--near-duplicate", type=float, default=0.8,
+                     help="word 3-gram Jaccard at which two passages count as one (default 0.8)")
+    lab.add_argument("--oracle-weights", metavar="gold=2,answer=0.3,query=1,question=0.3",
+                     help="feature weights of the lexical / dense / cross-encoder oracles")
+    lab.add_argument("--seed", type=int, default=13)
+    lab.add_argument("--workers", type=int, default=1, help="processes (output identical for any N)")
+    mod = p.add_argument_group("oracle models")
+    mod.add_argument("--encoder", default="minilm", help="dense oracle encoder: 'minilm' or a local folder")
+    mod.add_argument("--cross-encoder", help="cross-encoder oracle: a local sentence-transformers CrossEncoder folder")
+    mod.add_argument("--llm-base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
+    mod.add_argument("--llm-model", help="model name sent to the endpoint")
+    mod.add_argument("--llm-api-key-env", default="OPENAI_API_KEY", help="environment variable holding the key")
+    mod.add_argument("--llm-cache", help="response cache folder (default: <out>.llm-cache)")
+    mod.add_argument("--llm-window", type=int, default=20, help="passages per listwise prompt (default 20)")
+    mod.add_argument("--llm-stride", type=int, default=10, help="sliding-window stride (default 10)")
+    mod.add_argument("--llm-max-retries", type=int, default=4)
+    mod.add_argument("--llm-timeout", type=float, default=60.0, help="seconds per request")
+    p.set_defaults(func=run)
+
+
+def parse_weights(text: str | None):
+    from data_synth.rerankers.base import OracleWeights
+    from retriever.errors import UsageError
+
+    weights = OracleWeights()
+    if not text:
+        return weights
+    for part in text.split(","):
+        name, _, value = part.partition("=")
+        name = name.strip()
+        if not hasattr(weights, name) or not value:
+            raise UsageError(f"--oracle-weights: expected name=value pairs with names gold, answer, query, "
+                             f"question (got {part!r})")
+        try:
+            setattr(weights, name, float(value))
+        except ValueError:
+            raise UsageError(f"--oracle-weights: {name} needs a number (got {value!r})") from None
+    return weights
+
+
+def run(args) -> int:
+    from data_synth.config import SynthConfig
+    from data_synth.pipeline import default_stats_path, synthesize
+    from data_synth.preview import preview, summary_line
+    from retriever.errors import UsageError
+
+    t0 = time.perf_counter()
+    try:
+        config = SynthConfig(
+            reranker=args.reranker, depth=args.depth, gold=args.gold, positives=args.positives,
+            negatives=args.negatives, negative_start=args.negative_start, near_duplicate=args.near_duplicate,
+            seed=args.seed, workers=args.workers, trace_format=args.trace_format,
+            include_failed_calls=args.include_failed_calls, max_questions=args.max_questions,
+            weights=parse_weights(args.oracle_weights), encoder=args.encoder, cross_encoder=args.cross_encoder,
+            llm_base_url=args.llm_base_url, llm_model=args.llm_model, llm_api_key_env=args.llm_api_key_env,
+            llm_cache=args.llm_cache, llm_window=args.llm_window, llm_stride=args.llm_stride,
+            llm_timeout=args.llm_timeout, llm_max_retries=args.llm_max_retries, fresh=args.fresh)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    stats = synthesize(args.qa, args.corpus, traces=args.traces, out=args.out, config=config,
+                       question_only=args.question_only, qrels=args.qrels, stats_path=args.stats,
+                       bm25_index=args.bm25_index)
+    if args.preview > 0:
+        print(preview(args.out, args.preview))
+        print()
+    print(f"synth: {summary_line(stats)}")
+    print(f"synth: tuples -> {args.out}; stats -> {args.stats or default_stats_path(args.out)} "
+          f"({time.perf_counter() - t0:.1f}s)")
+    return 0

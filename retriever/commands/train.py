@@ -1,0 +1,24 @@
+"""``hopscotch train --recipe R --output DIR [key=value ...]``: train a dual encoder; the model lands in DIR/final.
+
+The same flags as the root ``train.py``; for several processes use ``accelerate launch train.py ...``.
+"""
+
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    from retriever.train import build_arg_parser
+
+    p = sub.add_parser("train", help="train a reasoning-aware dual encoder from a recipe",
+                       description="Train a dual encoder from a recipe YAML; any recipe key can be overridden "
+                                   "as key=value (e.g. train.lr=3e-5 data.train=tuples.jsonl). The model is "
+                                   "written to OUTPUT/final.")
+    build_arg_parser(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from retriever.train import train
+
+    print(train(args.recipe, args.output, args.overrides, resume=args.resume))
+    return 0

@@ -1,0 +1,333 @@
+"""FAISS indexes over the encoded shards: any ``index_factory`` spec, one index per shard or one merged.
+
+``Flat`` needs no files: the float16 shards are loaded into ``IndexFlatIP`` at search time (exact inner
+product). Every other spec (``IVF{n},PQ{m}``, ``OPQ{m},IVF{n},PQ{m}``, ``HNSW32``, ``IVF{n},SQ8`` ...) is
+trained once on a uniform sample of the corpus and written under ``faiss/<name>/``: ``trained.faiss``
+plus ``shard_XXXXX.faiss`` per shard (``layout="shards"``, resumable shard by shard) or
+``merged.faiss`` (``layout="merged"``). Searching several shards keeps each shard's top-k and merges
+them into one top-k ordered by (score desc, global row asc), so a sharded ``Flat`` search returns
+exactly what one ``Flat`` index over the whole corpus returns.
+
+``nprobe`` (IVF) and ``efSearch`` (HNSW) are set at query time; ``refine=R`` re-scores the top ``k * R``
+approximate hits with the exact float16 vectors read from the shards (memory-mapped). faiss-gpu is used
+when installed (``pip install hopscotch[gpu]``) and a GPU is visible; CPU otherwise.
+
+Example::
+
+    build_faiss_index("index_dir", "OPQ64,IVF4096,PQ64", layout="shards")
+    index = ShardedFaissIndex.load("index_dir")
+    scores, rows = index.search(query_emb, k=100, nprobe=64, refine=4)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from retriever.errors import UsageError
+from retriever.shard_layout import (FAISS_DIR, IndexMeta, embedding_rows, load_shard_embeddings, shard_name)
+
+LAYOUTS = ("shards", "merged")
+
+
+def _faiss():
+    import faiss
+
+    return faiss
+
+
+def gpu_count() -> int:
+    """GPUs faiss can use (0 with faiss-cpu)."""
+    faiss = _faiss()
+    return faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
+
+
+def index_name(spec: str, layout: str) -> str:
+    """Folder name for a spec and layout, e.g. ``OPQ64_IVF4096_PQ64.shards``."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", spec).strip("_") + f".{layout}"
+
+
+def make_index(spec: str, dim: int):
+    """``faiss.index_factory`` with inner-product metric; a bad spec raises :class:`UsageError`."""
+    faiss = _faiss()
+    try:
+        index = faiss.index_factory(dim, spec, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as exc:
+        first = str(exc).strip().splitlines()[-1] if str(exc).strip() else ""
+        raise UsageError(f"FAISS index spec {spec!r} is not valid for dimension {dim} ({first}); examples: "
+                         "Flat, IVF4096,PQ64, OPQ64,IVF4096,PQ64, HNSW32, IVF4096,SQ8") from None
+    # the factory turns on polysemous training for PQ codes; it is only useful for Hamming-filtered search
+    # (which is not used here) and costs ~20 s per index even on a few hundred vectors
+    inner = faiss.downcast_index(index)
+    if isinstance(inner, faiss.IndexPreTransform):
+        inner = faiss.downcast_index(inner.index)
+    for candidate in (inner, _ivf_or_none(index)):
+        if candidate is not None and hasattr(candidate, "do_polysemous_training"):
+            candidate.do_polysemous_training = False
+    return index
+
+
+def _ivf_or_none(index):
+    try:
+        return _faiss().extract_index_ivf(index)
+    except RuntimeError:
+        return None
+
+
+def check_spec_syntax(spec: str) -> None:
+    """Reject a spec ``index_factory`` cannot parse for any common dimension (before the dimension is known)."""
+    for dim in (384, 768, 1024, 3840, 4096, 1000, 1536):
+        try:
+            make_index(spec, dim)
+            return
+        except UsageError as exc:
+            error = exc
+    raise error
+
+
+def is_flat(spec: str) -> bool:
+    return spec.replace(" ", "") in ("Flat", "IDMap,Flat")
+
+
+def _is_ivf(index) -> bool:
+    try:
+        _faiss().extract_index_ivf(index)
+        return True
+    except RuntimeError:
+        return False
+
+
+def _write_index(index, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    _faiss().write_index(index, str(tmp))
+    os.replace(tmp, path)
+
+
+def _sample_rows(meta: IndexMeta, size: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if size >= meta.num_docs:
+        return np.arange(meta.num_docs, dtype=np.int64)
+    return np.sort(rng.choice(meta.num_docs, size=size, replace=False)).astype(np.int64)
+
+
+def default_train_size(index, num_docs: int) -> int:
+    """Enough vectors for k-means: 40 per IVF list (FAISS asks for 39), and 10,000 for PQ codebooks."""
+    faiss = _faiss()
+    want = 10_000
+    try:
+        ivf = faiss.extract_index_ivf(index)
+        want = max(want, 40 * ivf.nlist)
+    except RuntimeError:
+        pass
+    return min(num_docs, want)
+
+
+def train_index(index_dir, meta: IndexMeta, spec: str, train_size: int | None, seed: int, use_gpu: bool):
+    """An empty index of ``spec`` trained on a uniform sample of the corpus."""
+    faiss = _faiss()
+    index = make_index(spec, meta.dim)
+    if index.is_trained:
+        return index
+    size = train_size or default_train_size(index, meta.num_docs)
+    try:
+        nlist = faiss.extract_index_ivf(index).nlist
+    except RuntimeError:
+        nlist = 0
+    if size < max(nlist, 1):
+        raise UsageError(f"FAISS spec {spec!r} needs at least {nlist} training vectors; the corpus has "
+                         f"{meta.num_docs} (use fewer lists, e.g. IVF{max(1, meta.num_docs // 40)})")
+    sample = embedding_rows(index_dir, meta, _sample_rows(meta, size, seed))
+    if use_gpu and nlist:
+        ivf = faiss.extract_index_ivf(index)
+        ivf.clustering_index = faiss.index_cpu_to_all_gpus(faiss.IndexFlatIP(meta.dim))
+    index.train(sample)
+    return index
+
+
+def build_faiss_index(index_dir: str | os.PathLike, spec: str = "Flat", layout: str = "shards",
+                      train_size: int | None = None, seed: int = 0, use_gpu: bool | None = None,
+                      set_default: bool = True, show_progress: bool = True) -> dict:
+    """Build (or resume building) the FAISS index ``spec`` over a finished index folder.
+
+    :return: the entry recorded in ``index.json`` under ``faiss.built[name]``
+    """
+    from tqdm.auto import tqdm
+
+    if layout not in LAYOUTS:
+        raise UsageError(f"index layout {layout!r}: use one of {', '.join(LAYOUTS)}")
+    index_dir = Path(index_dir)
+    meta = IndexMeta.load(index_dir)
+    make_index(spec, meta.dim)  # validate early
+    name = index_name(spec, layout)
+    entry = {"spec": spec, "layout": layout, "num_docs": meta.num_docs}
+    if not is_flat(spec):
+        use_gpu = gpu_count() > 0 if use_gpu is None else use_gpu
+        folder = index_dir / FAISS_DIR / name
+        folder.mkdir(parents=True, exist_ok=True)
+        faiss = _faiss()
+        trained_path = folder / "trained.faiss"
+        if trained_path.is_file():
+            trained = faiss.read_index(str(trained_path))
+        else:
+            trained = train_index(index_dir, meta, spec, train_size, seed, use_gpu)
+            _write_index(trained, trained_path)
+        parts_dir = folder if layout == "shards" or not _is_ivf(trained) else folder / "parts"
+        if layout == "shards" or _is_ivf(trained):
+            # one file per shard, each written atomically: a killed build resumes at the first missing one
+            parts_dir.mkdir(parents=True, exist_ok=True)
+            todo = [] if (layout == "merged" and (folder / "merged.faiss").is_file()) else range(meta.num_shards)
+            for shard in tqdm(todo, desc=f"faiss {spec}", unit="shard", disable=not show_progress):
+                path = parts_dir / f"{shard_name(shard)}.faiss"
+                if not path.is_file():
+                    index = faiss.clone_index(trained)
+                    index.add(np.asarray(load_shard_embeddings(index_dir, shard), dtype=np.float32))
+                    _write_index(index, path)
+        if layout == "merged" and not (folder / "merged.faiss").is_file():
+            index = faiss.clone_index(trained)
+            for shard in tqdm(range(meta.num_shards), desc=f"merge {spec}", unit="shard", disable=not show_progress):
+                if _is_ivf(trained):  # inverted lists merge; ids shifted to global rows
+                    part = faiss.read_index(str(parts_dir / f"{shard_name(shard)}.faiss"))
+                    faiss.extract_index_ivf(index).merge_from(faiss.extract_index_ivf(part),
+                                                              shard * meta.shard_size)
+                    index.ntotal = faiss.extract_index_ivf(index).ntotal
+                else:                 # HNSW and other graph/flat codes: add in corpus order
+                    index.add(np.asarray(load_shard_embeddings(index_dir, shard), dtype=np.float32))
+            _write_index(index, folder / "merged.faiss")
+            if parts_dir != folder:
+                shutil.rmtree(parts_dir, ignore_errors=True)
+        entry["dir"] = f"{FAISS_DIR}/{name}"
+    meta = IndexMeta.load(index_dir)  # re-read: another build may have recorded its own entry
+    built = dict(meta.faiss.get("built", {}))
+    built[name] = entry
+    meta.faiss = {"default": name if set_default or "default" not in meta.faiss else meta.faiss["default"],
+                  "built": built}
+    meta.save(index_dir)
+    return entry
+
+
+def remove_faiss_index(index_dir: str | os.PathLike, name: str) -> None:
+    """Delete one built FAISS index (its folder and manifest entry)."""
+    meta = IndexMeta.load(index_dir)
+    shutil.rmtree(Path(index_dir) / FAISS_DIR / name, ignore_errors=True)
+    built = {k: v for k, v in meta.faiss.get("built", {}).items() if k != name}
+    default = meta.faiss.get("default")
+    meta.faiss = {"default": default if default in built else next(iter(built), None), "built": built}
+    meta.save(index_dir)
+
+
+def merge_topk(scores: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` of each row of candidate ``(scores, rows)``, ordered by score desc then row asc.
+
+    Missing candidates (row ``-1``) sort last and come back as row ``-1`` with score ``-inf``.
+    """
+    scores = np.where(rows < 0, -np.inf, scores).astype(np.float32)
+    rows_key = np.where(rows < 0, np.iinfo(np.int64).max, rows)
+    order = np.lexsort((rows_key, -scores), axis=-1)[:, :k]
+    return np.take_along_axis(scores, order, axis=1), np.take_along_axis(rows, order, axis=1)
+
+
+class ShardedFaissIndex:
+    """A loaded FAISS index (per-shard or merged) answering global-row top-k queries."""
+
+    def __init__(self, index_dir: Path, meta: IndexMeta, spec: str, layout: str, parts: list, offsets: list[int]):
+        self.index_dir, self.meta, self.spec, self.layout = index_dir, meta, spec, layout
+        self.parts, self.offsets = parts, offsets
+        self._lock = threading.Lock()
+        self._params: tuple = (None, None)
+
+    @classmethod
+    def load(cls, index_dir: str | os.PathLike, name: str | None = None, use_gpu: bool | None = None,
+             meta: IndexMeta | None = None, show_progress: bool = False) -> "ShardedFaissIndex":
+        """Load the default (or the named) FAISS index of a finished index folder; ``Flat`` if none was built."""
+        from tqdm.auto import tqdm
+
+        faiss = _faiss()
+        index_dir = Path(index_dir)
+        meta = meta or IndexMeta.load(index_dir)
+        built = meta.faiss.get("built", {})
+        name = name or meta.faiss.get("default")
+        if name is None:
+            entry = {"spec": "Flat", "layout": "shards"}
+        elif name not in built:
+            raise UsageError(f"{index_dir}: no FAISS index {name!r}; built: {', '.join(built) or 'none'}")
+        else:
+            entry = built[name]
+        if entry.get("num_docs", meta.num_docs) != meta.num_docs:
+            raise UsageError(f"{index_dir}: FAISS index {name!r} covers {entry['num_docs']} documents, the shards "
+                             f"{meta.num_docs}; rebuild it with 'hopscotch index --spec {entry['spec']}'")
+        spec, layout = entry["spec"], entry["layout"]
+        parts, offsets = [], []
+        shards = range(meta.num_shards) if layout == "shards" else [None]
+        for shard in tqdm(shards, desc="load index", unit="shard", disable=not show_progress):
+            if is_flat(spec):
+                index = faiss.IndexFlatIP(meta.dim)
+                for s in ([shard] if shard is not None else range(meta.num_shards)):
+                    index.add(np.asarray(load_shard_embeddings(index_dir, s), dtype=np.float32))
+            else:
+                fname = "merged.faiss" if shard is None else f"{shard_name(shard)}.faiss"
+                path = index_dir / entry["dir"] / fname
+                if not path.is_file():
+                    raise UsageError(f"{path}: missing; rerun 'hopscotch index --spec {spec!r}' to finish the build")
+                index = faiss.read_index(str(path))
+            if (gpu_count() > 0 if use_gpu is None else use_gpu):
+                index = faiss.index_cpu_to_all_gpus(index)
+            parts.append(index)
+            offsets.append(0 if shard is None else shard * meta.shard_size)
+        return cls(index_dir, meta, spec, layout, parts, offsets)
+
+    def _set_params(self, nprobe: int | None, ef_search: int | None) -> None:
+        if (nprobe, ef_search) == self._params:
+            return
+        faiss = _faiss()
+        for index in self.parts:
+            space = faiss.GpuParameterSpace() if "Gpu" in type(index).__name__ else faiss.ParameterSpace()
+            for pname, value in (("nprobe", nprobe), ("efSearch", ef_search)):
+                if value is None:
+                    continue
+                try:
+                    space.set_index_parameter(index, pname, int(value))
+                except RuntimeError:
+                    raise UsageError(f"FAISS index {self.spec!r} has no parameter {pname}") from None
+        self._params = (nprobe, ef_search)
+
+    def search(self, queries: np.ndarray, k: int, nprobe: int | None = None, ef_search: int | None = None,
+               refine: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` ``(scores, global rows)`` per query; rows are ``-1`` where fewer than ``k`` exist."""
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        if queries.ndim != 2 or queries.shape[1] != self.meta.dim:
+            raise UsageError(f"query embeddings of shape {queries.shape} do not match the index dimension "
+                             f"{self.meta.dim} (was the index built with another model?)")
+        exact = is_flat(self.spec)
+        depth = k if exact or refine <= 1 else k * refine
+        all_scores, all_rows = [], []
+        with self._lock:
+            self._set_params(nprobe, ef_search)
+            for index, offset in zip(self.parts, self.offsets):
+                kk = min(depth, index.ntotal)
+                if kk == 0:
+                    continue
+                scores, rows = index.search(queries, kk)
+                all_scores.append(scores)
+                all_rows.append(np.where(rows >= 0, rows + offset, -1))
+        if not all_scores:
+            return (np.full((len(queries), k), -np.inf, np.float32), np.full((len(queries), k), -1, np.int64))
+        scores, rows = np.concatenate(all_scores, axis=1), np.concatenate(all_rows, axis=1)
+        if not exact and refine > 1:
+            scores = self._exact_scores(queries, rows)
+        scores, rows = merge_topk(scores, rows.astype(np.int64), k)
+        if scores.shape[1] < k:
+            pad = k - scores.shape[1]
+            scores = np.pad(scores, ((0, 0), (0, pad)), constant_values=-np.inf)
+            rows = np.pad(rows, ((0, 0), (0, pad)), constant_values=-1)
+        return scores, rows
+
+    def _exact_scores(self, queries: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Inner products of each query with its candidate rows, from the float16 shards."""
+        vecs = embedding_rows(self.index_dir, self.meta, rows.ravel()).reshape(*rows.shape, self.meta.dim)
+        scores = np.einsum("qd,qcd->qc", queries, vecs)
+        return np.where(rows >= 0, scores, -np.inf).astype(np.float32)

@@ -1,0 +1,148 @@
+"""How much memory and disk a sharded build and a search need, before running anything.
+
+The per-vector cost of a FAISS spec is read from an empty ``faiss.index_factory`` index (code size, IVF
+list count, OPQ matrix, HNSW links), so any spec FAISS accepts can be planned.
+
+Example::
+
+    plan = plan_index(553_000_000, 384, "OPQ64,IVF262144,PQ64", shard_size=1_000_000)
+    print(plan.format())
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from retriever.index import default_train_size, is_flat, make_index
+
+GIB = 1024 ** 3
+
+
+def human(n: float) -> str:
+    for unit, size in (("TiB", 1024 ** 4), ("GiB", GIB), ("MiB", 1024 ** 2), ("KiB", 1024)):
+        if n >= size:
+            return f"{n / size:,.1f} {unit}"
+    return f"{n:,.0f} B"
+
+
+@dataclass
+class SpecCost:
+    """Bytes per indexed vector and fixed bytes (centroids, codebooks, transforms) of a spec."""
+
+    per_vector: float
+    fixed: float
+    nlist: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def spec_cost(spec: str, dim: int) -> SpecCost:
+    import faiss
+
+    if is_flat(spec):
+        return SpecCost(4.0 * dim, 0.0, notes=["Flat: float32 vectors loaded from the float16 shards"])
+    index = make_index(spec, dim)
+    fixed, notes = 0.0, []
+    inner = faiss.downcast_index(index)
+    if isinstance(inner, faiss.IndexPreTransform):
+        for i in range(inner.chain.size()):
+            vt = faiss.downcast_VectorTransform(inner.chain.at(i))
+            fixed += 4.0 * vt.d_in * vt.d_out
+        notes.append("pre-transform matrix")
+        inner = faiss.downcast_index(inner.index)
+    try:
+        ivf = faiss.extract_index_ivf(index)
+    except RuntimeError:
+        ivf = None
+    if ivf is not None:
+        quant = faiss.downcast_index(ivf.quantizer)
+        fixed += 4.0 * ivf.nlist * ivf.d * (1.2 if isinstance(quant, faiss.IndexHNSW) else 1.0)
+        per_vec = ivf.code_size + 8.0  # codes + int64 ids in the inverted lists
+        pq = getattr(faiss.downcast_index(ivf), "pq", None)
+        if pq is not None:
+            fixed += 4.0 * pq.M * pq.ksub * pq.dsub
+        return SpecCost(per_vec, fixed, ivf.nlist, notes + [f"IVF with {ivf.nlist:,} lists, {ivf.code_size} B codes"])
+    if isinstance(inner, faiss.IndexHNSW):
+        links = inner.hnsw.nb_neighbors(0) * 4 * 1.07  # level-0 links plus ~7% for the upper levels
+        storage = faiss.downcast_index(inner.storage).sa_code_size()
+        return SpecCost(storage + links + 12.0, fixed, notes=notes + ["HNSW graph links"])
+    return SpecCost(float(inner.sa_code_size()), fixed, notes=notes)
+
+
+@dataclass
+class IndexPlan:
+    docs: int
+    dim: int
+    spec: str
+    shard_size: int
+    layout: str
+    rows: list[tuple[str, str, float]]   # (section, item, bytes)
+    notes: list[str]
+    encode_hours: float | None = None
+
+    def total(self, section: str) -> float:
+        return sum(b for s, _, b in self.rows if s == section)
+
+    def format(self) -> str:
+        lines = [f"plan: {self.docs:,} documents, dim {self.dim}, spec {self.spec!r}, "
+                 f"{-(-self.docs // self.shard_size):,} shards of {self.shard_size:,} ({self.layout} layout)"]
+        phases = ("encode memory", "finalize memory", "faiss build memory")
+        peak = max(self.total(p) for p in phases)
+        for section in ("disk", *phases, "search memory"):
+            if not any(s == section for s, _, _ in self.rows):
+                continue
+            label = f"{section} (one process)" if section == "encode memory" else section
+            lines.append(f"{label}: {human(self.total(section))}")
+            lines += [f"  {item:<44} {human(b):>12}" for s, item, b in self.rows if s == section]
+        lines.append(f"build memory peak (phases run one after another): {human(peak)} plus the encoder model")
+        if self.encode_hours is not None:
+            lines.append(f"encode time: {self.encode_hours:,.1f} h")
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def plan_index(docs: int, dim: int, spec: str = "Flat", shard_size: int = 1_000_000, layout: str = "shards",
+               train_size: int | None = None, docid_bytes: int = 24, avg_doc_bytes: int = 0,
+               docs_per_second: float | None = None, gpus: int = 1) -> IndexPlan:
+    """Memory and disk of encoding ``docs`` documents into shards and building/searching ``spec`` over them.
+
+    :param docid_bytes: bytes per stored docid (fixed-width per shard)
+    :param avg_doc_bytes: average JSON size of a document for the docstore (0: no docstore counted)
+    :param docs_per_second: measured encoder throughput of one GPU/process, to estimate encode time
+    """
+    cost = spec_cost(spec, dim)
+    shard = min(shard_size, docs)
+    parts = -(-docs // shard_size) if layout == "shards" else 1
+    notes = list(cost.notes)
+    rows = [
+        ("disk", "float16 shard embeddings", 2.0 * dim * docs),
+        ("disk", "docids", float(docid_bytes) * docs),
+        ("disk", "docid lookup table (hash + row)", 16.0 * docs),
+    ]
+    if avg_doc_bytes:
+        rows.append(("disk", "docstore (document text)", float(avg_doc_bytes) * docs))
+    else:
+        notes.append("docstore text not counted: pass --avg-doc-bytes (or build with --no-docstore)")
+    if not is_flat(spec):
+        rows.append(("disk", f"FAISS index files ({spec})", cost.per_vector * docs + cost.fixed * parts))
+        size = train_size or default_train_size(make_index(spec, dim), docs)
+        rows.append(("faiss build memory", f"training sample ({size:,} x float32)", 4.0 * dim * size))
+        if cost.nlist:
+            rows.append(("faiss build memory", "k-means centroids and assignments",
+                         4.0 * dim * cost.nlist + 8.0 * size))
+        rows.append(("faiss build memory", "one shard as float32 while adding", 4.0 * dim * shard))
+        held = cost.per_vector * (shard if layout == "shards" else docs) + cost.fixed
+        rows.append(("faiss build memory", "index under construction", held))
+    rows.append(("encode memory", "one shard's embeddings (float32) and texts", 4.0 * dim * shard
+                 + float(avg_doc_bytes or 1000) * shard))
+    rows.append(("finalize memory", "docid lookup sort (hash + row + order)", 24.0 * docs))
+    if not is_flat(spec):
+        if parts > 1 and cost.fixed * parts > 0.1 * cost.per_vector * docs:
+            notes.append(f"the shards layout repeats the {human(cost.fixed)} of centroids/codebooks in each of "
+                         f"{parts:,} shard indexes (and searches each with its own nprobe): use --layout merged")
+    rows.append(("search memory", f"index in RAM ({spec})", cost.per_vector * docs + cost.fixed * parts))
+    rows.append(("search memory", "per-shard top-k buffers (1,000 queries, k=100)", 12.0 * 1000 * 100 * parts))
+    notes.append("docids, docstore and lookup table are memory-mapped at search time (page cache, not RAM)")
+    hours = None
+    if docs_per_second:
+        hours = docs / (docs_per_second * max(gpus, 1)) / 3600
+    return IndexPlan(docs, dim, spec, shard_size, layout, rows, notes, hours)

@@ -1,0 +1,92 @@
+"""Searcher client of a ``hopscotch serve`` (or any Pyserini-compatible ``/v1`` REST) service."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Sequence
+from urllib.error import HTTPError, URLError
+from urllib.parse import quote, urlencode
+from urllib.request import Request, urlopen
+
+from retriever.errors import HopscotchError
+from retriever.searchers.base import BaseSearcher, Ranked, per_query
+
+
+class RemoteSearchError(HopscotchError):
+    """The service answered with an error (its status and JSON message are kept)."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(f"search service error {status}: {message}")
+        self.status = status
+
+
+class RemoteSearcher(BaseSearcher):
+    """:param url: the service root, e.g. ``http://127.0.0.1:8000``
+    :param name: the index name the service serves (``default``)
+    :param token: bearer token when the service was started with ``--token``
+    :param threads: parallel requests for :meth:`search_batch` (the service batches them again)
+    """
+
+    name = "remote"
+
+    def __init__(self, url: str, index: str = "default", token: str | None = None, timeout: float = 60,
+                 threads: int = 8):
+        self.url, self.index, self.token, self.timeout, self.threads = url.rstrip("/"), index, token, timeout, threads
+
+    def _get(self, path: str, params: dict | None = None) -> dict:
+        url = f"{self.url}{path}" + (f"?{urlencode(params)}" if params else "")
+        req = Request(url, headers={"Authorization": f"Bearer {self.token}"} if self.token else {})
+        try:
+            with urlopen(req, timeout=self.timeout) as resp:
+                return json.loads(resp.read())
+        except HTTPError as exc:
+            try:
+                message = json.loads(exc.read()).get("error", exc.reason)
+            except (ValueError, AttributeError):
+                message = exc.reason
+            raise RemoteSearchError(exc.code, str(message)) from None
+        except URLError as exc:
+            raise HopscotchError(f"cannot reach the search service at {self.url}: {exc.reason}") from None
+
+    def search_raw(self, query: str, k: int = 10, reasoning: str | None = None,
+                   max_doc_length: int | None = None) -> dict:
+        """The service's JSON answer for one query."""
+        params = {"query": query, "hits": k}
+        if reasoning is not None:
+            params["reason"] = reasoning
+        if max_doc_length is not None:
+            params["max_doc_length"] = max_doc_length
+        return self._get(f"/v1/{quote(self.index, safe='')}/search", params)
+
+    def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
+                     reasoning_aware: bool | Sequence[bool] = False) -> list[Ranked]:
+        reasonings = per_query(reasonings, len(queries), "reasonings")
+        aware = per_query(reasoning_aware, len(queries), "reasoning_aware")
+        # the service encodes reasoning-aware exactly when 'reason' is sent (blank reads as 'Empty')
+        sent = [(r or "") if a else None for r, a in zip(reasonings, aware)]
+
+        def one(i: int) -> Ranked:
+            answer = self.search_raw(queries[i], k, sent[i], max_doc_length=0)
+            return [(c["docid"], float(c["score"])) for c in answer["candidates"]]
+
+        with ThreadPoolExecutor(max_workers=max(1, min(self.threads, len(queries)))) as pool:
+            return list(pool.map(one, range(len(queries))))
+
+    def search(self, query: str, k: int = 10, reasoning: str | None = None) -> list[dict[str, Any]]:
+        """One request: the service returns the document text with each hit."""
+        answer = self.search_raw(query, k, reasoning, max_doc_length=self.snippet_chars)
+        out = []
+        for c in answer["candidates"]:
+            doc = c.get("doc") or {}
+            text = f"{doc.get('title')} {doc.get('text', '')}" if doc.get("title") else doc.get("text", "")
+            out.append({"docid": c["docid"], "score": float(c["score"]), "snippet": text})
+        return out
+
+    def get_document(self, docid: str) -> dict[str, Any] | None:
+        try:
+            return self._get(f"/v1/{quote(self.index, safe='')}/doc/{quote(docid, safe='')}")["doc"]
+        except RemoteSearchError as exc:
+            if exc.status == 404 and "document not found" in str(exc):
+                return None
+            raise

@@ -1,0 +1,59 @@
+"""The GPU code path of the fused InfoNCE kernels, checked without a GPU.
+
+Triton compiles the kernels to ``sm_90`` (H100 / H200) cubins on this CPU host with its bundled
+``ptxas``; the CPU interpreter used by tests/test_kernels.py never runs this code path. Every
+autotuning config must compile, fit in shared memory and (for bf16, the training dtype) not spill
+registers beyond a few bytes; every dtype and exclusion mode must compile.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+triton = pytest.importorskip("triton")
+
+H100_SHARED_LIMIT = 227 * 1024  # bytes of shared memory one block may use on sm_90
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _compiler_mode():
+    """Define the kernels for the compiler: no TRITON_INTERPRET while this module runs."""
+    previous = os.environ.pop("TRITON_INTERPRET", None)
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    yield
+    if previous is not None:
+        os.environ["TRITON_INTERPRET"] = previous
+
+
+def _compile_report():
+    from kernels import compile_report
+
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+    if not os.path.exists(tool):
+        pytest.skip("this Triton build ships no ptxas")
+    return compile_report
+
+
+@pytest.mark.slow
+def test_every_autotuning_config_compiles_for_sm90_without_spilling():
+    compile_report = _compile_report()
+    reports = list(compile_report.reports(dtype="bf16", exclude=0, arch=90))
+    expected = sum(len(compile_report.autotune_configs(kind)) for kind in compile_report.KERNELS)
+    assert len(reports) == expected
+    for report in reports:
+        assert report.shared_bytes <= H100_SHARED_LIMIT, report
+        assert report.spill_bytes <= 64, report
+        assert 0 < report.registers <= 255, report
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+@pytest.mark.parametrize("exclude", [0, 1, 2])
+def test_each_dtype_and_exclusion_mode_compiles_for_sm90(dtype, exclude):
+    compile_report = _compile_report()
+    for kind in compile_report.KERNELS:
+        block_d = 64 if kind.startswith("bwd") else 0
+        report = compile_report.compile_kernel(kind, 64, 64, 64, block_d, 4, 2, dtype=dtype, exclude=exclude)
+        assert report.shared_bytes <= H100_SHARED_LIMIT, report

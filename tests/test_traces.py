@@ -1,0 +1,198 @@
+"""Trace readers: IRCoT, Tongyi, BrowseComp-Plus runs, world / generic JSONL, detection and errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from data_synth.trace_readers import detect_format, parse_nested
+from data_synth.traces import TraceStep, question_only_steps, read_traces
+from retriever.errors import FormatError, UsageError
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path
+
+
+def test_ircot_new_sentence_is_query_and_earlier_cot_is_reasoning(tmp_path):
+    f = write_jsonl(tmp_path / "cot.jsonl", [
+        {"qid": "q1", "question": "Q?", "step": 1, "cumulative_cot": "Shirley Temple played her.",
+         "new_sentence": "Shirley Temple played her."},
+        {"qid": "q1", "question": "Q?", "step": 2,
+         "cumulative_cot": "Shirley Temple played her. She was Chief of Protocol.  ",
+         "new_sentence": "She was Chief of Protocol."},
+        {"qid": "q1", "question": "Q?", "step": 3, "cumulative_cot": "\"So the answer is X.\"",
+         "new_sentence": ""},
+    ])
+    steps = list(read_traces([f]))
+    assert [(s.step, s.query) for s in steps] == [(1, "Shirley Temple played her."),
+                                                  (2, "She was Chief of Protocol."), (3, "")]
+    assert steps[0].reasoning == ""
+    assert steps[1].reasoning == "Shirley Temple played her."
+    # an empty sentence is kept as a step (counted, then dropped by the pipeline); reasoning falls back
+    assert steps[2].reasoning == "Shirley Temple played her. She was Chief of Protocol."
+    assert steps[1].query_id == "q1_turn2" and steps[1].source.endswith("cot.jsonl:2")
+
+
+def test_tongyi_parallel_queries_become_one_step_each_sharing_reasoning(tmp_path):
+    f = write_jsonl(tmp_path / "steps.jsonl", [
+        {"query_id": "7", "reasoning": "Think A", "search_query": ["a one", "a two"], "valid": True},
+        {"query_id": "7", "reasoning": "Think B", "search_query": None, "valid": False},
+        {"query_id": "7", "reasoning": "Think C", "search_query": "\"quoted\" query", "valid": False},
+        {"query_id": "8", "reasoning": "Think D", "search_query": "[bracketed query", "valid": True},
+    ])
+    steps = list(read_traces([f]))
+    assert [(s.query_id, s.reasoning, s.query, s.failed) for s in steps] == [
+        ("7_turn1", "Think A", "a one", False), ("7_turn2", "Think A", "a two", False),
+        ("7_turn3", "Think B", "", True), ("7_turn4", "Think C", "\"quoted\" query", True),
+        ("8_turn1", "Think D", "[bracketed query", False)]
+
+
+def _run_record(as_repr: bool) -> dict:
+    items = [
+        {"type": "reasoning", "tool_name": None, "arguments": None, "output": "First thought"},
+        {"type": "reasoning", "tool_name": None, "arguments": None, "output": "Plan: search two things"},
+        {"type": "tool_call", "tool_name": "search", "arguments": {"query": ["x one", "x two"]},
+         "output": "A search for 'x one' found 5 results"},
+        {"type": "tool_call", "tool_name": "visit", "arguments": {"url": ["http://e.org"]}, "output": "page"},
+        {"type": "reasoning", "tool_name": None, "arguments": None, "output": ["Then", "look again"]},
+        {"type": "tool_call", "tool_name": "search", "arguments": {"query": "y"},
+         "output": "Error: Tool call is not a valid JSON."},
+        {"type": "output_text", "tool_name": None, "arguments": None, "output": "The answer"},
+    ]
+    if as_repr:  # nested fields as Python-repr strings, as in qampari_tongyi/runs/infly.jsonl's sibling layouts
+        for it in items:
+            if isinstance(it["arguments"], dict):
+                it["arguments"] = repr(it["arguments"])
+        return {"query_id": "3", "status": "completed", "result": repr(items)}
+    return {"query_id": "3", "status": "completed", "result": items}
+
+
+@pytest.mark.parametrize("as_repr", [False, True])
+def test_browsecomp_run_records_json_objects_or_python_repr(tmp_path, as_repr):
+    f = write_jsonl(tmp_path / "run.jsonl", [_run_record(as_repr)])
+    steps = list(read_traces([f]))
+    assert [(s.step, s.reasoning, s.query, s.failed) for s in steps] == [
+        (1, "Plan: search two things", "x one", False), (2, "Plan: search two things", "x two", False),
+        (3, "Then\nlook again", "y", True)]
+
+
+def test_browsecomp_run_folder_of_json_files(tmp_path):
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for qid in ("b", "a"):
+        rec = _run_record(False)
+        rec["query_id"] = qid
+        (folder / f"run_{qid}.json").write_text(json.dumps(rec))
+    steps = list(read_traces([folder]))
+    assert [s.query_id for s in steps] == ["a_turn1", "a_turn2", "a_turn3", "b_turn1", "b_turn2", "b_turn3"]
+
+
+def test_world_and_generic_traces(tmp_path):
+    world = write_jsonl(tmp_path / "traces.jsonl", [
+        {"question_id": "wq1", "step": 1, "reasoning": "r1", "query": "q1", "gold_docids": ["w1", "w2"]},
+        {"question_id": "wq1", "step": 2, "reasoning": "r2", "query": "q2", "gold_docids": ["w3"]}])
+    steps = list(read_traces([world]))
+    assert steps[0].gold_docids == ("w1", "w2") and steps[1].query_id == "wq1_turn2"
+    generic = write_jsonl(tmp_path / "generic.jsonl", [
+        {"question_id": "g", "reasoning": None, "query": " first "}, {"qid": "g", "query": "second"}])
+    steps = list(read_traces([generic]))
+    assert [(s.query_id, s.reasoning, s.query, s.gold_docids) for s in steps] == [
+        ("g_turn1", "", "first", None), ("g_turn2", "", "second", None)]
+
+
+def test_formats_mix_across_files_and_format_can_be_forced(tmp_path):
+    a = write_jsonl(tmp_path / "a.jsonl", [{"question_id": "1", "reasoning": "", "query": "x"}])
+    b = write_jsonl(tmp_path / "b.jsonl", [{"query_id": "2", "reasoning": "r", "search_query": ["y", "z"]}])
+    assert [s.query_id for s in read_traces([a, b])] == ["1_turn1", "2_turn1", "2_turn2"]
+    with pytest.raises(FormatError, match=r"a\.jsonl:1: expected a Tongyi search step"):
+        list(read_traces([a], trace_format="tongyi"))
+    with pytest.raises(UsageError, match="unknown trace format"):
+        list(read_traces([a], trace_format="xml"))
+
+
+def test_detect_format():
+    assert detect_format({"qid": 1, "cumulative_cot": "", "new_sentence": ""}) == "ircot"
+    assert detect_format({"query_id": 1, "search_query": "x", "reasoning": ""}) == "tongyi"
+    assert detect_format({"query_id": 1, "result": []}) == "browsecomp"
+    assert detect_format({"question_id": 1, "query": "x", "gold_docids": []}) == "world"
+    assert detect_format({"question_id": 1, "query": "x"}) == "generic"
+    assert detect_format({"text": "x"}) is None
+
+
+@pytest.mark.parametrize("rows, message", [
+    (['{"qid": "q1", "step": 1, "cumulative_cot": "a", "new_sentence": "a"}', '{"qid": '],
+     r"bad\.jsonl:2: expected a JSON trace record"),
+    ([{"text": "what"}], r"bad\.jsonl:1: expected a trace record of a known format"),
+    ([{"question_id": "q", "query": "x"}, {"question_id": "q", "query": 5}],
+     r"bad\.jsonl:2: expected a trace step .* string 'query'"),
+    ([{"question_id": "q", "query": "x", "step": "two"}], r"bad\.jsonl:1: expected 'step' to be an integer"),
+    ([{"query_id": "q", "result": "[{'type': 'reasoning', 'output': x}]"}],
+     r"bad\.jsonl:1: expected 'result' as a JSON object or a Python literal"),
+    ([{"query_id": "q", "result": 5}], r"bad\.jsonl:1: expected 'result' to be a list"),
+    ([{"query_id": "q", "search_query": {"a": 1}}], r"bad\.jsonl:1: expected 'search_query' to be a string"),
+])
+def test_malformed_traces_name_file_and_line(tmp_path, rows, message):
+    f = write_jsonl(tmp_path / "bad.jsonl", rows)
+    with pytest.raises(FormatError, match=message):
+        list(read_traces([f]))
+
+
+def test_missing_trace_path_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match="no such file"):
+        list(read_traces([tmp_path / "nope.jsonl"]))
+
+
+def test_parse_nested_keeps_plain_strings():
+    assert parse_nested("plain", "f", 1, "x") == "plain"
+    assert parse_nested("{'a': [1, None]}", "f", 1, "x") == {"a": [1, None]}
+    assert parse_nested('{"a": null}', "f", 1, "x") == {"a": None}
+    assert parse_nested("[not python", "f", 1, "x", strict=False) == "[not python"
+
+
+def test_question_only_steps():
+    class Q:
+        def __init__(self, qid, text):
+            self.qid, self.text = qid, text
+
+    steps = list(question_only_steps([Q("a", " Who? "), Q("b", "What?")]))
+    assert steps == [TraceStep("a", 0, "", "Who?", source="question"), TraceStep("b", 0, "", "What?", source="question")]
+
+
+# -- the shared real traces ----------------------------------------------------------------------------------
+
+def test_every_tongyi_search_step_parses(shared_data):
+    path = shared_data / "qampari_tongyi" / "agent_search_steps.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    assert len(records) == 1865
+    expected = sum(len(r["search_query"]) if isinstance(r["search_query"], list) else 1 for r in records)
+    steps = list(read_traces([path]))
+    assert len(steps) == expected == 2232
+    assert len({s.query_id for s in steps}) == len(steps)
+    assert sum(not s.query for s in steps) == sum(r["search_query"] is None for r in records)
+    assert {s.question_id for s in steps} == {r["query_id"] for r in records}
+    assert sum(s.failed for s in steps) == sum(
+        len(r["search_query"]) if isinstance(r["search_query"], list) else 1 for r in records if r["valid"] is False)
+
+
+def test_every_raw_run_record_parses(shared_data):
+    path = shared_data / "qampari_tongyi" / "runs" / "infly.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    assert len(records) == 20
+    steps = list(read_traces([path]))
+    assert {s.question_id for s in steps} == {r["query_id"] for r in records}
+    calls = [it for r in records for it in r["result"]
+             if it["type"] == "tool_call" and it["tool_name"] in ("search", "google_scholar")]
+    n_queries = sum(len(q) if isinstance(q := json.loads(it["arguments"])["query"], list) else 1 for it in calls)
+    assert len(calls) == 575 and len(steps) == n_queries  # 574 'search' calls + 1 'google_scholar' call
+    assert all(s.query for s in steps) and all(s.reasoning for s in steps)
+
+
+def test_ircot_cot_steps_parse(shared_data):
+    steps = list(read_traces([shared_data / "hotpotqa_ircot" / "cot_steps.jsonl"]))
+    assert len(steps) == 3128 and len({s.question_id for s in steps}) == 500
+    first = [s for s in steps if s.step == 1]
+    assert all(s.reasoning == "" for s in first)
+    assert sum(not s.query for s in steps) == 58

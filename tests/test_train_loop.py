@@ -1,0 +1,118 @@
+"""The training loop end to end on a tiny model (GradCache, accumulation, dev evaluation keeping the best
+model, a final folder sentence-transformers loads), recipes and overrides, and the two command lines."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from retriever.errors import UsageError
+from retriever.training.recipe import load_recipe, parse_override
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write_tuples(path: Path, n: int = 48) -> Path:
+    words = "red green blue cyan magenta yellow black white grey brown pink olive navy teal".split()
+    rows = []
+    for i in range(n):
+        text = lambda k: " ".join(words[(i * k + j) % len(words)] for j in range(4 + (i * k) % 9))  # noqa: E731
+        rows.append({"query_id": f"q{i}", "query": text(1), "reasoning": text(2) if i % 3 else None,
+                     "positive_passages": [{"docid": f"p{i}", "text": text(3)}],
+                     "negative_passages": [{"docid": f"n{i}_{k}", "text": text(5 + k)} for k in range(4)]})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def dev_set(tmp_path):
+    """Queries whose relevant passage is one of the training positives (so training can help)."""
+    rows = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    corpus = {p["docid"]: p for r in rows for p in r["positive_passages"] + r["negative_passages"]}
+    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps({"_id": d, "title": "", "text": p["text"]}) + "\n"
+                                                   for d, p in corpus.items()))
+    (tmp_path / "queries.jsonl").write_text("".join(
+        json.dumps({"_id": r["query_id"], "text": r["query"], "reasoning": r["reasoning"]}) + "\n" for r in rows[:16]))
+    (tmp_path / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"{r['query_id']}\t{r['positive_passages'][0]['docid']}\t1\n" for r in rows[:16]))
+
+
+def test_train_with_gradcache_accumulation_and_dev_evaluation(tiny_bert_dir, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    from retriever.train import train
+
+    write_tuples(tmp_path / "t.jsonl")
+    dev_set(tmp_path)
+    recipe = {"model": {"name": str(tiny_bert_dir), "query_max_len": 32, "passage_max_len": 32},
+              "data": {"train": [str(tmp_path / "t.jsonl")], "group_size": 3},
+              "train": {"batch_size": 6, "grad_accum_steps": 2, "gradcache_chunk_size": 4, "lr": 5e-4,
+                        "max_steps": 4, "save_every": 0, "threads": 1},
+              "eval": {"queries": str(tmp_path / "queries.jsonl"), "corpus": str(tmp_path / "corpus.jsonl"),
+                       "qrels": str(tmp_path / "qrels.tsv"), "every": 2, "metric": "recall@100"}}
+    final = train(recipe, tmp_path / "run", ["train.lr=1e-3"], show_progress=False)
+    assert final == str(tmp_path / "run" / "final")
+    summary = json.loads((tmp_path / "run" / "train_summary.json").read_text())
+    assert summary["steps"] == 4 and summary["samples"] == 4 * 6 * 2
+    assert summary["best_step"] in (2, 4) and 0.0 < summary["best_metric"] <= 1.0
+    assert summary["recipe"]["train"]["lr"] == 1e-3
+    assert (tmp_path / "run" / "best" / "modules.json").is_file()
+    st_model = SentenceTransformer(final, device="cpu")
+    assert st_model.encode(["a passage"]).shape == (1, 32)
+
+
+def test_recipe_defaults_file_and_overrides(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump({"data": {"train": "a.jsonl"}, "train": {"lr": 1e-4}}))
+    cfg = load_recipe(path, ["train.lr=3e-5", "data.train=[x.jsonl, y.jsonl]", "model.lora.r=8",
+                             "train.max_steps=null", "loss.temperature=1"])
+    assert cfg["train"]["lr"] == 3e-5 and cfg["data"]["train"] == ["x.jsonl", "y.jsonl"]
+    assert cfg["model"]["lora"]["r"] == 8 and cfg["train"]["max_steps"] is None
+    assert cfg["loss"]["temperature"] == 1.0 and isinstance(cfg["loss"]["temperature"], float)
+    assert cfg["model"]["pooling"] == "mean"  # untouched default
+    assert parse_override("eval.metric=ndcg@10") == {"eval": {"metric": "ndcg@10"}}
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["train.learning_rate=1"], "unknown recipe key 'train.learning_rate'"),
+    (["train.lr=fast"], "train.lr: expected a number"),
+    (["model.normalize=3"], "model.normalize: expected true/false"),
+    (["train=1"], "'train' is a section"),
+    (["lr"], "expected key=value"),
+])
+def test_bad_overrides_name_the_key(overrides, message):
+    with pytest.raises(UsageError, match=message):
+        load_recipe({"data": {"train": "a.jsonl"}}, overrides)
+
+
+def test_recipe_errors(tmp_path):
+    with pytest.raises(UsageError, match="data.train is required"):
+        load_recipe({})
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("train: [1, 2\n")
+    with pytest.raises(UsageError, match="bad.yaml:"):
+        load_recipe(bad)
+    with pytest.raises(UsageError, match="no such file"):
+        load_recipe(tmp_path / "missing.yaml")
+
+
+def test_bundled_recipes_load():
+    for name in ("minilm_hotpot", "qwen3_embedding_4b_agentir"):
+        cfg = load_recipe(ROOT / "recipes" / f"{name}.yaml")
+        assert cfg["data"]["train"] and cfg["train"]["max_steps"] is None or cfg["train"]["max_steps"] > 0
+    agentir = load_recipe(ROOT / "recipes" / "qwen3_embedding_4b_agentir.yaml")
+    assert agentir["model"]["pooling"] == "last" and agentir["loss"]["temperature"] == 0.01
+    assert agentir["model"]["instruction"].startswith("Instruct: Given a user's reasoning")
+    assert agentir["data"]["group_size"] == 8 and agentir["model"]["lora"]["enabled"]
+
+
+def test_cli_and_train_py_report_errors_on_one_line(cli, tmp_path):
+    code, _, err = cli("train", "--recipe", tmp_path / "missing.yaml", "--output", tmp_path / "out")
+    assert code == 2 and err.strip().count("\n") == 0 and "no such file" in err
+    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), "--recipe", str(tmp_path / "missing.yaml"),
+                           "--output", str(tmp_path / "out"), "train.lr=1"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert proc.returncode == 2 and "train.py: error:" in proc.stderr and "no such file" in proc.stderr
