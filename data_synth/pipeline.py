@@ -18,7 +18,6 @@ same bytes whatever the number of workers or interruptions.
 from __future__ import annotations
 
 import hashlib
-import json
 import multiprocessing
 import os
 import sys

@@ -17,6 +17,13 @@ Exclusion (``EXCLUDE`` constexpr): 0 none; 1 ids -- drop ``j`` from row ``i`` wh
 ``p_ids[j] == q_pos_ids[i]``; 2 dense ``[B, N]`` uint8 mask. The positive is never dropped.
 Masked scores are replaced by a large finite negative before ``exp2`` and the result is zeroed with
 ``where``: no ``-inf`` enters arithmetic, so no NaN.
+
+The kernels call only Triton builtins (``tl.full``, ``tl.reduce``, ...) and ``@triton.jit`` helpers of
+this module, never Triton's own ``@jit`` library functions (``tl.zeros``, ``tl.sum``, ``tl.max``):
+those are defined once, when ``triton`` is first imported, for the compiler or for the interpreter,
+while this module can be redefined for the interpreter later (``TRITON_INTERPRET=1`` set after
+``import triton``, as in a test suite). Triton's combine functions are only passed to ``tl.reduce``,
+never called, which works in both modes.
 """
 
 from __future__ import annotations
@@ -30,6 +37,22 @@ import triton.language as tl
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 NEG_BIG = tl.constexpr(-1.0e30)
+
+
+@triton.jit
+def _add(a, b):
+    return a + b
+
+
+@triton.jit
+def _maximum(a, b):
+    return tl.maximum(a, b)
+
+
+# Triton's own combine functions where they exist: the interpreter recognises them and reduces with
+# numpy instead of calling the combine function element by element.
+_SUM = getattr(tl.standard, "_sum_combine", _add)
+_MAX = getattr(tl.standard, "_elementwise_max", _maximum)
 
 
 @triton.jit
@@ -52,7 +75,7 @@ def _score_tile(q_ptr, p_ptr, rows, cols, B, N, D, stride_q, stride_p,
     col_ok = cols < N
     q_rows = q_ptr + rows.to(tl.int64)[:, None] * stride_q
     p_cols = p_ptr + cols.to(tl.int64)[None, :] * stride_p
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc = tl.full((BLOCK_M, BLOCK_N), 0.0, tl.float32)
     for k0 in range(0, D, BLOCK_K):
         ks = k0 + tl.arange(0, BLOCK_K)
         k_ok = ks < D
@@ -105,8 +128,8 @@ def infonce_fwd_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr,
     if EXCLUDE == 1:
         q_pos = tl.load(qpos_ptr + rows, mask=row_ok, other=0)
     m_i = tl.full((BLOCK_M,), NEG_BIG, tl.float32)
-    l_i = tl.zeros((BLOCK_M,), tl.float32)
-    pos_i = tl.zeros((BLOCK_M,), tl.float32)
+    l_i = tl.full((BLOCK_M,), 0.0, tl.float32)
+    pos_i = tl.full((BLOCK_M,), 0.0, tl.float32)
     n_start = split * split_size
     n_end = tl.minimum(N, n_start + split_size)
     for n0 in range(n_start, n_end, BLOCK_N):
@@ -114,12 +137,12 @@ def infonce_fwd_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr,
         s2 = _score_tile(q_ptr, p_ptr, rows, cols, B, N, D, stride_q, stride_p,
                          BLOCK_M, BLOCK_N, BLOCK_K, PRECISION) * scale2
         keep = _keep_tile(rows, cols, labels, q_pos, pid_ptr, mask_ptr, stride_mask, B, N, EXCLUDE)
-        pos_i += tl.sum(tl.where(cols[None, :] == labels[:, None], s2, 0.0), axis=1)
+        pos_i += tl.reduce(tl.where(cols[None, :] == labels[:, None], s2, 0.0), 1, _SUM)
         safe = tl.where(keep, s2, NEG_BIG)
-        m_new = tl.maximum(m_i, tl.max(safe, axis=1))
+        m_new = tl.maximum(m_i, tl.reduce(safe, 1, _MAX))
         alpha = tl.exp2(m_i - m_new)
         weights = tl.where(keep, tl.exp2(safe - m_new[:, None]), 0.0)
-        l_i = l_i * alpha + tl.sum(weights, axis=1)
+        l_i = l_i * alpha + tl.reduce(weights, 1, _SUM)
         m_i = m_new
     out = split * B + rows
     tl.store(m_ptr + out, m_i, mask=row_ok)
@@ -161,7 +184,7 @@ def infonce_bwd_dq_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr,
             ds = d0 + tl.arange(0, BLOCK_D)
             d_ok = ds < D
             p_tile = tl.load(p_cols + ds[None, :], mask=col_ok[:, None] & d_ok[None, :], other=0.0)
-            part = _dot(g, p_tile, tl.zeros((BLOCK_M, BLOCK_D), tl.float32), PRECISION)
+            part = _dot(g, p_tile, tl.full((BLOCK_M, BLOCK_D), 0.0, tl.float32), PRECISION)
             ws_mask = row_ok[:, None] & d_ok[None, :]
             # Add what earlier passage tiles stored (the block-shaped compare keeps the interpreter happy).
             has_prev = (n0 + 0 * ds[None, :]) > n_start
@@ -201,7 +224,7 @@ def infonce_bwd_dp_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr,
             ds = d0 + tl.arange(0, BLOCK_D)
             d_ok = ds < D
             q_tile = tl.load(q_rows + ds[None, :], mask=row_ok[:, None] & d_ok[None, :], other=0.0)
-            part = _dot(g_t, q_tile, tl.zeros((BLOCK_N, BLOCK_D), tl.float32), PRECISION)
+            part = _dot(g_t, q_tile, tl.full((BLOCK_N, BLOCK_D), 0.0, tl.float32), PRECISION)
             ws_mask = col_ok[:, None] & d_ok[None, :]
             has_prev = (b0 + 0 * ds[None, :]) > b_start
             part += tl.load(ws_cols + ds[None, :], mask=ws_mask & has_prev, other=0.0)

@@ -12,9 +12,9 @@ Two backward variants, same results:
 * ``backward="chunked"``: a Triton kernel writes ``softmax - onehot`` for ``chunk_size`` passages at
   a time (a ``B x chunk_size`` buffer, 64 Mi elements by default) and cuBLAS does both products.
 
-On CPU the kernels run in Triton's interpreter when ``TRITON_INTERPRET=1`` was set before this
-module was first used (tests do that). Without it, CPU tensors fall back to
-:func:`kernels.reference.infonce_loss` with a one-time warning.
+On CPU the kernels run in Triton's interpreter while ``TRITON_INTERPRET=1`` is set (tests do that;
+the kernels are redefined when the variable changes, even after ``import triton``). Without it, CPU
+tensors fall back to :func:`kernels.reference.infonce_loss` with a one-time warning.
 
 Example::
 
@@ -178,12 +178,13 @@ class _FusedInfoNCE(torch.autograd.Function):
         temperature, spec, config, backward, chunk_size = ctx.extra
         # dL/ds_ij = grad_out / (B t) * (softmax_ij - onehot_ij); the kernels produce the bracket.
         scale = grad_out.to(torch.float32) / (q.shape[0] * temperature)
+        need_q, need_p = ctx.needs_input_grad[:2]
         with torch.cuda.device(q.device) if q.is_cuda else contextlib.nullcontext():
             if backward == "fused":
-                dq, dp = _backward_fused(q, p, labels, lse2, temperature, spec, config, scale)
+                dq, dp = _backward_fused(q, p, labels, lse2, temperature, spec, config, scale, need_q, need_p)
             else:
                 dq, dp = _backward_chunked(q, p, labels, lse2, temperature, spec, config, scale, chunk_size)
-        return dq, dp, None, None, None, None, None, None
+        return (dq if need_q else None), (dp if need_p else None), None, None, None, None, None, None
 
 
 def _common_args(q, p, labels, spec: ExcludeSpec):
@@ -258,32 +259,36 @@ def _forward(q, p, labels, temperature, spec, config):
     return lse2, pos.sum(dim=0)
 
 
-def _backward_fused(q, p, labels, lse2, temperature, spec, config, scale):
+def _backward_fused(q, p, labels, lse2, temperature, spec, config, scale, need_q=True, need_p=True):
+    """dQ from ``infonce_bwd_dq`` and dP from ``infonce_bwd_dp`` (``None`` for one not needed)."""
     num_q, dim = q.shape
     num_p = p.shape[0]
     q_pos, p_ids, mask, stride_mask = _common_args(q, p, labels, spec)
-    mode, precision, scale2 = _EXCLUDE_MODES[spec.mode], _precision(q), LOG2E / temperature
+    inputs = (q, p, labels, q_pos, p_ids, mask, lse2)
+    sizes = (num_q, num_p, dim, q.stride(0), p.stride(0), stride_mask, LOG2E / temperature)
+    launch = (config, True, _EXCLUDE_MODES[spec.mode], _precision(q))
     size_class = _size_class(num_q, num_p)
-
-    split_p = _split_size(num_p, -(-num_q // 64), config, q.device)
-    splits_p = -(-num_p // split_p)
-    ws_q = torch.empty(splits_p, num_q, dim, device=q.device, dtype=torch.float32)
-    args = (q, p, labels, q_pos, p_ids, mask, lse2, ws_q, num_q, num_p, dim, q.stride(0), p.stride(0),
-            stride_mask, scale2, split_p, size_class)
-    _launch("infonce_bwd_dq", lambda meta: (-(-num_q // meta["BLOCK_M"]), splits_p), args, config, True,
-            mode, precision)
-    dq = (ws_q[0] if splits_p == 1 else ws_q.sum(dim=0)).mul_(scale).to(q.dtype)
-    del ws_q
-
-    split_q = _split_size(num_q, -(-num_p // 64), config, q.device)
-    splits_q = -(-num_q // split_q)
-    ws_p = torch.empty(splits_q, num_p, dim, device=q.device, dtype=torch.float32)
-    args = (q, p, labels, q_pos, p_ids, mask, lse2, ws_p, num_q, num_p, dim, q.stride(0), p.stride(0),
-            stride_mask, scale2, split_q, size_class)
-    _launch("infonce_bwd_dp", lambda meta: (-(-num_p // meta["BLOCK_N"]), splits_q), args, config, True,
-            mode, precision)
-    dp = (ws_p[0] if splits_q == 1 else ws_p.sum(dim=0)).mul_(scale).to(p.dtype)
+    dq = dp = None
+    if need_q:  # programs over query blocks x splits of the passages
+        split = _split_size(num_p, -(-num_q // 64), config, q.device)
+        ws = torch.empty(-(-num_p // split), num_q, dim, device=q.device, dtype=torch.float32)
+        _launch("infonce_bwd_dq", lambda meta: (-(-num_q // meta["BLOCK_M"]), ws.shape[0]),
+                inputs + (ws,) + sizes + (split, size_class), *launch)
+        dq = _sum_splits(ws, scale, q.dtype)
+        del ws
+    if need_p:  # programs over passage blocks x splits of the queries
+        split = _split_size(num_q, -(-num_p // 64), config, q.device)
+        ws = torch.empty(-(-num_q // split), num_p, dim, device=q.device, dtype=torch.float32)
+        _launch("infonce_bwd_dp", lambda meta: (-(-num_p // meta["BLOCK_N"]), ws.shape[0]),
+                inputs + (ws,) + sizes + (split, size_class), *launch)
+        dp = _sum_splits(ws, scale, p.dtype)
     return dq, dp
+
+
+def _sum_splits(ws, scale, dtype):
+    """Sum a ``[splits, rows, d]`` fp32 workspace over splits, scale it, cast it to ``dtype``."""
+    total = ws[0] if ws.shape[0] == 1 else ws.sum(dim=0)
+    return total.mul_(scale).to(dtype)
 
 
 def _backward_chunked(q, p, labels, lse2, temperature, spec, config, scale, chunk_size):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -39,8 +40,8 @@ from retriever.io.common import atomic_write, write_json
 from retriever.io.corpus import Document, corpus_files, read_corpus
 from retriever.model_settings import model_settings
 from retriever.query_template import format_document
-from retriever.shard_layout import (ENCODE_CONFIG_FILE, META_FILE, SHARD_DIR, IndexMeta, done_shards,
-                                    read_done_marker, shard_file, shard_name)
+from retriever.shard_layout import (ENCODE_CONFIG_FILE, FAISS_DIR, LOOKUP_DIR, META_FILE, SHARD_DIR, IndexMeta,
+                                    done_shards, read_done_marker, shard_file, shard_name)
 
 
 def distributed_context() -> tuple[int, int, int]:
@@ -97,10 +98,11 @@ def _check_config(out_dir: Path, config: dict, overwrite: bool) -> None:
                 raise UsageError(f"{out_dir} holds shards encoded with different settings ({', '.join(diff)}); "
                                  "use another --out, or --overwrite to discard them")
             return
-    if overwrite:
-        for f in glob.glob(str(out_dir / SHARD_DIR / "*")) + [str(out_dir / META_FILE)]:
-            if os.path.isfile(f):
-                os.unlink(f)
+    if overwrite:  # everything derived from the old shards goes: shards, manifest, lookup, FAISS indexes
+        for name in (SHARD_DIR, LOOKUP_DIR, FAISS_DIR):
+            shutil.rmtree(out_dir / name, ignore_errors=True)
+        if (out_dir / META_FILE).exists():
+            os.unlink(out_dir / META_FILE)
     write_json(path, config)
 
 
@@ -174,8 +176,8 @@ def encode_corpus(corpus: str | os.PathLike, model: str | os.PathLike, out_dir: 
                   shard_size: int = 100_000, batch_size: int = 64, max_length: int | None = None, *,
                   rank: int | None = None, world_size: int | None = None, device: str | None = None,
                   docstore: bool = True, reasoning_aware: bool = False, overwrite: bool = False,
-                  encoder=None, show_progress: bool = True, wait_timeout: float | None = None,
-                  poll_seconds: float = 2.0) -> EncodeResult:
+                  precision: str = "auto", encoder=None, show_progress: bool = True,
+                  wait_timeout: float | None = None, poll_seconds: float = 2.0) -> EncodeResult:
     """Encode ``corpus`` into resumable shards under ``out_dir`` (see the module docstring).
 
     :param corpus: corpus file, BEIR folder or shard folder (anything :func:`read_corpus` reads)
@@ -187,12 +189,15 @@ def encode_corpus(corpus: str | os.PathLike, model: str | os.PathLike, out_dir: 
     :param device: torch device; default ``cuda:LOCAL_RANK`` when CUDA is available, else CPU
     :param docstore: also store the documents so a server can return them by docid
     :param reasoning_aware: recorded in the manifest: queries for this model use the reasoning template
+    :param precision: ``auto`` (float16 autocast on CUDA, float32 on CPU), ``fp32``, ``fp16`` or ``bf16``
     :param encoder: an already-loaded :class:`~retriever.dense.DenseEncoder` to use instead of loading one
     :param wait_timeout: how long rank 0 waits for the other ranks' shards (None: as long as it takes)
     :return: an :class:`EncodeResult`; its ``meta`` is the finished manifest on rank 0
     """
     if shard_size <= 0 or batch_size <= 0:
         raise UsageError("--shard-size and --batch-size must be positive")
+    if precision not in ("auto", "fp32", "fp16", "bf16"):
+        raise UsageError(f"precision {precision!r}: use auto, fp32, fp16 or bf16")
     env_rank, env_world, local_rank = distributed_context()
     rank = env_rank if rank is None else rank
     world_size = env_world if world_size is None else world_size
@@ -239,7 +244,8 @@ def encode_corpus(corpus: str | os.PathLike, model: str | os.PathLike, out_dir: 
             continue
         enc = get_encoder()
         t0 = time.perf_counter()
-        emb = enc.encode_texts([prefix + format_document(d.title, d.text) for d in docs], batch_size=batch_size)
+        with _autocast(enc, precision):
+            emb = enc.encode_texts([prefix + format_document(d.title, d.text) for d in docs], batch_size=batch_size)
         write_shard(out_dir, shard, docs, emb, docstore, time.perf_counter() - t0)
         result.encode_seconds += time.perf_counter() - t0
         result.encoded_shards.append(shard)
@@ -262,6 +268,23 @@ def encode_corpus(corpus: str | os.PathLike, model: str | os.PathLike, out_dir: 
                                  docstore, reasoning_aware or settings.reasoning_aware, show_progress,
                                  passage_prefix=prefix)
     return result
+
+
+def _autocast(encoder, precision: str):
+    """Mixed precision for the forward pass: ``auto`` is float16 on CUDA (tensor cores) and float32 on CPU."""
+    import contextlib
+
+    import torch
+
+    device = torch.device(encoder.device)
+    if precision == "auto":
+        precision = "fp16" if device.type == "cuda" else "fp32"
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
+    if dtype is None:
+        raise UsageError(f"precision {precision!r}: use auto, fp32, fp16 or bf16")
+    return torch.autocast(device.type, dtype=dtype)
 
 
 def _wait_for_shards(out_dir: Path, num_shards: int, timeout: float | None, poll: float, show_progress: bool):

@@ -73,8 +73,9 @@ def make_index(spec: str, dim: int):
 
 
 def _ivf_or_none(index):
+    faiss = _faiss()
     try:
-        return _faiss().extract_index_ivf(index)
+        return faiss.downcast_index(faiss.extract_index_ivf(index))
     except RuntimeError:
         return None
 
@@ -239,6 +240,7 @@ class ShardedFaissIndex:
         self.parts, self.offsets = parts, offsets
         self._lock = threading.Lock()
         self._params: tuple = (None, None)
+        self._shard_cache: dict = {}
 
     @classmethod
     def load(cls, index_dir: str | os.PathLike, name: str | None = None, use_gpu: bool | None = None,
@@ -326,8 +328,12 @@ class ShardedFaissIndex:
             rows = np.pad(rows, ((0, 0), (0, pad)), constant_values=-1)
         return scores, rows
 
-    def _exact_scores(self, queries: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """Inner products of each query with its candidate rows, from the float16 shards."""
-        vecs = embedding_rows(self.index_dir, self.meta, rows.ravel()).reshape(*rows.shape, self.meta.dim)
-        scores = np.einsum("qd,qcd->qc", queries, vecs)
+    def _exact_scores(self, queries: np.ndarray, rows: np.ndarray, chunk: int = 32) -> np.ndarray:
+        """Inner products of each query with its candidate rows, from the float16 shards (memory-mapped),
+        ``chunk`` queries at a time so the gathered vectors stay small."""
+        scores = np.empty(rows.shape, dtype=np.float32)
+        for start in range(0, len(queries), chunk):
+            r = rows[start:start + chunk]
+            vecs = embedding_rows(self.index_dir, self.meta, r, cache=self._shard_cache).reshape(*r.shape, -1)
+            scores[start:start + chunk] = np.matmul(vecs, queries[start:start + chunk, :, None])[..., 0]
         return np.where(rows >= 0, scores, -np.inf).astype(np.float32)

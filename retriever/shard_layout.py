@@ -164,16 +164,21 @@ class ShardIds:
         return [self.docid(r) for r in rows]
 
 
-def embedding_rows(index_dir: str | os.PathLike, meta: IndexMeta, rows: np.ndarray) -> np.ndarray:
-    """Gather the float32 embeddings of arbitrary global ``rows`` from the memory-mapped shards."""
+def embedding_rows(index_dir: str | os.PathLike, meta: IndexMeta, rows: np.ndarray, cache: dict | None = None
+                   ) -> np.ndarray:
+    """Gather the float32 embeddings of arbitrary global ``rows`` (``-1`` gives zeros) from the shards.
+
+    ``cache`` (a dict) keeps the shard memory maps open between calls.
+    """
     rows = np.asarray(rows, dtype=np.int64).ravel()
     out = np.zeros((len(rows), meta.dim), dtype=np.float32)
     valid = rows >= 0
     shards = np.where(valid, rows // meta.shard_size, -1)
+    cache = {} if cache is None else cache
     for shard in np.unique(shards[valid]):
         sel = np.nonzero(shards == shard)[0]
-        local = rows[sel] - shard * meta.shard_size
-        order = np.argsort(local, kind="stable")       # sorted reads are kinder to the page cache
-        emb = load_shard_embeddings(index_dir, int(shard))
-        out[sel[order]] = emb[local[order]].astype(np.float32)
+        emb = cache.get(int(shard))
+        if emb is None:
+            emb = cache[int(shard)] = load_shard_embeddings(index_dir, int(shard))
+        out[sel] = emb[rows[sel] - shard * meta.shard_size]
     return out

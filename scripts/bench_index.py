@@ -13,7 +13,7 @@ concentrates in a few dozen directions), cluster sizes follow a Zipf law, and ev
 L2-normalised. Queries are fresh draws from the same process.
 
     flock /tmp/hopscotch-heavy.lock .venv/bin/python scripts/bench_index.py            # ~6 minutes on 2 cores
-    .venv/bin/python scripts/bench_index.py --docs 100000 --spec OPQ64,IVF256,PQ64      # quick look
+    .venv/bin/python scripts/bench_index.py --docs 100000 --specs IVF256,PQ64           # quick look
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def stage_search(args) -> dict:
 def run_stage(stage: str, args, spec: str | None = None) -> dict:
     cmd = [sys.executable, __file__, "--stage", stage, "--work", args.work, "--docs", str(args.docs),
            "--dim", str(args.dim), "--clusters", str(args.clusters), "--queries", str(args.queries),
-           "--shard-size", str(args.shard_size), "--repeats", str(args.repeats), "--spec", spec or args.spec,
+           "--shard-size", str(args.shard_size), "--repeats", str(args.repeats), "--spec", spec or "Flat",
            "--settings", *args.settings] + (["--train-size", str(args.train_size)] if args.train_size else [])
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -126,7 +126,7 @@ def run_stage(stage: str, args, spec: str | None = None) -> dict:
         raise SystemExit(f"stage {stage} failed:\n{proc.stderr[-3000:]}")
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     out["process_seconds"] = time.perf_counter() - t0
-    print(f"[{stage} {spec or args.spec}] {json.dumps(out)}", file=sys.stderr, flush=True)
+    print(f"[{stage} {spec or ''}] {json.dumps(out)}", file=sys.stderr, flush=True)
     return out
 
 
@@ -143,9 +143,11 @@ def main() -> None:
     p.add_argument("--clusters", type=int, default=4096)
     p.add_argument("--queries", type=int, default=1000)
     p.add_argument("--shard-size", type=int, default=250_000)
-    p.add_argument("--spec", default="OPQ64,IVF2048,PQ64")
+    p.add_argument("--specs", nargs="+", default=["IVF2048,PQ64", "IVF2048,PQ192x4fs"],
+                   help="FAISS specs to build and time against Flat")
+    p.add_argument("--spec", help=argparse.SUPPRESS)  # one spec, for a stage process
     p.add_argument("--train-size", type=int)
-    p.add_argument("--settings", nargs="+", default=["16:1", "32:1", "16:4", "32:4", "64:4"],
+    p.add_argument("--settings", nargs="+", default=["8:1", "16:1", "32:1", "8:2", "16:2", "8:4", "16:4"],
                    help="nprobe:refine pairs to time")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
@@ -161,24 +163,26 @@ def main() -> None:
     os.makedirs(args.work, exist_ok=True)
     data = run_stage("data", args)
     flat = run_stage("search", args, spec="Flat")
-    build = run_stage("build", args)
-    ivf = run_stage("search", args)
     truth = np.load(Path(args.work) / "rows_Flat_None_1.npy")
     flat_qps = flat["results"][0]["qps"]
-    rows = []
-    for r in ivf["results"]:
-        got = np.load(Path(args.work) / f"rows_{args.spec.replace(',', '_')}_{r['nprobe']}_{r['refine']}.npy")
-        rows.append({**r, "recall@100": recall_at(got, truth), "speedup": r["qps"] / flat_qps})
-    summary = {"docs": args.docs, "dim": args.dim, "spec": args.spec, "threads": args.threads,
-               "data": data, "flat": flat, "build": build, "ivf": {**ivf, "results": rows}}
-    print(f"\n{args.docs:,} vectors, d={args.dim}, {args.threads} threads; Flat: {flat_qps:,.0f} q/s "
-          f"(load {flat['load_seconds']:.1f}s, peak RSS {flat['peak_rss_mib']:,.0f} MiB)")
-    print(f"{args.spec}: build {build['seconds']:.1f}s (process {build['process_seconds']:.1f}s), peak RSS "
-          f"{build['peak_rss_mib']:,.0f} MiB, index {build['index_bytes'] / 2**20:,.1f} MiB on disk, shards "
-          f"{build['shard_bytes'] / 2**20:,.1f} MiB; search peak RSS {ivf['peak_rss_mib']:,.0f} MiB")
-    print("| nprobe | refine | q/s | x Flat | recall@100 vs Flat |\n|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['nprobe']} | {r['refine']} | {r['qps']:,.0f} | {r['speedup']:.1f}x | {r['recall@100']:.3f} |")
+    summary = {"docs": args.docs, "dim": args.dim, "threads": args.threads, "queries": args.queries,
+               "data": data, "flat": flat, "specs": {}}
+    print(f"\n{args.docs:,} vectors, d={args.dim}, {args.threads} threads, {args.queries} queries, k=100; Flat: "
+          f"{flat_qps:,.0f} q/s (load {flat['load_seconds']:.1f}s, peak RSS {flat['peak_rss_mib']:,.0f} MiB)")
+    for spec in args.specs:
+        build = run_stage("build", args, spec=spec)
+        ivf = run_stage("search", args, spec=spec)
+        rows = []
+        for r in ivf["results"]:
+            got = np.load(Path(args.work) / f"rows_{spec.replace(',', '_')}_{r['nprobe']}_{r['refine']}.npy")
+            rows.append({**r, "recall@100": recall_at(got, truth), "speedup": r["qps"] / flat_qps})
+        summary["specs"][spec] = {"build": build, "search": {**ivf, "results": rows}}
+        print(f"\n{spec}: build {build['seconds']:.1f}s, peak RSS {build['peak_rss_mib']:,.0f} MiB, index "
+              f"{build['index_bytes'] / 2**20:,.1f} MiB on disk (shards {build['shard_bytes'] / 2**20:,.1f} MiB); "
+              f"search peak RSS {ivf['peak_rss_mib']:,.0f} MiB")
+        print("| nprobe | refine | q/s | x Flat | recall@100 vs Flat |\n|---|---|---|---|---|")
+        for r in rows:
+            print(f"| {r['nprobe']} | {r['refine']} | {r['qps']:,.0f} | {r['speedup']:.1f}x | {r['recall@100']:.3f} |")
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=2))
     if not args.keep:

@@ -184,3 +184,51 @@ def test_fused_rejects_what_it_cannot_do():
         infonce.KernelConfig(block_m=32, block_n=64, split_size=96)
     with pytest.raises(ValueError, match="power of two"):
         infonce.KernelConfig(block_k=48)
+
+
+@pytest.mark.parametrize("first", ["triton-then-interpreter", "interpreter-then-compiler"])
+def test_kernels_can_be_redefined_after_triton_was_imported(first):
+    """A test suite imports triton long before this module sets TRITON_INTERPRET (and back)."""
+    import subprocess
+    import sys
+
+    code = f"""
+import os, torch, triton
+mode = {first!r}
+os.environ["TRITON_INTERPRET"] = "1" if mode == "triton-then-interpreter" else "0"
+from kernels import infonce
+q, p, labels = torch.randn(3, 16), torch.randn(5, 16), torch.tensor([0, 1, 4])
+if mode == "triton-then-interpreter":
+    value = infonce.infonce_loss(q, p, labels, 0.1)
+    assert infonce._kernel_module().INTERPRET
+    expected = infonce.reference_infonce_loss(q, p, labels, 0.1)
+    assert abs(value.item() - expected.item()) < 1e-5, (value, expected)
+else:
+    os.environ["TRITON_INTERPRET"] = "1"
+    assert infonce._kernel_module().INTERPRET
+    os.environ["TRITON_INTERPRET"] = "0"
+    module = infonce._kernel_module()
+    assert not module.INTERPRET and type(module.infonce_fwd_kernel).__name__ == "JITFunction"
+print("ok")
+"""
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+@pytest.mark.parametrize("backward", ["fused", "chunked"])
+def test_fused_gradient_of_only_one_side(backward):
+    infonce = _fused()
+    seed = random.SystemRandom().randrange(2**31)
+    q, p, labels, exclude = _inputs(seed, 20, 90, 32, torch.float32, "ids")
+    frozen_p = q.clone().requires_grad_(), p
+    loss = infonce.infonce_loss(*frozen_p, labels, 0.05, exclude, backward=backward)
+    (dq,) = torch.autograd.grad(loss, frozen_p[0])
+    _, ref_dq, _ = _loss_and_grads(reference_loss, q, p, labels, 0.05, exclude)
+    assert _rel(dq, ref_dq) < 1e-5, f"seed={seed}"
+    frozen_q = q, p.clone().requires_grad_()
+    loss = infonce.infonce_loss(*frozen_q, labels, 0.05, exclude, backward=backward)
+    (dp,) = torch.autograd.grad(loss, frozen_q[1])
+    _, _, ref_dp = _loss_and_grads(reference_loss, q, p, labels, 0.05, exclude)
+    assert _rel(dp, ref_dp) < 1e-5, f"seed={seed}"

@@ -128,6 +128,10 @@ def test_searcher_objects_share_the_interface(built):
     hybrid = build_searcher("hybrid", bm25=built["bm25"], index=built["dense"], fusion="interp")
     assert len(hybrid.search("shipbuilding company", k=4)) == 4
     assert get_searcher_class("remote").__name__ == "RemoteSearcher"
+    from retriever.searchers import search_run
+    queries = list(read_queries(built["queries"]))
+    run = search_run(dense, queries, 5, batch_size=7)
+    assert [set(run[q.qid]) for q in queries] == [set(e) for e in exact_run(built, [q.text for q in queries], 5)]
 
 
 def test_search_errors_are_one_line_exit_2(cli, built, tmp_path):

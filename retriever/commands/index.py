@@ -36,6 +36,8 @@ def register(sub) -> None:
     p.add_argument("--no-docstore", action="store_true", help="do not store document texts (no doc lookup)")
     p.add_argument("--overwrite", action="store_true", help="discard shards encoded with other settings")
     p.add_argument("--device", help="torch device (default: cuda:LOCAL_RANK when available, else cpu)")
+    p.add_argument("--precision", choices=["auto", "fp32", "fp16", "bf16"], default="auto",
+                   help="forward-pass precision (auto: fp16 autocast on CUDA, fp32 on CPU)")
     p.add_argument("--wait-timeout", type=float, help="seconds rank 0 waits for the other ranks' shards")
     p.add_argument("--gpu-index", choices=["auto", "yes", "no"], default="auto",
                    help="train the FAISS index on GPUs (faiss-gpu) when available")
@@ -97,7 +99,7 @@ def run(args) -> int:
     result = encode_corpus(args.corpus, args.model, args.out, shard_size=args.shard_size,
                            batch_size=args.batch_size, max_length=args.max_length, device=args.device,
                            docstore=not args.no_docstore, reasoning_aware=args.reasoning_aware,
-                           overwrite=args.overwrite, wait_timeout=args.wait_timeout)
+                           overwrite=args.overwrite, wait_timeout=args.wait_timeout, precision=args.precision)
     print(f"rank {result.rank}/{result.world_size}: encoded {len(result.encoded_shards)} shards "
           f"({result.encoded_docs:,} documents, {result.docs_per_second:,.0f} docs/s), "
           f"{len(result.skipped_shards)} already done", file=sys.stderr)

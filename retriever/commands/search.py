@@ -65,6 +65,7 @@ def run(args) -> int:
 
     from retriever.errors import UsageError
     from retriever.formats import atomic_write, ranked, read_queries
+    from retriever.searchers.base import iter_search
 
     if args.k <= 0 or args.batch_size <= 0:
         raise UsageError("--k and --batch-size must be positive")
@@ -82,14 +83,10 @@ def run(args) -> int:
     t0 = time.perf_counter()
     with atomic_write(args.out) as fh, tqdm(total=len(queries), desc=f"search ({searcher.name})",
                                             unit="query") as bar:
-        for start in range(0, len(queries), args.batch_size):
-            chunk = queries[start:start + args.batch_size]
-            results = searcher.search_batch([q.text for q in chunk], args.k, [q.reasoning for q in chunk],
-                                            reasoning_aware=args.reasoning)
-            for q, hits in zip(chunk, results):
-                for rank, (docid, score) in enumerate(ranked(dict(hits)), start=1):
-                    fh.write(f"{q.qid} Q0 {docid} {rank} {score:.6f} {args.tag}\n")
-            bar.update(len(chunk))
+        for qid, hits in iter_search(searcher, queries, args.k, args.reasoning, args.batch_size):
+            for rank, (docid, score) in enumerate(ranked(dict(hits)), start=1):
+                fh.write(f"{qid} Q0 {docid} {rank} {score:.6f} {args.tag}\n")
+            bar.update(1)
     print(f"{len(queries)} queries searched ({searcher.name}) in {time.perf_counter() - t0:.1f}s; "
           f"run written to {args.out}")
     return 0

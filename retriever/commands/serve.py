@@ -22,7 +22,7 @@ def register(sub) -> None:
     p.add_argument("--index", required=True, help="dense index folder (hopscotch index)")
     p.add_argument("--model", help="query encoder (default: the model recorded in --index)")
     p.add_argument("--bm25", help="BM25 index folder: serve BM25 + dense fused (--fusion)")
-    p.add_argument("--fusion", choices=["rrf", "interp"], default="rrf")
+    p.add_argument("--fusion", choices=["rrf", "interp"], help="with --bm25: rrf (default) or interp")
     p.add_argument("--alpha", type=float, default=1.0)
     p.add_argument("--rrf-k", type=float, default=60.0)
     p.add_argument("--depth", type=int, default=100, help="hybrid: candidates from each list before fusing")

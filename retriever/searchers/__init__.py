@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 
 from retriever.errors import UsageError
-from retriever.searchers.base import BaseSearcher
+from retriever.searchers.base import BaseSearcher, iter_search, search_run
 
 _SEARCHERS = {
     "bm25": ("retriever.searchers.bm25", "BM25Searcher"),
@@ -76,4 +76,4 @@ def build_searcher(kind: str, *, bm25=None, index=None, model=None, corpus=None,
     return cls(sparse, dense, fusion=fusion, alpha=alpha, rrf_k=rrf_k, depth=depth)
 
 
-__all__ = ["BaseSearcher", "build_searcher", "get_searcher_class", "searcher_names"]
+__all__ = ["BaseSearcher", "build_searcher", "get_searcher_class", "iter_search", "search_run", "searcher_names"]

@@ -83,3 +83,20 @@ class BaseSearcher(ABC):
 
     def __exit__(self, *exc):
         self.close()
+
+
+def iter_search(searcher: BaseSearcher, queries, k: int, reasoning_aware: bool = False, batch_size: int = 256):
+    """Yield ``(qid, [(docid, score), ...])`` for :class:`~retriever.formats.Query` records, ``batch_size``
+    queries per ``search_batch`` call; with ``reasoning_aware`` each query's ``reasoning`` is used."""
+    queries = list(queries)
+    for start in range(0, len(queries), batch_size):
+        chunk = queries[start:start + batch_size]
+        results = searcher.search_batch([q.text for q in chunk], k, [q.reasoning for q in chunk],
+                                        reasoning_aware=reasoning_aware)
+        yield from ((q.qid, hits) for q, hits in zip(chunk, results))
+
+
+def search_run(searcher: BaseSearcher, queries, k: int, reasoning_aware: bool = False, batch_size: int = 256
+               ) -> dict[str, dict[str, float]]:
+    """A whole run ``{qid: {docid: score}}`` (what :func:`retriever.formats.write_run` writes)."""
+    return {qid: dict(hits) for qid, hits in iter_search(searcher, queries, k, reasoning_aware, batch_size)}

@@ -1,0 +1,140 @@
+"""Benchmark: the sharded encoder against ``SentenceTransformer.encode`` (same model, texts, batch size).
+
+Both run in fresh processes, interleaved, ``--repeats`` times each; the table gives the median
+documents/second of the timed call and of the whole process (imports and model load included):
+
+* ``hopscotch``: :func:`retriever.encode.encode_corpus` from the corpus file to finished float16 shards
+  (reading, encoding, writing shards, docid lookup and manifest all inside the timed call; the model is
+  loaded before it, as the peer's is);
+* ``sentence-transformers``: ``model.encode(texts, batch_size=B, normalize_embeddings=True)`` on texts
+  already in memory (the same ``title + " " + text`` strings), so the peer is timed on less work.
+
+The embeddings of the two are compared at the end (cosine of every pair).
+
+    flock /tmp/hopscotch-heavy.lock .venv/bin/python scripts/bench_encode.py        # ~5 minutes on 2 cores
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def run_hopscotch(args) -> dict:
+    from retriever.dense import DenseEncoder
+    from retriever.encode import encode_corpus
+
+    out = Path(args.work) / "index"
+    shutil.rmtree(out, ignore_errors=True)
+    encoder = DenseEncoder(args.model, max_length=args.max_length, batch_size=args.batch_size, device="cpu")
+    t0 = time.perf_counter()
+    result = encode_corpus(args.corpus_file, args.model, out, shard_size=args.shard_size, batch_size=args.batch_size,
+                           max_length=args.max_length, encoder=encoder, show_progress=False)
+    seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "docs": result.meta.num_docs}
+
+
+def run_st(args) -> dict:
+    from retriever.encoder import load_sentence_transformer
+    from retriever.formats import read_corpus
+    from retriever.query_template import format_document
+
+    texts = [format_document(d.title, d.text) for d in read_corpus(args.corpus_file)]
+    model = load_sentence_transformer(args.model, device="cpu", max_length=args.max_length)
+    t0 = time.perf_counter()
+    emb = model.encode(texts, batch_size=args.batch_size, normalize_embeddings=True, convert_to_numpy=True,
+                       show_progress_bar=False)
+    seconds = time.perf_counter() - t0
+    np.save(Path(args.work) / "st.npy", emb)
+    return {"seconds": seconds, "docs": len(texts)}
+
+
+def child(args) -> None:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    fn = run_hopscotch if args.which == "hopscotch" else run_st
+    print(json.dumps(fn(args)))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--corpus", default=str(ROOT.parent / "shared" / "data" / "hotpotqa_ircot" / "corpus.jsonl"))
+    p.add_argument("--docs", type=int, default=1000, help="first N documents of the corpus")
+    p.add_argument("--model", default="minilm")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--max-length", type=int, default=256)
+    p.add_argument("--shard-size", type=int, default=500)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--work", default="/tmp/hopscotch-bench-encode")
+    p.add_argument("--json", help="write the summary here")
+    p.add_argument("--which", choices=["hopscotch", "st"], help=argparse.SUPPRESS)
+    p.add_argument("--corpus-file", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.which:
+        return child(args)
+
+    work = Path(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    corpus_file = work / "corpus.jsonl"
+    with open(args.corpus) as src, open(corpus_file, "w") as dst:
+        for i, line in enumerate(src):
+            if i >= args.docs:
+                break
+            dst.write(line)
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    base = [sys.executable, __file__, "--corpus-file", str(corpus_file), "--model", args.model, "--batch-size",
+            str(args.batch_size), "--max-length", str(args.max_length), "--shard-size", str(args.shard_size),
+            "--threads", str(args.threads), "--work", str(work)]
+    timings = {"hopscotch": [], "st": []}
+    for rep in range(args.repeats):
+        for which in ("hopscotch", "st") if rep % 2 == 0 else ("st", "hopscotch"):
+            t0 = time.perf_counter()
+            proc = subprocess.run(base + ["--which", which], capture_output=True, text=True, env=env)
+            wall = time.perf_counter() - t0
+            if proc.returncode:
+                raise SystemExit(f"{which} failed:\n{proc.stderr[-3000:]}")
+            out = json.loads(proc.stdout.strip().splitlines()[-1])
+            timings[which].append({**out, "process_seconds": wall})
+            print(f"[{which} #{rep}] {out['docs'] / out['seconds']:.1f} docs/s in the call, "
+                  f"{wall:.1f}s whole process", file=sys.stderr, flush=True)
+
+    from retriever.shard_layout import IndexMeta, load_shard_embeddings
+
+    meta = IndexMeta.load(work / "index")
+    ours = np.concatenate([np.asarray(load_shard_embeddings(work / "index", s), np.float32)
+                           for s in range(meta.num_shards)])
+    st = np.load(work / "st.npy")
+    cos = np.sum(ours * st, axis=1) / np.linalg.norm(ours, axis=1) / np.linalg.norm(st, axis=1)
+    n = timings["st"][0]["docs"]
+    med = {k: float(np.median([n / t["seconds"] for t in v])) for k, v in timings.items()}
+    med_proc = {k: float(np.median([t["process_seconds"] for t in v])) for k, v in timings.items()}
+    summary = {"docs": n, "model": args.model, "batch_size": args.batch_size, "max_length": args.max_length,
+               "threads": args.threads, "docs_per_second": med, "process_seconds": med_proc,
+               "ratio": med["hopscotch"] / med["st"], "min_cosine": float(cos.min()), "runs": timings}
+    print(f"\n{n} documents, {args.model}, batch {args.batch_size}, max length {args.max_length}, "
+          f"{args.threads} threads, median of {args.repeats}")
+    print("| encoder | docs/s (timed call) | whole process (s) |\n|---|---|---|")
+    print(f"| hopscotch encode_corpus (sharded, to disk) | {med['hopscotch']:.1f} | {med_proc['hopscotch']:.1f} |")
+    print(f"| SentenceTransformer.encode (in memory) | {med['st']:.1f} | {med_proc['st']:.1f} |")
+    print(f"ratio {summary['ratio']:.2f}x; embeddings agree to cosine >= {cos.min():.5f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary, indent=2))
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
