@@ -7,9 +7,10 @@ to a temporary name first and a ``done.json`` marker is written last, so a shard
 completely or not at all. A killed job rerun with the same arguments skips every finished shard and
 starts at the first unfinished one: no document is lost or encoded twice.
 
-Several processes split the shards by rank (shard ``i`` belongs to rank ``i % world_size``); the rank and
-world size come from ``torchrun`` / ``accelerate launch`` (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``) and
-each process uses ``cuda:LOCAL_RANK`` when a GPU is present. Rank 0 waits for the other ranks' shards
+Several processes split the shards by rank: each takes a contiguous block of shards and opens only the
+corpus files that overlap it (see :mod:`retriever.corpus_shards`); the rank and world size come from
+``torchrun`` / ``accelerate launch`` (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``) and each process uses
+``cuda:LOCAL_RANK`` when a GPU is present. Rank 0 waits for the other ranks' shards
 and writes the manifest (``index.json``) and the docid lookup table.
 
 Example::
@@ -30,14 +31,14 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
+from retriever.corpus_shards import file_row_counts, iter_shards, num_shards, rank_block
 from retriever.docstore import ShardDocWriter, build_docid_lookup
 from retriever.errors import UsageError
 from retriever.io.common import atomic_write, write_json
-from retriever.io.corpus import Document, corpus_files, read_corpus
+from retriever.io.corpus import Document, corpus_files
 from retriever.model_settings import model_settings
 from retriever.query_template import format_document
 from retriever.shard_layout import (ENCODE_CONFIG_FILE, FAISS_DIR, LOOKUP_DIR, META_FILE, SHARD_DIR, IndexMeta,
@@ -116,14 +117,13 @@ def _remove_partial(out_dir: Path, shard: int) -> None:
         os.unlink(f)
 
 
-def _shard_complete(out_dir: Path, shard: int, dim: int | None = None) -> bool:
+def _shard_complete(out_dir: Path, shard: int) -> bool:
+    """A shard is done when its marker exists and so do all the files the marker vouches for."""
     marker = read_done_marker(out_dir, shard)
     if marker is None:
         return False
     needed = ["emb.npy", "ids.npy"] + (["docs.jsonl", "offsets.npy"] if marker.get("docstore") else [])
-    if not all(shard_file(out_dir, shard, k).is_file() for k in needed):
-        return False
-    return dim is None or marker.get("dim") == dim
+    return all(shard_file(out_dir, shard, k).is_file() for k in needed)
 
 
 def _save_npy(path: Path, arr: np.ndarray) -> None:
@@ -156,22 +156,6 @@ def write_shard(out_dir: Path, shard: int, docs: list[Document], emb: np.ndarray
                 "first_docid": docs[0].docid, "last_docid": docs[-1].docid, "seconds": round(seconds, 3)})
 
 
-def _iter_shards(corpus, shard_size: int, wanted) -> Iterator[tuple[int, list[Document] | None, int]]:
-    """Yield ``(shard, docs or None, position_after)`` in corpus order; ``docs`` only for wanted shards."""
-    shard, buf, pos = 0, [], 0
-    keep = wanted(0)
-    for doc in read_corpus(corpus):
-        if keep:
-            buf.append(doc)
-        pos += 1
-        if pos % shard_size == 0:
-            yield shard, (buf if keep else None), pos
-            shard, buf = shard + 1, []
-            keep = wanted(shard)
-    if pos % shard_size:
-        yield shard, (buf if keep else None), pos
-
-
 def encode_corpus(corpus: str | os.PathLike, model: str | os.PathLike, out_dir: str | os.PathLike,
                   shard_size: int = 100_000, batch_size: int = 64, max_length: int | None = None, *,
                   rank: int | None = None, world_size: int | None = None, device: str | None = None,
@@ -180,7 +164,7 @@ def encode_corpus(corpus: str | os.PathLike, model: str | os.PathLike, out_dir: 
                   wait_timeout: float | None = None, poll_seconds: float = 2.0) -> EncodeResult:
     """Encode ``corpus`` into resumable shards under ``out_dir`` (see the module docstring).
 
-    :param corpus: corpus file, BEIR folder or shard folder (anything :func:`read_corpus` reads)
+    :param corpus: corpus file, BEIR folder or shard folder (JSONL, gzipped JSONL or parquet)
     :param model: ``minilm`` or a sentence-transformers / training output folder (a trained model's passage
         prefix and passage length are used)
     :param max_length: encoder max tokens per document (None: the model's passage length, else 256)
@@ -228,19 +212,22 @@ def encode_corpus(corpus: str | os.PathLike, model: str | os.PathLike, out_dir: 
             state["encoder"] = DenseEncoder(model_path, max_length=max_length, batch_size=batch_size, device=dev)
         return state["encoder"]
 
-    def mine_and_pending(shard: int) -> bool:
-        return shard % world_size == rank and not _shard_complete(out_dir, shard)
-
     from tqdm.auto import tqdm
 
-    bar = tqdm(desc=f"encode rank {rank}/{world_size}", unit="doc", disable=not show_progress)
-    total = 0
-    for shard, docs, pos in _iter_shards(corpus, shard_size, mine_and_pending):
-        total = pos
+    counts, block, total = None, None, 0
+    if world_size > 1:  # count first, then read only this rank's contiguous block of shards
+        counts = file_row_counts(corpus, cache=out_dir / "corpus_counts.json")
+        total = sum(counts)
+        block = rank_block(num_shards(total, shard_size), rank, world_size)
+    bar = tqdm(desc=f"encode rank {rank}/{world_size}", unit="doc", disable=not show_progress,
+               total=None if block is None else min(block.stop * shard_size, total) - block.start * shard_size)
+    pending = (lambda shard: not _shard_complete(out_dir, shard))
+    for shard, docs, size in iter_shards(corpus, shard_size, block, counts, wanted=pending):
+        if counts is None:
+            total = shard * shard_size + size
         if docs is None:
-            if shard % world_size == rank:
-                result.skipped_shards.append(shard)
-            bar.update(pos - bar.n)
+            result.skipped_shards.append(shard)
+            bar.update(size)
             continue
         enc = get_encoder()
         t0 = time.perf_counter()
@@ -250,15 +237,14 @@ def encode_corpus(corpus: str | os.PathLike, model: str | os.PathLike, out_dir: 
         result.encode_seconds += time.perf_counter() - t0
         result.encoded_shards.append(shard)
         result.encoded_docs += len(docs)
-        bar.update(pos - bar.n)
+        bar.update(size)
         bar.set_postfix(shard=shard, docs_per_s=f"{result.docs_per_second:.0f}")
     bar.close()
     if total == 0:
         raise UsageError(f"{corpus}: the corpus holds no documents")
-    num_shards = -(-total // shard_size)
     if rank != 0:
         return result
-    _wait_for_shards(out_dir, num_shards, wait_timeout, poll_seconds, show_progress)
+    _wait_for_shards(out_dir, num_shards(total, shard_size), wait_timeout, poll_seconds, show_progress)
     if not result.encoded_shards:
         result.meta = _finished_meta(out_dir, total, shard_size, str(model),
                                      reasoning_aware or settings.reasoning_aware)
@@ -287,14 +273,14 @@ def _autocast(encoder, precision: str):
     return torch.autocast(device.type, dtype=dtype)
 
 
-def _wait_for_shards(out_dir: Path, num_shards: int, timeout: float | None, poll: float, show_progress: bool):
+def _wait_for_shards(out_dir: Path, total_shards: int, timeout: float | None, poll: float, show_progress: bool):
     from tqdm.auto import tqdm
 
     deadline = None if timeout is None else time.monotonic() + timeout
-    missing = [s for s in range(num_shards) if not _shard_complete(out_dir, s)]
+    missing = [s for s in range(total_shards) if not _shard_complete(out_dir, s)]
     if not missing:
         return
-    bar = tqdm(total=num_shards, initial=num_shards - len(missing), desc="waiting for other ranks", unit="shard",
+    bar = tqdm(total=total_shards, initial=total_shards - len(missing), desc="waiting for other ranks", unit="shard",
                disable=not show_progress)
     while missing:
         if deadline is not None and time.monotonic() > deadline:
@@ -327,16 +313,16 @@ def finalize_index(out_dir: Path, corpus, model: str, model_path: str, max_lengt
                    num_docs: int, docstore: bool, reasoning_aware: bool, show_progress: bool = True,
                    passage_prefix: str = "") -> IndexMeta:
     """Check every shard, build the docid lookup and write ``index.json``."""
-    num_shards = -(-num_docs // shard_size)
+    shards_total = num_shards(num_docs, shard_size)
     dims = set()
-    for shard in range(num_shards):
+    for shard in range(shards_total):
         marker = read_done_marker(out_dir, shard)
         expected = min(shard_size, num_docs - shard * shard_size)
         if marker is None or marker.get("num_docs") != expected:
             raise UsageError(f"{shard_file(out_dir, shard, 'done.json')}: expected a finished shard of {expected} "
                              f"documents, found {marker}")
         dims.add(marker["dim"])
-    extra = [s for s in done_shards(out_dir) if s >= num_shards]
+    extra = [s for s in done_shards(out_dir) if s >= shards_total]
     if extra:
         raise UsageError(f"{out_dir}: shards {extra[:5]} lie beyond the corpus ({num_docs} documents); "
                          "the corpus changed since they were encoded: use --overwrite")
@@ -349,12 +335,12 @@ def finalize_index(out_dir: Path, corpus, model: str, model_path: str, max_lengt
         except UsageError:
             old = None
     meta = IndexMeta(model=model, model_path=str(model_path), max_length=max_length, dim=dims.pop(),
-                     num_docs=num_docs, num_shards=num_shards, shard_size=shard_size,
+                     num_docs=num_docs, num_shards=shards_total, shard_size=shard_size,
                      reasoning_aware=reasoning_aware, docstore=docstore, corpus=str(corpus),
                      passage_prefix=passage_prefix,
                      faiss=old.faiss if old is not None and old.num_docs == num_docs else {})
     build_docid_lookup(out_dir, meta, corpus=str(corpus), show_progress=show_progress)
     meta.save(out_dir)
     if show_progress:
-        print(f"index manifest: {num_docs:,} documents in {num_shards} shards, dim {meta.dim}", file=sys.stderr)
+        print(f"index manifest: {num_docs:,} documents in {shards_total} shards, dim {meta.dim}", file=sys.stderr)
     return meta

@@ -9,7 +9,8 @@ them into one top-k ordered by (score desc, global row asc), so a sharded ``Flat
 exactly what one ``Flat`` index over the whole corpus returns.
 
 ``nprobe`` (IVF) and ``efSearch`` (HNSW) are set at query time; ``refine=R`` re-scores the top ``k * R``
-approximate hits with the exact float16 vectors read from the shards (memory-mapped). faiss-gpu is used
+approximate hits exactly against the float16 vectors of the shards (FAISS ``IndexRefine`` over a float16
+copy loaded on first use: 2 bytes per dimension per document of RAM). faiss-gpu is used
 when installed (``pip install hopscotch[gpu]``) and a GPU is visible; CPU otherwise.
 
 Example::
@@ -96,11 +97,7 @@ def is_flat(spec: str) -> bool:
 
 
 def _is_ivf(index) -> bool:
-    try:
-        _faiss().extract_index_ivf(index)
-        return True
-    except RuntimeError:
-        return False
+    return _ivf_or_none(index) is not None
 
 
 def _write_index(index, path: Path) -> None:
@@ -241,6 +238,8 @@ class ShardedFaissIndex:
         self._lock = threading.Lock()
         self._params: tuple = (None, None)
         self._shard_cache: dict = {}
+        self._refiners: dict = {}
+        self._keep: list = []
 
     @classmethod
     def load(cls, index_dir: str | os.PathLike, name: str | None = None, use_gpu: bool | None = None,
@@ -305,21 +304,28 @@ class ShardedFaissIndex:
             raise UsageError(f"query embeddings of shape {queries.shape} do not match the index dimension "
                              f"{self.meta.dim} (was the index built with another model?)")
         exact = is_flat(self.spec)
-        depth = k if exact or refine <= 1 else k * refine
+        refine = 1 if exact else max(1, int(refine))
+        on_gpu = any("Gpu" in type(p).__name__ for p in self.parts)
+        depth = k * refine if refine > 1 and on_gpu else k
         all_scores, all_rows = [], []
         with self._lock:
             self._set_params(nprobe, ef_search)
-            for index, offset in zip(self.parts, self.offsets):
+            for i, (index, offset) in enumerate(zip(self.parts, self.offsets)):
                 kk = min(depth, index.ntotal)
                 if kk == 0:
                     continue
-                scores, rows = index.search(queries, kk)
+                if refine > 1 and not on_gpu:  # FAISS re-scores k * refine candidates in C++
+                    refiner = self._refiner(i)
+                    refiner.k_factor = float(refine)
+                    scores, rows = refiner.search(queries, kk)
+                else:
+                    scores, rows = index.search(queries, kk)
                 all_scores.append(scores)
                 all_rows.append(np.where(rows >= 0, rows + offset, -1))
         if not all_scores:
             return (np.full((len(queries), k), -np.inf, np.float32), np.full((len(queries), k), -1, np.int64))
         scores, rows = np.concatenate(all_scores, axis=1), np.concatenate(all_rows, axis=1)
-        if not exact and refine > 1:
+        if refine > 1 and on_gpu:
             scores = self._exact_scores(queries, rows)
         scores, rows = merge_topk(scores, rows.astype(np.int64), k)
         if scores.shape[1] < k:
@@ -327,6 +333,24 @@ class ShardedFaissIndex:
             scores = np.pad(scores, ((0, 0), (0, pad)), constant_values=-np.inf)
             rows = np.pad(rows, ((0, 0), (0, pad)), constant_values=-1)
         return scores, rows
+
+    def _refiner(self, part: int):
+        """``IndexRefine`` of one part over a float16 copy of its vectors (built on first use; it holds
+        2 bytes per dimension per document in RAM)."""
+        refiner = self._refiners.get(part)
+        if refiner is None:
+            faiss = _faiss()
+            store = faiss.IndexScalarQuantizer(self.meta.dim, faiss.ScalarQuantizer.QT_fp16,
+                                               faiss.METRIC_INNER_PRODUCT)
+            shards = (range(self.meta.num_shards) if self.layout == "merged"
+                      else [self.offsets[part] // self.meta.shard_size])
+            for shard in shards:  # float16 -> float32 -> float16 is exact
+                store.add(np.asarray(load_shard_embeddings(self.index_dir, shard), dtype=np.float32))
+            refiner = faiss.IndexRefine(self.parts[part], store)
+            refiner.own_fields = refiner.own_refine_index = False
+            self._refiners[part] = refiner
+            self._keep.append(store)  # the Python side owns the store
+        return refiner
 
     def _exact_scores(self, queries: np.ndarray, rows: np.ndarray, chunk: int = 32) -> np.ndarray:
         """Inner products of each query with its candidate rows, from the float16 shards (memory-mapped),

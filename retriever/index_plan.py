@@ -85,14 +85,14 @@ class IndexPlan:
     def format(self) -> str:
         lines = [f"plan: {self.docs:,} documents, dim {self.dim}, spec {self.spec!r}, "
                  f"{-(-self.docs // self.shard_size):,} shards of {self.shard_size:,} ({self.layout} layout)"]
-        phases = ("encode memory", "finalize memory", "faiss build memory")
+        phases = ("encode memory", "finalize memory", "faiss training memory", "faiss adding memory")
         peak = max(self.total(p) for p in phases)
         for section in ("disk", *phases, "search memory"):
             if not any(s == section for s, _, _ in self.rows):
                 continue
             label = f"{section} (one process)" if section == "encode memory" else section
             lines.append(f"{label}: {human(self.total(section))}")
-            lines += [f"  {item:<44} {human(b):>12}" for s, item, b in self.rows if s == section]
+            lines += [f"  {item:<48} {human(b):>11}" for s, item, b in self.rows if s == section]
         lines.append(f"build memory peak (phases run one after another): {human(peak)} plus the encoder model")
         if self.encode_hours is not None:
             lines.append(f"encode time: {self.encode_hours:,.1f} h")
@@ -120,28 +120,35 @@ def plan_index(docs: int, dim: int, spec: str = "Flat", shard_size: int = 1_000_
     ]
     if avg_doc_bytes:
         rows.append(("disk", "docstore (document text)", float(avg_doc_bytes) * docs))
+        rows.append(("disk", "docstore line offsets", 8.0 * docs))
     else:
         notes.append("docstore text not counted: pass --avg-doc-bytes (or build with --no-docstore)")
     if not is_flat(spec):
         rows.append(("disk", f"FAISS index files ({spec})", cost.per_vector * docs + cost.fixed * parts))
         size = train_size or default_train_size(make_index(spec, dim), docs)
-        rows.append(("faiss build memory", f"training sample ({size:,} x float32)", 4.0 * dim * size))
+        rows.append(("faiss training memory", f"training sample ({size:,} x float32)", 4.0 * dim * size))
         if cost.nlist:
-            rows.append(("faiss build memory", "k-means centroids and assignments",
+            rows.append(("faiss training memory", "k-means centroids and assignments",
                          4.0 * dim * cost.nlist + 8.0 * size))
-        rows.append(("faiss build memory", "one shard as float32 while adding", 4.0 * dim * shard))
+        rows.append(("faiss adding memory", "one shard as float32 while adding", 4.0 * dim * shard))
         held = cost.per_vector * (shard if layout == "shards" else docs) + cost.fixed
-        rows.append(("faiss build memory", "index under construction", held))
+        rows.append(("faiss adding memory", "index under construction", held))
     rows.append(("encode memory", "one shard's embeddings (float32) and texts", 4.0 * dim * shard
                  + float(avg_doc_bytes or 1000) * shard))
     rows.append(("finalize memory", "docid lookup sort (hash + row + order)", 24.0 * docs))
     if not is_flat(spec):
+        if layout == "merged" and cost.nlist:
+            notes.append("a merged IVF index is built from per-shard parts: they take about the index's size on "
+                         "disk until the merged file is written")
         if parts > 1 and cost.fixed * parts > 0.1 * cost.per_vector * docs:
             notes.append(f"the shards layout repeats the {human(cost.fixed)} of centroids/codebooks in each of "
                          f"{parts:,} shard indexes (and searches each with its own nprobe): use --layout merged")
     rows.append(("search memory", f"index in RAM ({spec})", cost.per_vector * docs + cost.fixed * parts))
     rows.append(("search memory", "per-shard top-k buffers (1,000 queries, k=100)", 12.0 * 1000 * 100 * parts))
     notes.append("docids, docstore and lookup table are memory-mapped at search time (page cache, not RAM)")
+    if not is_flat(spec):
+        notes.append(f"search --refine R re-scores candidates against a float16 copy held in RAM: "
+                     f"{human(2.0 * dim * docs)} more")
     hours = None
     if docs_per_second:
         hours = docs / (docs_per_second * max(gpus, 1)) / 3600

@@ -231,6 +231,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(500, {"error": f"{type(exc).__name__}: {exc}"})
 
     def _method_not_allowed(self):
+        self.close_connection = True  # the request body was not read: do not reuse this connection
         self._send(405, {"error": f"method {self.command} not allowed; use GET"})
 
     do_POST = do_PUT = do_DELETE = do_PATCH = _method_not_allowed

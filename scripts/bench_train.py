@@ -8,7 +8,8 @@ plan; sentence-transformers reads them sequentially), same group (1 positive + G
 query: MNRL's ``anchor, positive, negative_1..`` columns), same max length for queries and passages,
 same temperature (MNRL scale 20 = 1/0.05), same optimizer settings, 2 threads.
 
-Each system runs in its own fresh process, alternating, ``--rounds`` times; a step's time is the wall
+``hopscotch-unchunked`` is an ablation: one forward per side instead of length-sorted sub-batches
+(``train.encode_chunk_size``). Each system runs in its own fresh process, in rotating order, ``--rounds`` times; a step's time is the wall
 time between two consecutive optimizer-step ends (data loading, tokenization, forward, loss, backward,
 optimizer); the first ``--warmup`` steps of every process are left out. Reported: the median step time
 and samples/s of each system, their ratio, and each process's whole wall time.
@@ -28,6 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+SYSTEMS = ["sentence-transformers", "hopscotch", "hopscotch-unchunked"]
 
 
 def planned_groups(tuples_path: str, batch: int, group: int, steps: int):
@@ -83,7 +85,7 @@ def run_sentence_transformers(args) -> list[float]:
     return times
 
 
-def run_hopscotch(args) -> list[float]:
+def run_hopscotch(args, chunk: int | None) -> list[float]:
     from retriever.train import train
 
     times: list[float] = []
@@ -92,7 +94,7 @@ def run_hopscotch(args) -> list[float]:
               "loss": {"temperature": 0.05},
               "data": {"train": args.tuples, "group_size": args.group, "pad_to_multiple_of": None},
               "train": {"batch_size": args.batch, "max_steps": args.steps + args.warmup, "lr": 5e-5,
-                        "warmup_ratio": 0.1, "weight_decay": 0.01, "encode_chunk_size": args.chunk or None,
+                        "warmup_ratio": 0.1, "weight_decay": 0.01, "encode_chunk_size": chunk,
                         "save_every": 0, "threads": args.threads, "seed": 42}}
     with tempfile.TemporaryDirectory() as tmp:
         train(recipe, tmp, on_step_end=lambda state, loss: times.append(time.perf_counter()), show_progress=False)
@@ -103,7 +105,10 @@ def worker(args) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    times = (run_sentence_transformers if args.worker == "sentence-transformers" else run_hopscotch)(args)
+    if args.worker == "sentence-transformers":
+        times = run_sentence_transformers(args)
+    else:  # 'hopscotch-unchunked': one forward per side, no length-sorted sub-batches (ablation)
+        times = run_hopscotch(args, args.chunk or None if args.worker == "hopscotch" else None)
     steps = [b - a for a, b in zip(times, times[1:])][args.warmup - 1 if args.warmup else 0:]
     print("BENCH " + json.dumps({"system": args.worker, "step_seconds": steps}))
 
@@ -121,7 +126,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", help="write the results here")
-    parser.add_argument("--worker", choices=["sentence-transformers", "hopscotch"], help=argparse.SUPPRESS)
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated subset of " + ", ".join(SYSTEMS))
+    parser.add_argument("--worker", choices=SYSTEMS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     os.environ.update({"HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "disabled",
                        "OMP_NUM_THREADS": str(args.threads)})
@@ -133,10 +139,10 @@ def main(argv=None) -> int:
         from train_quality import build_tuples, split_questions
 
         args.tuples = str(build_tuples(Path(args.work), split_questions()[0]))
-    results = {"sentence-transformers": {"steps": [], "process_seconds": []}, "hopscotch": {"steps": [], "process_seconds": []}}
-    systems = list(results)
+    systems = [s for s in args.systems.split(",") if s]
+    results = {s: {"steps": [], "process_seconds": []} for s in systems}
     for r in range(args.rounds):
-        for system in (systems if r % 2 == 0 else systems[::-1]):
+        for system in systems[r % len(systems):] + systems[:r % len(systems)]:
             cmd = [sys.executable, __file__, "--worker", system, "--tuples", args.tuples] + [
                 f"--{k}={v}" for k, v in (("batch", args.batch), ("group", args.group), ("max-len", args.max_len),
                                           ("chunk", args.chunk), ("steps", args.steps), ("warmup", args.warmup),
@@ -157,7 +163,9 @@ def main(argv=None) -> int:
         med = statistics.median(r["steps"])
         report[system] = {"median_step_s": med, "samples_per_s": args.batch / med, "steps_measured": len(r["steps"]),
                           "step_s": r["steps"], "process_s": r["process_seconds"]}
-    report["speedup"] = report["sentence-transformers"]["median_step_s"] / report["hopscotch"]["median_step_s"]
+    peer = report.get("sentence-transformers", {}).get("median_step_s")
+    if peer:
+        report["speedup_vs_sentence_transformers"] = {s: peer / report[s]["median_step_s"] for s in systems}
     print(json.dumps({k: v for k, v in report.items()}, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")

@@ -118,12 +118,30 @@ def test_ranks_split_the_shards(small_world, tiny_bert_dir, tmp_path):
     out = tmp_path / "idx"
     r1 = encode_corpus(corpus, tiny_bert_dir, out, shard_size=64, batch_size=16, max_length=64, rank=1,
                        world_size=2, show_progress=False)
-    assert r1.encoded_shards == [1, 3] and r1.meta is None  # rank 1 does not finish the index
+    assert r1.encoded_shards == [2, 3, 4] and r1.meta is None  # rank 1 does not finish the index
     assert not (out / "index.json").exists()
     r0 = encode_corpus(corpus, tiny_bert_dir, out, shard_size=64, batch_size=16, max_length=64, rank=0,
                        world_size=2, show_progress=False, wait_timeout=5)
-    assert r0.encoded_shards == [0, 2, 4]
+    assert r0.encoded_shards == [0, 1]
     assert all_docids(out, r0.meta) == [d.docid for d in read_corpus(corpus)]
+
+
+def test_a_rank_reads_only_the_files_of_its_block(tiny_bert_dir, tmp_path):
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    for part in range(4):
+        lines = [json.dumps({"text": f"part {part} row {row} on lakes"}) for row in range(10)]
+        if part == 0:
+            lines[3] = "{ this line is not JSON"  # only rank 0's block contains it
+        (folder / f"part_{part:05d}.jsonl").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "idx"
+    r1 = encode_corpus(folder, tiny_bert_dir, out, shard_size=10, max_length=16, rank=1, world_size=2,
+                       show_progress=False)
+    assert r1.encoded_shards == [2, 3]
+    assert json.loads((out / "corpus_counts.json").read_text())["counts"] == [10, 10, 10, 10]
+    with pytest.raises(FormatError, match=r"part_00000.jsonl:4"):
+        encode_corpus(folder, tiny_bert_dir, out, shard_size=10, max_length=16, rank=0, world_size=2,
+                      show_progress=False)
 
 
 def test_rank0_times_out_when_other_ranks_never_finish(small_world, tiny_bert_dir, tmp_path):

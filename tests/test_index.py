@@ -12,6 +12,17 @@ from retriever.index_plan import plan_index, spec_cost
 from retriever.shard_layout import IndexMeta, load_shard_embeddings
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_faiss_thread():
+    """These indexes are tiny: one OpenMP thread avoids spin-waiting on a busy 2-core machine."""
+    import faiss
+
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    yield
+    faiss.omp_set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def index_dir(small_world, tiny_bert_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("faiss") / "idx"
