@@ -12,7 +12,8 @@ same temperature (MNRL scale 20 = 1/0.05), same optimizer settings, 2 threads.
 (``train.encode_chunk_size``). Each system runs in its own fresh process, in rotating order, ``--rounds`` times; a step's time is the wall
 time between two consecutive optimizer-step ends (data loading, tokenization, forward, loss, backward,
 optimizer); the first ``--warmup`` steps of every process are left out. Reported: the median step time
-and samples/s of each system, their ratio, and each process's whole wall time.
+(wall, and CPU time of the process, which other jobs on a shared machine disturb less), samples/s, the
+ratios to sentence-transformers, and each process's whole wall time.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def run_sentence_transformers(args) -> list[float]:
 
     class StepClock(TrainerCallback):
         def on_step_end(self, *a, **kw):
-            times.append(time.perf_counter())
+            times.append((time.perf_counter(), time.process_time()))
 
     def sequential(dataset, **kw):
         return DefaultBatchSampler(SequentialSampler(dataset), batch_size=kw["batch_size"], drop_last=kw["drop_last"])
@@ -97,7 +98,8 @@ def run_hopscotch(args, chunk: int | None) -> list[float]:
                         "warmup_ratio": 0.1, "weight_decay": 0.01, "encode_chunk_size": chunk,
                         "save_every": 0, "threads": args.threads, "seed": 42}}
     with tempfile.TemporaryDirectory() as tmp:
-        train(recipe, tmp, on_step_end=lambda state, loss: times.append(time.perf_counter()), show_progress=False)
+        train(recipe, tmp, on_step_end=lambda state, loss: times.append((time.perf_counter(), time.process_time())),
+              show_progress=False)
     return times
 
 
@@ -109,8 +111,10 @@ def worker(args) -> None:
         times = run_sentence_transformers(args)
     else:  # 'hopscotch-unchunked': one forward per side, no length-sorted sub-batches (ablation)
         times = run_hopscotch(args, args.chunk or None if args.worker == "hopscotch" else None)
-    steps = [b - a for a, b in zip(times, times[1:])][args.warmup - 1 if args.warmup else 0:]
-    print("BENCH " + json.dumps({"system": args.worker, "step_seconds": steps}))
+    skip = args.warmup - 1 if args.warmup else 0
+    wall = [b[0] - a[0] for a, b in zip(times, times[1:])][skip:]
+    cpu = [b[1] - a[1] for a, b in zip(times, times[1:])][skip:]
+    print("BENCH " + json.dumps({"system": args.worker, "step_seconds": wall, "step_cpu_seconds": cpu}))
 
 
 def main(argv=None) -> int:
@@ -140,7 +144,7 @@ def main(argv=None) -> int:
 
         args.tuples = str(build_tuples(Path(args.work), split_questions()[0]))
     systems = [s for s in args.systems.split(",") if s]
-    results = {s: {"steps": [], "process_seconds": []} for s in systems}
+    results = {s: {"steps": [], "cpu": [], "process_seconds": []} for s in systems}
     for r in range(args.rounds):
         for system in systems[r % len(systems):] + systems[:r % len(systems)]:
             cmd = [sys.executable, __file__, "--worker", system, "--tuples", args.tuples] + [
@@ -153,19 +157,27 @@ def main(argv=None) -> int:
             line = next((l for l in proc.stdout.splitlines() if l.startswith("BENCH ")), None)
             if proc.returncode != 0 or line is None:
                 raise SystemExit(f"{system} failed:\n{proc.stderr[-3000:]}")
-            steps = json.loads(line[6:])["step_seconds"]
+            measured = json.loads(line[6:])
+            steps = measured["step_seconds"]
             results[system]["steps"].extend(steps)
+            results[system]["cpu"].extend(measured["step_cpu_seconds"])
             results[system]["process_seconds"].append(wall)
-            print(f"round {r + 1} {system}: median step {statistics.median(steps):.2f}s, process {wall:.0f}s", flush=True)
+            print(f"round {r + 1} {system}: median step {statistics.median(steps):.2f}s wall, "
+                  f"{statistics.median(measured['step_cpu_seconds']):.2f}s CPU; process {wall:.0f}s; "
+                  f"load {os.getloadavg()[0]:.1f}", flush=True)
     report = {"config": {k: getattr(args, k) for k in ("tuples", "batch", "group", "max_len", "chunk", "steps",
                                                        "warmup", "rounds", "threads")}}
     for system, r in results.items():
         med = statistics.median(r["steps"])
-        report[system] = {"median_step_s": med, "samples_per_s": args.batch / med, "steps_measured": len(r["steps"]),
-                          "step_s": r["steps"], "process_s": r["process_seconds"]}
+        cpu = statistics.median(r["cpu"])
+        report[system] = {"median_step_s": med, "samples_per_s": args.batch / med, "median_step_cpu_s": cpu,
+                          "steps_measured": len(r["steps"]), "step_s": r["steps"], "step_cpu_s": r["cpu"],
+                          "process_s": r["process_seconds"]}
     peer = report.get("sentence-transformers", {}).get("median_step_s")
     if peer:
+        peer_cpu = report["sentence-transformers"]["median_step_cpu_s"]
         report["speedup_vs_sentence_transformers"] = {s: peer / report[s]["median_step_s"] for s in systems}
+        report["cpu_speedup_vs_sentence_transformers"] = {s: peer_cpu / report[s]["median_step_cpu_s"] for s in systems}
     print(json.dumps({k: v for k, v in report.items()}, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
