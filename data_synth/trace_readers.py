@@ -16,12 +16,11 @@ Steps without an explicit number are numbered 1, 2, ... per question in file ord
 
 from __future__ import annotations
 
-import ast
-import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Iterator
 
+from retriever.io.common import parse_nested as _parse_nested
 from retriever.errors import FormatError
 
 from data_synth.traces import TraceStep
@@ -31,26 +30,8 @@ SEARCH_TOOL_NAMES = frozenset({"search", "web_search", "google_search", "google_
 
 
 def parse_nested(value, path: Path, lineno: int, what: str, strict: bool = True):
-    """A nested field as a Python object: kept if already one, else parsed as JSON, then as a Python repr.
-
-    Only strings that look like a list or an object (``[...]``, ``{...}``) are parsed; with
-    ``strict=False`` one that does not parse is kept as the string it is (a query may start with ``[``).
-    """
-    if not isinstance(value, str):
-        return value
-    text = value.strip()
-    if not text or text[0] not in "[{" or text[-1] not in "]}":
-        return value
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        pass
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        if not strict:
-            return value
-        raise FormatError(path, lineno, f"{what} as a JSON object or a Python literal", text) from None
+    """See :func:`retriever.io.common.parse_nested`; strict by default for trace files."""
+    return _parse_nested(value, path, lineno, what, strict)
 
 
 def _question_id(obj: dict, keys: tuple[str, ...], path: Path, lineno: int, expected: str) -> str:

@@ -23,7 +23,6 @@ Example::
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import re
@@ -31,29 +30,12 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from retriever.errors import FormatError, UsageError
-from retriever.io.common import read_jsonl
+from retriever.io.common import parse_nested, read_jsonl
 
 SEARCH_TOOLS = {"search", "local_knowledge_base_retrieval", "retrieve", "web_search"}
 GET_DOCUMENT_TOOLS = {"get_document", "get_doc", "open_document", "fetch_document"}
 _DOCID_PATTERNS = (re.compile(r"<docid:\s*([^>\s]+)\s*>"), re.compile(r'"docid"\s*:\s*"([^"]+)"'),
                    re.compile(r"'docid'\s*:\s*'([^']+)'"))
-
-
-def parse_nested(value: Any) -> Any:
-    """A field that may be stored as a JSON string or a Python-repr string, decoded when it is one."""
-    if not isinstance(value, str):
-        return value
-    text = value.strip()
-    if not text or text[0] not in "[{":
-        return value
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        pass
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return value
 
 
 def _tool_name(name: Any) -> str:

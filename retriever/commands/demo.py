@@ -8,7 +8,6 @@ nDCG@10 / Recall@100 on held-out questions and held-out search steps, with paire
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import gzip
 import json
@@ -92,3 +93,27 @@ def write_jsonl(path: str | os.PathLike, rows) -> int:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
             n += 1
     return n
+
+
+def parse_nested(value, path=None, lineno: int | None = None, what: str = "a nested field", strict: bool = False):
+    """A nested field as a Python object: kept if already one, else parsed as JSON, then as a Python repr.
+
+    Agent run files store nested fields either way (BrowseComp-Plus JSON objects, or Python-repr
+    strings). Only strings that look like a list or an object (``[...]``, ``{...}``) are parsed; one
+    that does not parse raises :class:`FormatError` with ``strict``, else is kept as the string it is.
+    """
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if not text or text[0] not in "[{" or text[-1] not in "]}":
+        return value
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        if not strict:
+            return value
+        raise FormatError(path or "<input>", lineno, f"{what} as a JSON object or a Python literal", text) from None
