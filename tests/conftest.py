@@ -64,7 +64,8 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
     BertModel(config).save_pretrained(hf_dir)
     tok.save_pretrained(hf_dir)
     word = models.Transformer(str(hf_dir), max_seq_length=128)
-    pool = models.Pooling(word.get_word_embedding_dimension(), pooling_mode="mean")
+    dim = getattr(word, "get_embedding_dimension", None) or word.get_word_embedding_dimension
+    pool = models.Pooling(dim(), pooling_mode="mean")
     st_dir = out / "st"
     SentenceTransformer(modules=[word, pool, models.Normalize()], device="cpu").save(str(st_dir))
     return st_dir
