@@ -86,10 +86,19 @@ class DenseEncoder:
     def encode_queries(self, queries: Sequence[str], reasonings: Sequence[str | None] | None = None,
                        reasoning_aware: bool = False, instruction: str = "", show_progress: bool = False
                        ) -> np.ndarray:
-        """Encode queries plain, or reasoning-aware with AgentIR's template."""
+        """Encode queries plain, or reasoning-aware with AgentIR's template.
+
+        Reasoning-aware queries longer than the model's max length lose the *start* of their reasoning
+        (:func:`~retriever.query_template.format_query_truncated`), never the query.
+        """
+        from retriever.query_template import format_query_truncated
+
         reasonings = reasonings if reasonings is not None else [None] * len(queries)
-        texts = [format_query(q, r, instruction=instruction, reasoning_aware=reasoning_aware)
-                 for q, r in zip(queries, reasonings)]
+        if reasoning_aware:
+            tok, limit = self.model.tokenizer, self.model.max_seq_length
+            texts = [format_query_truncated(tok, limit, q, r, instruction=instruction) for q, r in zip(queries, reasonings)]
+        else:
+            texts = [format_query(q, r, instruction=instruction, reasoning_aware=False) for q, r in zip(queries, reasonings)]
         return self.encode_texts(texts, show_progress=show_progress, desc="encode queries")
 
 

@@ -9,6 +9,8 @@ Documents encode as ``title + " " + text`` (just ``text`` when there is no title
 
 from __future__ import annotations
 
+import re
+
 EMPTY_REASONING = "Empty"
 
 
@@ -66,7 +68,7 @@ def format_query_truncated(tokenizer, max_length: int | None, query: str, reason
         offsets = [s for s, e in tokenizer(reasoning, add_special_tokens=False,
                                            return_offsets_mapping=True)["offset_mapping"] if e > s]
     else:  # slow tokenizer: cut at word starts
-        offsets = [m.start() for m in __import__("re").finditer(r"\S+", reasoning)]
+        offsets = [m.start() for m in re.finditer(r"\S+", reasoning)]
     if not offsets:
         return format_query(query, None, instruction=instruction, reasoning_aware=True)
     # drop roughly the excess at once, then trim by the remaining overshoot (token boundaries can shift)

@@ -60,3 +60,20 @@ def test_unknown_flag_exits_2(cli, capsys):
     with pytest.raises(SystemExit) as exc:
         cli("eval", "--nope")
     assert exc.value.code == 2
+
+
+def test_reasoning_aware_queries_keep_the_query_when_reasoning_is_long(tiny_bert_dir):
+    from retriever.dense import DenseEncoder
+    from retriever.query_template import format_query
+
+    enc = DenseEncoder(str(tiny_bert_dir), max_length=32)
+    long_reasoning = " ".join(f"step{i} thought" for i in range(200))
+    got = enc.encode_queries(["who directed Gummo"], [long_reasoning], reasoning_aware=True)
+    # the same embedding as encoding the kept tail of the reasoning directly
+    tok = enc.model.tokenizer
+    from retriever.query_template import format_query_truncated
+
+    text = format_query_truncated(tok, 32, "who directed Gummo", long_reasoning)
+    assert text.endswith("Query: who directed Gummo") and len(tok(text)["input_ids"]) <= 32
+    assert abs(enc.encode_texts([text]) - got).max() < 1e-5
+    assert format_query("q", None) == "Reasoning: Empty\n\nQuery: q"

@@ -63,6 +63,11 @@ def test_reasoning_is_cut_from_the_left_so_query_survives(tiny_bert_dir):
     assert short == "Reasoning: brief reasoning\n\nQuery: q"
     assert format_query_truncated(tok, 48, "q", None) == "Reasoning: Empty\n\nQuery: q"
     assert format_query_truncated(tok, 48, "q", "r", reasoning_aware=False) == "q"
+    from transformers import BertTokenizer
+
+    slow = BertTokenizer.from_pretrained(str(tiny_bert_dir))  # no offsets: cut at word starts
+    text = format_query_truncated(slow, 48, "who directed Gummo", REASONINGS[0])
+    assert len(slow(text)["input_ids"]) <= 48 and text.endswith("It was set in Xenia.\n\nQuery: who directed Gummo")
     features = model.tokenize_queries(QUERIES, REASONINGS)
     assert features["input_ids"].shape[1] <= 48
     last_real = features["attention_mask"][0].sum() - 2  # the token before [SEP]
