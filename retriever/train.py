@@ -30,7 +30,6 @@ def train(recipe: str | os.PathLike | dict | None, output_dir: str | os.PathLike
     ``resume=True`` continues from the newest ``OUTPUT/checkpoint-*`` (a fresh start when there is
     none). ``on_step_end(state, loss)`` is called after every optimizer step.
     """
-    import torch
     from accelerate.utils import set_seed
     from tqdm.auto import tqdm
 
