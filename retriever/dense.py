@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from retriever.encoder import load_sentence_transformer
-from retriever.query_template import format_document, format_query
+from retriever.query_template import format_document, format_queries
 
 
 class DenseEncoder:
@@ -91,14 +91,8 @@ class DenseEncoder:
         Reasoning-aware queries longer than the model's max length lose the *start* of their reasoning
         (:func:`~retriever.query_template.format_query_truncated`), never the query.
         """
-        from retriever.query_template import format_query_truncated
-
-        reasonings = reasonings if reasonings is not None else [None] * len(queries)
-        if reasoning_aware:
-            tok, limit = self.model.tokenizer, self.model.max_seq_length
-            texts = [format_query_truncated(tok, limit, q, r, instruction=instruction) for q, r in zip(queries, reasonings)]
-        else:
-            texts = [format_query(q, r, instruction=instruction, reasoning_aware=False) for q, r in zip(queries, reasonings)]
+        texts = format_queries(self.model.tokenizer, self.model.max_seq_length, queries, reasonings,
+                               instruction=instruction, reasoning_aware=reasoning_aware)
         return self.encode_texts(texts, show_progress=show_progress, desc="encode queries")
 
 

@@ -75,8 +75,7 @@ def evaluate(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]],
     for name in metrics:
         kind, k = parse_metric(name)
         if kind == "ndcg":
-            measure, key, sub = "ndcg_cut", f"ndcg_cut_{k}", run
-            measure = f"ndcg_cut.{k}"
+            measure, key, sub = f"ndcg_cut.{k}", f"ndcg_cut_{k}", run
         elif kind == "recall":
             measure, key, sub = f"recall.{k}", f"recall_{k}", run
         elif kind == "p":

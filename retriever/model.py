@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from retriever.errors import UsageError
-from retriever.query_template import format_document, format_query_truncated
+from retriever.query_template import format_document, format_queries
 from retriever.training.rng import restore_rng
 
 POOLINGS = ("cls", "mean", "last")
@@ -146,9 +146,8 @@ class DualEncoder(nn.Module):
     def format_queries(self, queries: Sequence[str], reasonings: Sequence[str | None] | None = None) -> list[str]:
         """Reasoning-aware query texts, reasoning cut from the left to fit ``query_max_len``."""
         c = self.config
-        reasonings = reasonings if reasonings is not None else [None] * len(queries)
-        return [format_query_truncated(self.tokenizer, c.query_max_len, q, r, instruction=c.instruction,
-                                       reasoning_aware=c.reasoning_aware) for q, r in zip(queries, reasonings)]
+        return format_queries(self.tokenizer, c.query_max_len, queries, reasonings, instruction=c.instruction,
+                              reasoning_aware=c.reasoning_aware)
 
     def _tokenize(self, texts: list[str], max_len: int, pad_to_multiple_of: int | None) -> dict:
         return dict(self.tokenizer(texts, padding=True, truncation=True, max_length=max_len,

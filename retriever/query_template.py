@@ -9,6 +9,8 @@ Documents encode as ``title + " " + text`` (just ``text`` when there is no title
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import re
 
 EMPTY_REASONING = "Empty"
@@ -84,3 +86,20 @@ def format_query_truncated(tokenizer, max_length: int | None, query: str, reason
             return candidate
         drop += max(1, over)
     return format_query(query, None, instruction=instruction, reasoning_aware=True)
+
+
+def format_queries(tokenizer, max_length: int | None, queries: Sequence[str],
+                   reasonings: Sequence[str | None] | None = None, instruction: str = "",
+                   reasoning_aware: bool | Sequence[bool] = True) -> list[str]:
+    """:func:`format_query_truncated` over a batch; ``reasoning_aware`` is one flag or one per query.
+
+    The one place that turns (query, reasoning) batches into encoder text: the trainer's model, the
+    dense encoder and the dense searcher all call it, so training and search format queries alike.
+    """
+    n = len(queries)
+    reasonings = [None] * n if reasonings is None else list(reasonings)
+    aware = [reasoning_aware] * n if isinstance(reasoning_aware, bool) else list(reasoning_aware)
+    if len(reasonings) != n or len(aware) != n:
+        raise ValueError(f"{n} queries but {len(reasonings)} reasonings and {len(aware)} reasoning_aware flags")
+    return [format_query_truncated(tokenizer, max_length, q, r, instruction=instruction, reasoning_aware=a)
+            for q, r, a in zip(queries, reasonings, aware)]

@@ -71,6 +71,51 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
     return st_dir
 
 
+@pytest.fixture(scope="session")
+def _small_world_dense_index(small_world, tiny_bert_dir, tmp_path_factory) -> Path:
+    from retriever.encode import encode_corpus
+
+    out = tmp_path_factory.mktemp("dense_index") / "idx"
+    encode_corpus(small_world / "corpus.jsonl", tiny_bert_dir, out, shard_size=64, batch_size=32, max_length=64,
+                  show_progress=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def small_world_index(_small_world_dense_index, tmp_path_factory) -> Path:
+    """A sharded dense index (shards of 64) of ``small_world`` by the tiny BERT, encoded once per session;
+    each test module gets its own copy, so it may build and remove FAISS indexes in it."""
+    import shutil
+
+    out = tmp_path_factory.mktemp("dense_copy") / "idx"
+    shutil.copytree(_small_world_dense_index, out)
+    return out
+
+
+@pytest.fixture
+def write_training_tuples():
+    """``write(path, n=48, second_positive=False)``: a Tevatron JSONL of ``n`` colour-word tuples
+    (4 negatives each; some without reasoning); returns the path."""
+
+    def write(path: Path, n: int = 48, second_positive: bool = False) -> Path:
+        import json
+
+        words = "red green blue cyan magenta yellow black white grey brown pink olive navy teal".split()
+        rows = []
+        for i in range(n):
+            text = lambda k: " ".join(words[(i * k + j) % len(words)] for j in range(4 + (i * k) % 9))  # noqa: E731
+            positives = [{"docid": f"p{i}", "text": text(3)}]
+            if second_positive:
+                positives.append({"docid": f"p{i}b", "text": text(4)})
+            rows.append({"query_id": f"q{i}", "query": text(1), "reasoning": text(2) if i % 3 else None,
+                         "positive_passages": positives,
+                         "negative_passages": [{"docid": f"n{i}_{k}", "text": text(5 + k)} for k in range(4)]})
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return path
+
+    return write
+
+
 @pytest.fixture
 def cli(capsys):
     """Run ``hopscotch`` in-process: returns (exit code, stdout, stderr)."""

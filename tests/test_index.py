@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from retriever.encode import encode_corpus
 from retriever.errors import UsageError
 from retriever.index import ShardedFaissIndex, build_faiss_index, merge_topk, remove_faiss_index
 from retriever.index_plan import plan_index, spec_cost
@@ -24,11 +23,8 @@ def one_faiss_thread():
 
 
 @pytest.fixture(scope="module")
-def index_dir(small_world, tiny_bert_dir, tmp_path_factory):
-    out = tmp_path_factory.mktemp("faiss") / "idx"
-    encode_corpus(small_world / "corpus.jsonl", tiny_bert_dir, out, shard_size=64, batch_size=32, max_length=64,
-                  show_progress=False)
-    return out
+def index_dir(small_world_index):
+    return small_world_index
 
 
 @pytest.fixture(scope="module")

@@ -21,13 +21,8 @@ TOKEN = "s3cret-token"
 
 
 @pytest.fixture(scope="module")
-def index_dir(small_world, tiny_bert_dir, tmp_path_factory):
-    from retriever.encode import encode_corpus
-
-    out = tmp_path_factory.mktemp("serve") / "dense"
-    encode_corpus(small_world / "corpus.jsonl", tiny_bert_dir, out, shard_size=64, batch_size=32, max_length=64,
-                  show_progress=False)
-    return out
+def index_dir(small_world_index):
+    return small_world_index
 
 
 @pytest.fixture(scope="module")

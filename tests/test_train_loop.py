@@ -16,18 +16,6 @@ from retriever.training.recipe import load_recipe, parse_override
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def write_tuples(path: Path, n: int = 48) -> Path:
-    words = "red green blue cyan magenta yellow black white grey brown pink olive navy teal".split()
-    rows = []
-    for i in range(n):
-        text = lambda k: " ".join(words[(i * k + j) % len(words)] for j in range(4 + (i * k) % 9))  # noqa: E731
-        rows.append({"query_id": f"q{i}", "query": text(1), "reasoning": text(2) if i % 3 else None,
-                     "positive_passages": [{"docid": f"p{i}", "text": text(3)}],
-                     "negative_passages": [{"docid": f"n{i}_{k}", "text": text(5 + k)} for k in range(4)]})
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
-
-
 def dev_set(tmp_path):
     """Queries whose relevant passage is one of the training positives (so training can help)."""
     rows = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
@@ -40,12 +28,12 @@ def dev_set(tmp_path):
         f"{r['query_id']}\t{r['positive_passages'][0]['docid']}\t1\n" for r in rows[:16]))
 
 
-def test_train_with_gradcache_accumulation_and_dev_evaluation(tiny_bert_dir, tmp_path):
+def test_train_with_gradcache_accumulation_and_dev_evaluation(tiny_bert_dir, tmp_path, write_training_tuples):
     from sentence_transformers import SentenceTransformer
 
     from retriever.train import train
 
-    write_tuples(tmp_path / "t.jsonl")
+    write_training_tuples(tmp_path / "t.jsonl")
     dev_set(tmp_path)
     recipe = {"model": {"name": str(tiny_bert_dir), "query_max_len": 32, "passage_max_len": 32},
               "data": {"train": [str(tmp_path / "t.jsonl")], "group_size": 3},

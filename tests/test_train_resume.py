@@ -19,18 +19,6 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def write_tuples(path: Path, n: int = 48) -> Path:
-    words = "red green blue cyan magenta yellow black white grey brown pink olive navy teal".split()
-    rows = []
-    for i in range(n):
-        text = lambda k: " ".join(words[(i * k + j) % len(words)] for j in range(4 + (i * k) % 9))  # noqa: E731
-        rows.append({"query_id": f"q{i}", "query": text(1), "reasoning": text(2) if i % 3 else None,
-                     "positive_passages": [{"docid": f"p{i}", "text": text(3)}, {"docid": f"p{i}b", "text": text(4)}],
-                     "negative_passages": [{"docid": f"n{i}_{k}", "text": text(5 + k)} for k in range(4)]})
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
-
-
 def recipe(model_dir: Path, tuples: Path) -> dict:
     return {"model": {"name": str(model_dir), "query_max_len": 32, "passage_max_len": 32},
             "data": {"train": str(tuples), "group_size": 3},
@@ -52,9 +40,9 @@ def weights(folder: Path) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.slow
-def test_killed_and_resumed_run_matches_uninterrupted_run(tiny_bert_dir, tmp_path):
+def test_killed_and_resumed_run_matches_uninterrupted_run(tiny_bert_dir, tmp_path, write_training_tuples):
     recipe_file = tmp_path / "recipe.json"
-    recipe_file.write_text(json.dumps(recipe(tiny_bert_dir, write_tuples(tmp_path / "t.jsonl"))))
+    recipe_file.write_text(json.dumps(recipe(tiny_bert_dir, write_training_tuples(tmp_path / "t.jsonl", second_positive=True))))
     straight = run(recipe_file, tmp_path / "straight")
     assert straight.returncode == 0, straight.stderr[-2000:]
 

@@ -62,15 +62,12 @@ class DenseSearcher(BaseSearcher):
         return self._docstore
 
     def query_texts(self, queries: Sequence[str], reasonings=None, reasoning_aware=False) -> list[str]:
-        from retriever.query_template import format_query, format_query_truncated
+        from retriever.query_template import format_queries
 
         reasonings = per_query(reasonings, len(queries), "reasonings")
         aware = per_query(reasoning_aware, len(queries), "reasoning_aware")
-        tok = self.encoder.model.tokenizer
-        return [format_query_truncated(tok, self.query_max_len, q, r, instruction=self.instruction,
-                                       reasoning_aware=True) if a else
-                format_query(q, r, instruction=self.instruction, reasoning_aware=False)
-                for q, r, a in zip(queries, reasonings, aware)]
+        return format_queries(self.encoder.model.tokenizer, self.query_max_len, queries, reasonings,
+                              instruction=self.instruction, reasoning_aware=aware)
 
     def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
                      reasoning_aware: bool | Sequence[bool] = False, show_progress: bool = False) -> list[Ranked]:
