@@ -4,12 +4,16 @@ Notation: ``q`` is ``[B, D]``, ``p`` is ``[N, D]``, both row-major with unit str
 ``labels[i]`` is the index of query ``i``'s positive. Scores are kept in base 2:
 ``s2 = (q p^T) * log2(e) / t``, so ``exp(s / t - lse) = exp2(s2 - lse2)`` and ``lse = lse2 * ln 2``.
 
-* :func:`infonce_fwd_kernel` streams passage tiles with an online log-sum-exp in fp32 and writes,
-  per query and per split of the passages, the running max ``m``, the running sum ``l`` and the
-  positive's score (all base 2). The wrapper merges the splits; only ``lse2 [B]`` is kept.
+* :func:`infonce_fwd_kernel` streams passage tiles with an online log-sum-exp in fp32 over the
+  passages *other than the positive* and writes, per query and per split of the passages, the
+  running max ``m``, the running sum ``l`` and the positive's score (all base 2). The wrapper merges
+  the splits into ``log S_i`` (``S_i = sum_{j != pos} exp(s_ij - s_i,pos)``) and the loss
+  ``log1p(S_i)``: the positive never enters the sum, so nothing cancels when it dominates.
 * :func:`infonce_bwd_dq_kernel` and :func:`infonce_bwd_dp_kernel` recompute score tiles and
-  accumulate ``G P`` and ``G^T Q`` with ``G = softmax - onehot`` (excluded entries 0) into fp32
-  workspaces of shape ``[splits, B, D]`` and ``[splits, N, D]``; nothing of size ``B x N`` exists.
+  accumulate ``G P`` and ``G^T Q`` into fp32 workspaces of shape ``[splits, B, D]`` and
+  ``[splits, N, D]``; nothing of size ``B x N`` exists. ``G`` is ``exp2(s2_ij - lse2_i)``
+  (``= exp(s_ij - s_i,pos) / (1 + S_i)``) for the kept non-positive entries, ``gpos_i = -S_i / (1 + S_i)``
+  at the positive (computed once per row by the wrapper, never as ``softmax - 1``), 0 elsewhere.
 * :func:`infonce_grad_tile_kernel` writes ``G`` for a column chunk of passages, for the
   ``backward="chunked"`` variant that hands the two products to cuBLAS.
 
@@ -105,11 +109,15 @@ def _keep_tile(rows, cols, labels, q_pos, pid_ptr, mask_ptr, stride_mask, B, N,
 
 
 @triton.jit
-def _grad_tile(s2, keep, lse2, labels, cols):
-    """fp32 ``G = softmax - onehot`` for a tile of base-2 scores; excluded entries are 0."""
-    safe = tl.where(keep, s2, NEG_BIG)
-    prob = tl.where(keep, tl.exp2(safe - lse2[:, None]), 0.0)
-    return prob - tl.where(cols[None, :] == labels[:, None], 1.0, 0.0)
+def _grad_tile(s2, keep, lse2, gpos, labels, cols):
+    """fp32 ``G`` (``softmax - onehot``) for a tile of base-2 scores; excluded entries are 0.
+
+    Non-positive entries: ``exp2(s2 - lse2)``; the positive: ``gpos`` (``-S / (1 + S)``)."""
+    is_pos = cols[None, :] == labels[:, None]
+    others = keep & ~is_pos
+    safe = tl.where(others, s2, NEG_BIG)
+    prob = tl.where(others, tl.exp2(safe - lse2[:, None]), 0.0)
+    return prob + tl.where(is_pos, gpos[:, None], 0.0)
 
 
 @triton.jit
@@ -118,7 +126,7 @@ def infonce_fwd_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr,
                        B, N, D, stride_q, stride_p, stride_mask, scale2, split_size, SIZE_CLASS,
                        EXCLUDE: tl.constexpr, PRECISION: tl.constexpr,
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """Grid ``(cdiv(B, BLOCK_M), splits)``: online log-sum-exp over passages of one split."""
+    """Grid ``(cdiv(B, BLOCK_M), splits)``: online log-sum-exp over the non-positive passages of one split."""
     pid_m = tl.program_id(0)
     split = tl.program_id(1)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -136,8 +144,9 @@ def infonce_fwd_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr,
         cols = n0 + tl.arange(0, BLOCK_N)
         s2 = _score_tile(q_ptr, p_ptr, rows, cols, B, N, D, stride_q, stride_p,
                          BLOCK_M, BLOCK_N, BLOCK_K, PRECISION) * scale2
-        keep = _keep_tile(rows, cols, labels, q_pos, pid_ptr, mask_ptr, stride_mask, B, N, EXCLUDE)
-        pos_i += tl.reduce(tl.where(cols[None, :] == labels[:, None], s2, 0.0), 1, _SUM)
+        is_pos = cols[None, :] == labels[:, None]
+        keep = _keep_tile(rows, cols, labels, q_pos, pid_ptr, mask_ptr, stride_mask, B, N, EXCLUDE) & ~is_pos
+        pos_i += tl.reduce(tl.where(is_pos, s2, 0.0), 1, _SUM)
         safe = tl.where(keep, s2, NEG_BIG)
         m_new = tl.maximum(m_i, tl.reduce(safe, 1, _MAX))
         alpha = tl.exp2(m_i - m_new)
@@ -151,7 +160,7 @@ def infonce_fwd_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr,
 
 
 @triton.jit
-def infonce_bwd_dq_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr, lse2_ptr, ws_ptr,
+def infonce_bwd_dq_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr, lse2_ptr, gpos_ptr, ws_ptr,
                           B, N, D, stride_q, stride_p, stride_mask, scale2, split_size, SIZE_CLASS,
                           EXCLUDE: tl.constexpr, PRECISION: tl.constexpr,
                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
@@ -166,6 +175,7 @@ def infonce_bwd_dq_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr,
     if EXCLUDE == 1:
         q_pos = tl.load(qpos_ptr + rows, mask=row_ok, other=0)
     lse2 = tl.load(lse2_ptr + rows, mask=row_ok, other=0.0)
+    gpos = tl.load(gpos_ptr + rows, mask=row_ok, other=0.0)
     ws_rows = ws_ptr + (split * B + rows).to(tl.int64)[:, None] * D
     n_start = split * split_size
     n_end = tl.minimum(N, n_start + split_size)
@@ -178,7 +188,7 @@ def infonce_bwd_dq_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr,
         s2 = _score_tile(q_ptr, p_ptr, rows, cols, B, N, D, stride_q, stride_p,
                          BLOCK_M, BLOCK_N, BLOCK_K, PRECISION) * scale2
         keep = _keep_tile(rows, cols, labels, q_pos, pid_ptr, mask_ptr, stride_mask, B, N, EXCLUDE)
-        g = _grad_tile(s2, keep, lse2, labels, cols).to(p_ptr.dtype.element_ty)
+        g = _grad_tile(s2, keep, lse2, gpos, labels, cols).to(p_ptr.dtype.element_ty)
         p_cols = p_ptr + cols.to(tl.int64)[:, None] * stride_p
         for d0 in range(0, D, BLOCK_D):
             ds = d0 + tl.arange(0, BLOCK_D)
@@ -193,7 +203,7 @@ def infonce_bwd_dq_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr,
 
 
 @triton.jit
-def infonce_bwd_dp_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr, lse2_ptr, ws_ptr,
+def infonce_bwd_dp_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr, lse2_ptr, gpos_ptr, ws_ptr,
                           B, N, D, stride_q, stride_p, stride_mask, scale2, split_size, SIZE_CLASS,
                           EXCLUDE: tl.constexpr, PRECISION: tl.constexpr,
                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
@@ -215,10 +225,11 @@ def infonce_bwd_dp_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr,
         if EXCLUDE == 1:
             q_pos = tl.load(qpos_ptr + rows, mask=row_ok, other=0)
         lse2 = tl.load(lse2_ptr + rows, mask=row_ok, other=0.0)
+        gpos = tl.load(gpos_ptr + rows, mask=row_ok, other=0.0)
         s2 = _score_tile(q_ptr, p_ptr, rows, cols, B, N, D, stride_q, stride_p,
                          BLOCK_M, BLOCK_N, BLOCK_K, PRECISION) * scale2
         keep = _keep_tile(rows, cols, labels, q_pos, pid_ptr, mask_ptr, stride_mask, B, N, EXCLUDE)
-        g_t = tl.trans(_grad_tile(s2, keep, lse2, labels, cols).to(q_ptr.dtype.element_ty))
+        g_t = tl.trans(_grad_tile(s2, keep, lse2, gpos, labels, cols).to(q_ptr.dtype.element_ty))
         q_rows = q_ptr + rows.to(tl.int64)[:, None] * stride_q
         for d0 in range(0, D, BLOCK_D):
             ds = d0 + tl.arange(0, BLOCK_D)
@@ -232,7 +243,7 @@ def infonce_bwd_dp_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr,
 
 
 @triton.jit
-def infonce_grad_tile_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr, lse2_ptr, g_ptr,
+def infonce_grad_tile_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr, lse2_ptr, gpos_ptr, g_ptr,
                              B, N, D, stride_q, stride_p, stride_mask, stride_g, scale2, col_start,
                              col_count, SIZE_CLASS,
                              EXCLUDE: tl.constexpr, PRECISION: tl.constexpr,
@@ -249,10 +260,11 @@ def infonce_grad_tile_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_p
     if EXCLUDE == 1:
         q_pos = tl.load(qpos_ptr + rows, mask=row_ok, other=0)
     lse2 = tl.load(lse2_ptr + rows, mask=row_ok, other=0.0)
+    gpos = tl.load(gpos_ptr + rows, mask=row_ok, other=0.0)
     s2 = _score_tile(q_ptr, p_ptr, rows, cols, B, N, D, stride_q, stride_p,
                      BLOCK_M, BLOCK_N, BLOCK_K, PRECISION) * scale2
     keep = _keep_tile(rows, cols, labels, q_pos, pid_ptr, mask_ptr, stride_mask, B, N, EXCLUDE)
-    g = _grad_tile(s2, keep, lse2, labels, cols)
+    g = _grad_tile(s2, keep, lse2, gpos, labels, cols)
     out_ok = row_ok[:, None] & (local[None, :] < col_count)
     tl.store(g_ptr + rows.to(tl.int64)[:, None] * stride_g + local[None, :],
              g.to(g_ptr.dtype.element_ty), mask=out_ok)

@@ -32,7 +32,7 @@ KERNELS = {
     "bwd_dp": ("infonce_bwd_dp_kernel", "_BWD_SHAPES", True),
     "grad_tile": ("infonce_grad_tile_kernel", "_FWD_SHAPES", False),
 }
-_FP32_POINTERS = {"m_ptr", "l_ptr", "pos_ptr", "lse2_ptr", "ws_ptr"}
+_FP32_POINTERS = {"m_ptr", "l_ptr", "pos_ptr", "lse2_ptr", "gpos_ptr", "ws_ptr"}
 _ID_POINTERS = {"labels_ptr", "qpos_ptr", "pid_ptr"}
 _ALIGNED_INTS = {"B", "N", "D", "stride_q", "stride_p", "stride_mask", "stride_g", "split_size", "col_start"}
 

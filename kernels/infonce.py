@@ -1,9 +1,12 @@
 """Fused InfoNCE loss: Triton kernels that never build the ``B x N`` score matrix.
 
-The forward kernel streams passage tiles with an online log-sum-exp in fp32 and keeps only the
-per-query log-sum-exp; the backward kernels recompute score tiles and accumulate
-``dQ = (softmax - onehot) P / t`` and ``dP = (softmax - onehot)^T Q / t`` tile by tile. Memory is
-``O((B + N) d)``: the inputs, their gradients and fp32 accumulators.
+The loss is computed in the stable form of :mod:`kernels.reference`,
+``loss_i = log1p(S_i)`` with ``S_i = sum_{j != pos, kept} exp((s_ij - s_i,pos) / t)``: the forward
+kernel streams passage tiles with an online log-sum-exp in fp32 that leaves the positive out, and
+keeps per query only ``lse2`` and the positive's gradient ``-S_i / (1 + S_i)``; the backward kernels
+recompute score tiles and accumulate ``dQ = G P / t`` and ``dP = G^T Q / t`` tile by tile
+(``G = softmax - onehot``, its positive entry taken from the forward, never computed as
+``softmax - 1``). Memory is ``O((B + N) d)``: the inputs, their gradients and fp32 accumulators.
 
 Two backward variants, same results:
 
@@ -115,10 +118,10 @@ def infonce_loss(
     config: Optional[KernelConfig] = None,
     chunk_size: Optional[int] = None,
 ) -> torch.Tensor:
-    """Mean InfoNCE loss ``mean_i(logsumexp_j(s_ij / t) - s_i,labels[i] / t)``, ``s = q p^T``, fused.
+    """Mean InfoNCE loss ``mean_i log1p(sum_{j != pos, kept} exp((s_ij - s_i,pos) / t))``, fused.
 
     Same contract as :func:`kernels.reference.infonce_loss`: excluded passages leave the row's
-    log-sum-exp, the positive is never excluded, a row with only its positive left has loss 0.
+    sum, the positive is never excluded, a row with only its positive left has loss 0.
 
     Args:
         q: ``[B, d]`` float16, bfloat16 or float32 queries (CUDA, or CPU under ``TRITON_INTERPRET=1``).
@@ -167,23 +170,23 @@ class _FusedInfoNCE(torch.autograd.Function):
         p = p.contiguous()
         labels = labels.to(torch.int64).contiguous()
         with torch.cuda.device(q.device) if q.is_cuda else contextlib.nullcontext():
-            lse2, pos2 = _forward(q, p, labels, temperature, spec, config)
-        ctx.save_for_backward(q, p, labels, lse2)
+            losses, lse2, gpos = _forward(q, p, labels, temperature, spec, config)
+        ctx.save_for_backward(q, p, labels, lse2, gpos)
         ctx.extra = (temperature, spec, config, backward, chunk_size)
-        return ((lse2 - pos2) * LN2).mean()
+        return losses.mean()
 
     @staticmethod
     def backward(ctx, grad_out):
-        q, p, labels, lse2 = ctx.saved_tensors
+        q, p, labels, lse2, gpos = ctx.saved_tensors
         temperature, spec, config, backward, chunk_size = ctx.extra
         # dL/ds_ij = grad_out / (B t) * (softmax_ij - onehot_ij); the kernels produce the bracket.
         scale = grad_out.to(torch.float32) / (q.shape[0] * temperature)
         need_q, need_p = ctx.needs_input_grad[:2]
         with torch.cuda.device(q.device) if q.is_cuda else contextlib.nullcontext():
             if backward == "fused":
-                dq, dp = _backward_fused(q, p, labels, lse2, temperature, spec, config, scale, need_q, need_p)
+                dq, dp = _backward_fused(q, p, labels, (lse2, gpos), temperature, spec, config, scale, need_q, need_p)
             else:
-                dq, dp = _backward_chunked(q, p, labels, lse2, temperature, spec, config, scale, chunk_size)
+                dq, dp = _backward_chunked(q, p, labels, (lse2, gpos), temperature, spec, config, scale, chunk_size)
         return (dq if need_q else None), (dp if need_p else None), None, None, None, None, None, None
 
 
@@ -254,17 +257,29 @@ def _forward(q, p, labels, temperature, spec, config):
             stride_mask, scale2, split, _size_class(num_q, num_p))
     _launch("infonce_fwd", lambda meta: (-(-num_q // meta["BLOCK_M"]), splits), args, config, False,
             _EXCLUDE_MODES[spec.mode], _precision(q))
+    return _merge_splits(m, l, pos)
+
+
+def _merge_splits(m, l, pos):
+    """Per-row loss ``log1p(S)``, ``lse2 = pos2 + log2(1 + S)`` and ``gpos = -S / (1 + S)``.
+
+    ``m``, ``l``: ``[splits, B]`` running max and sum (base 2) over the non-positive passages;
+    ``pos``: ``[splits, B]`` the positive's base-2 score (0 in every split but its own).
+    ``log S = (m + log2 l - pos2) ln 2`` is ``-inf`` for a row with nothing but its positive.
+    """
     m_all = m.max(dim=0).values
-    lse2 = m_all + torch.log2((l * torch.exp2(m - m_all)).sum(dim=0))
-    return lse2, pos.sum(dim=0)
+    pos2 = pos.sum(dim=0)
+    log_s = (m_all + torch.log2((l * torch.exp2(m - m_all)).sum(dim=0)) - pos2) * LN2
+    losses = torch.where(log_s > 0, log_s + torch.log1p(torch.exp(-log_s)), torch.log1p(torch.exp(log_s)))
+    return losses, pos2 + losses * LOG2E, -torch.exp(log_s - losses)
 
 
-def _backward_fused(q, p, labels, lse2, temperature, spec, config, scale, need_q=True, need_p=True):
+def _backward_fused(q, p, labels, row_stats, temperature, spec, config, scale, need_q=True, need_p=True):
     """dQ from ``infonce_bwd_dq`` and dP from ``infonce_bwd_dp`` (``None`` for one not needed)."""
     num_q, dim = q.shape
     num_p = p.shape[0]
     q_pos, p_ids, mask, stride_mask = _common_args(q, p, labels, spec)
-    inputs = (q, p, labels, q_pos, p_ids, mask, lse2)
+    inputs = (q, p, labels, q_pos, p_ids, mask) + tuple(row_stats)
     sizes = (num_q, num_p, dim, q.stride(0), p.stride(0), stride_mask, LOG2E / temperature)
     launch = (config, True, _EXCLUDE_MODES[spec.mode], _precision(q))
     size_class = _size_class(num_q, num_p)
@@ -291,7 +306,7 @@ def _sum_splits(ws, scale, dtype):
     return total.mul_(scale).to(dtype)
 
 
-def _backward_chunked(q, p, labels, lse2, temperature, spec, config, scale, chunk_size):
+def _backward_chunked(q, p, labels, row_stats, temperature, spec, config, scale, chunk_size):
     num_q, dim = q.shape
     num_p = p.shape[0]
     q_pos, p_ids, mask, stride_mask = _common_args(q, p, labels, spec)
@@ -304,7 +319,7 @@ def _backward_chunked(q, p, labels, lse2, temperature, spec, config, scale, chun
     for start in range(0, num_p, chunk):
         count = min(chunk, num_p - start)
         g = buffer[:, :count]
-        args = (q, p, labels, q_pos, p_ids, mask, lse2, g, num_q, num_p, dim, q.stride(0), p.stride(0),
+        args = (q, p, labels, q_pos, p_ids, mask, *row_stats, g, num_q, num_p, dim, q.stride(0), p.stride(0),
                 stride_mask, buffer.stride(0), scale2, start, count, size_class)
         _launch("infonce_grad_tile",
                 lambda meta, count=count: (-(-num_q // meta["BLOCK_M"]), -(-count // meta["BLOCK_N"])),

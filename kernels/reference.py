@@ -30,12 +30,17 @@ def infonce_loss(
     temperature,
     exclude: ExcludeArg = None,
 ) -> torch.Tensor:
-    """Mean InfoNCE loss ``mean_i( logsumexp_j(s_ij / t) - s_i,labels[i] / t )`` with ``s = q p^T``.
+    """Mean InfoNCE loss ``mean_i log1p(S_i)``, ``S_i = sum_{j != pos, kept} exp((s_ij - s_i,pos) / t)``.
 
-    The log-sum-exp of row ``i`` runs over the passages not excluded for query ``i``; the positive
-    ``labels[i]`` is never excluded, so a row whose every other passage is excluded has loss 0.
-    Excluded scores are set to ``-inf`` before the log-sum-exp, whose gradient there is
-    ``exp(-inf) = 0``: no NaN.
+    This is ``logsumexp_j(s_ij / t) - s_i,pos / t`` written without cancellation: both terms of that
+    difference are near ``1 / t`` (20 for ``t = 0.05``) when the positive dominates, so the difference
+    loses most of its digits; ``log1p`` of a sum that leaves the positive out keeps them all (the
+    loss is exact to float rounding of the score differences, relative, however small it is).
+
+    The sum of row ``i`` runs over the passages not excluded for query ``i``, minus the positive
+    ``labels[i]`` (which is never excluded), so a row whose every other passage is excluded has
+    ``S_i = 0``, loss 0 and gradient 0. Gradients with respect to the scores (divided by ``t``):
+    ``-S_i / (1 + S_i)`` for the positive, ``exp((s_ij - s_i,pos) / t) / (1 + S_i)`` for the others.
 
     Args:
         q: ``[B, d]`` query embeddings (float16, bfloat16, float32 or float64).
@@ -58,9 +63,23 @@ def infonce_loss(
         scores = scores / temperature.to(compute_dtype).reshape(())
     else:
         scores = scores / t
-    mask = spec.dense_mask(labels, p.shape[0])
-    if mask is not None:
-        scores = scores.masked_fill(mask, float("-inf"))
-    lse = torch.logsumexp(scores, dim=1)
-    positive = scores.gather(1, labels.long().unsqueeze(1)).squeeze(1)
-    return (lse - positive).mean()
+    labels = labels.long()
+    positive = scores.gather(1, labels.unsqueeze(1))
+    dropped = spec.dense_mask(labels, p.shape[0])
+    if dropped is None:
+        dropped = torch.zeros_like(scores, dtype=torch.bool)
+    dropped[torch.arange(labels.shape[0], device=labels.device), labels] = True  # leave the positive out
+    margins = (scores - positive).masked_fill(dropped, float("-inf"))
+    return stable_log1p_sum_exp(margins).mean()
+
+
+def stable_log1p_sum_exp(margins: torch.Tensor) -> torch.Tensor:
+    """Row-wise ``log(1 + sum_j exp(margins_ij))`` without overflow or cancellation.
+
+    ``-inf`` entries count as absent. With ``m_i = max(0, max_j margins_ij)`` (held constant):
+    ``m_i + log1p(expm1(-m_i) + sum_j exp(margins_ij - m_i))``; for ``m_i = 0`` that is
+    ``log1p(S_i)`` exactly, for ``m_i > 0`` the result is at least ``m_i`` and no digit cancels.
+    """
+    shift = margins.detach().amax(dim=1, keepdim=True).clamp(min=0.0)
+    total = torch.exp(margins - shift).sum(dim=1, keepdim=True)
+    return (shift + torch.log1p(torch.expm1(-shift) + total)).squeeze(1)
