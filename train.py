@@ -6,7 +6,7 @@
 
 import sys
 
-from retriever.train import main
+from hopscotch.retriever.training.trainer import main
 
 if __name__ == "__main__":
     sys.exit(main())

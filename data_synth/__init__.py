@@ -1,9 +1,9 @@
 """DR-Synth: (reasoning, query, positive, hard-negative) tuples from QA datasets and agent traces,
 plus the embedded synthetic world used as the default data."""
 
-# DR-Synth entry points, imported lazily so that ``import data_synth.world`` stays light.
-_EXPORTS = {"synthesize": "data_synth.pipeline", "SynthConfig": "data_synth.config",
-            "read_traces": "data_synth.traces", "TraceStep": "data_synth.traces", "load_qa": "data_synth.qa"}
+# DR-Synth entry points, imported lazily so that ``import hopscotch.data_synth.world`` stays light.
+_EXPORTS = {"synthesize": "hopscotch.data_synth.pipeline", "SynthConfig": "hopscotch.data_synth.config",
+            "read_traces": "hopscotch.data_synth.traces", "TraceStep": "hopscotch.data_synth.traces", "load_qa": "hopscotch.data_synth.qa"}
 
 
 def __getattr__(name):

@@ -9,7 +9,7 @@ and answers that normalize to nothing.
 
 Example::
 
-    from data_synth.answers import AnswerMatcher
+    from hopscotch.data_synth.answers import AnswerMatcher
     m = AnswerMatcher(["Chief of Protocol"])
     m.contained_in("She served as Chief of Protocol of the United States.")  # True
 """

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from retriever.bm25 import BM25Index
+from hopscotch.retriever.index.bm25 import BM25Index
 
 Window = list[tuple[str, float, bool]]  # (docid, BM25 score of the step query, is gold)
 

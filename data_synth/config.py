@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from data_synth.labels import LabelConfig
-from data_synth.rerankers.base import RERANKERS, OracleWeights, RerankerSpec
-from data_synth.traces import TRACE_FORMATS
+from hopscotch.data_synth.labels import LabelConfig
+from hopscotch.data_synth.rerankers.base import RERANKERS, OracleWeights, RerankerSpec
+from hopscotch.data_synth.traces import TRACE_FORMATS
 
 # knobs that change how fast a run is, not what it writes (left out of the resume fingerprint)
 RUNTIME_ONLY = ("workers", "show_progress", "fresh", "llm_timeout", "llm_max_retries", "llm_cache", "llm_api_key_env",
@@ -15,7 +15,7 @@ RUNTIME_ONLY = ("workers", "show_progress", "fresh", "llm_timeout", "llm_max_ret
 
 @dataclass
 class SynthConfig:
-    """Configuration of :func:`data_synth.pipeline.synthesize`.
+    """Configuration of :func:`hopscotch.data_synth.pipeline.synthesize`.
 
     Example::
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from data_synth.answers import normalize_text
-from data_synth.rerankers.base import Candidate
+from hopscotch.data_synth.answers import normalize_text
+from hopscotch.data_synth.rerankers.base import Candidate
 
 SUPPORT_MODES = ("gold", "answer", "relevance")
 

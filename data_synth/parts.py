@@ -14,8 +14,8 @@ import os
 import shutil
 from pathlib import Path
 
-from retriever.errors import UsageError
-from retriever.formats import atomic_write
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.common import atomic_write
 
 MANIFEST = "manifest.json"
 

@@ -2,8 +2,8 @@
 
 Example::
 
-    from data_synth.config import SynthConfig
-    from data_synth.pipeline import synthesize
+    from hopscotch.data_synth.config import SynthConfig
+    from hopscotch.data_synth.pipeline import synthesize
 
     stats = synthesize("../shared/data/hotpotqa_ircot", "../shared/data/hotpotqa_ircot/corpus.jsonl",
                        traces=["../shared/data/hotpotqa_ircot/cot_steps.jsonl"], out="out/tuples.jsonl",
@@ -11,7 +11,7 @@ Example::
     stats["steps_kept"], stats["dropped"]
 
 Work is done per question (in the order questions first appear in the traces) and written to
-``<out>.parts/`` (see :mod:`data_synth.parts`); a killed run resumes there, and the final file is the
+``<out>.parts/`` (see :mod:`hopscotch.data_synth.parts`); a killed run resumes there, and the final file is the
 same bytes whatever the number of workers or interruptions.
 """
 
@@ -26,15 +26,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterable
 
-from retriever.bm25 import BM25Index
-from retriever.errors import FormatError, UsageError
-from retriever.formats import atomic_write, load_corpus_dict, write_json
-
-from data_synth.config import SynthConfig
-from data_synth.parts import PartStore
-from data_synth.qa import load_qa
-from data_synth.traces import TraceStep, question_only_steps, read_traces
-from data_synth.worker import QuestionWorker
+from hopscotch.data_synth.config import SynthConfig
+from hopscotch.data_synth.parts import PartStore
+from hopscotch.data_synth.qa import load_qa
+from hopscotch.data_synth.trace_step import TraceStep
+from hopscotch.data_synth.traces import question_only_steps, read_traces
+from hopscotch.data_synth.worker import QuestionWorker
+from hopscotch.retriever.errors import FormatError, UsageError
+from hopscotch.retriever.index.bm25 import BM25Index
+from hopscotch.retriever.io.common import atomic_write, write_json
+from hopscotch.retriever.io.corpus import load_corpus_dict
 
 _WORKER: QuestionWorker | None = None   # set in the parent before forking, inherited by workers
 _STORE: PartStore | None = None
@@ -100,7 +101,6 @@ def _run_task(task: tuple[int, str, list[TraceStep]]) -> tuple[int, int]:
 
 
 def _init_child(threads: int) -> None:
-    os.environ["OMP_NUM_THREADS"] = str(threads)
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(threads)
 
@@ -138,11 +138,11 @@ def synthesize(qa_dir: str | os.PathLike, corpus: str | os.PathLike | None = Non
                bm25_index: str | os.PathLike | None = None) -> dict:
     """Label every search step of ``traces`` (or each question itself, with ``question_only``).
 
-    ``qa_dir``: BEIR folder / questions file with answers and qrels (see :mod:`data_synth.qa`);
+    ``qa_dir``: BEIR folder / questions file with answers and qrels (see :mod:`hopscotch.data_synth.qa`);
     ``corpus``: corpus file or folder (default: ``qa_dir`` itself when it holds ``corpus.jsonl``);
     ``traces``: trace files or folders, formats detected per file (``config.trace_format`` overrides);
     ``out``: the tuples JSONL; the stats go to ``stats_path`` (default ``<out stem>.stats.json``);
-    ``bm25_index``: a saved :class:`~retriever.bm25.BM25Index` of the corpus instead of building one.
+    ``bm25_index``: a saved :class:`~hopscotch.retriever.index.bm25.BM25Index` of the corpus instead of building one.
     Returns the stats dict.
     """
     global _WORKER, _STORE

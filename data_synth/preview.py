@@ -7,7 +7,7 @@ import os
 import textwrap
 from itertools import islice
 
-from retriever.formats import read_jsonl
+from hopscotch.retriever.io.common import read_jsonl
 
 
 def _short(text: str, width: int) -> str:

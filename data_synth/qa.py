@@ -8,7 +8,7 @@ the oracle then ranks by query relevance only (see docs/data_synth.md).
 
 Example::
 
-    from data_synth.qa import load_qa
+    from hopscotch.data_synth.qa import load_qa
     qa = load_qa("../shared/data/hotpotqa_ircot")
     q = qa.questions["5a8c7595554299585d9e36b6"]
     q.text, q.answers, q.gold   # ('What government position ...', ['Chief of Protocol'], {'ic00001': 1, ...})
@@ -20,8 +20,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from retriever.errors import FormatError, UsageError
-from retriever.formats import read_jsonl, read_qrels, read_queries
+from hopscotch.retriever.errors import FormatError, UsageError
+from hopscotch.retriever.io.common import read_jsonl
+from hopscotch.retriever.io.qrels import read_qrels
+from hopscotch.retriever.io.queries import read_queries
 
 QID_KEYS = ("_id", "query_id", "qid", "id", "question_id")
 TEXT_KEYS = ("text", "query", "question")

@@ -1,4 +1,4 @@
-"""One reader per agent-trace format; each yields :class:`~data_synth.traces.TraceStep` records.
+"""One reader per agent-trace format; each yields :class:`~hopscotch.data_synth.traces.TraceStep` records.
 
 * ``ircot``: IRCoT chain-of-thought steps ``{qid, step, cumulative_cot, new_sentence}``. The new
   sentence is the query; the chain of thought before it is the reasoning.
@@ -20,17 +20,14 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Iterator
 
-from retriever.io.common import parse_nested as _parse_nested
-from retriever.errors import FormatError
-
-from data_synth.traces import TraceStep
-
-SEARCH_TOOL_NAMES = frozenset({"search", "web_search", "google_search", "google_scholar", "bing_search",
-                               "retrieve", "retrieval", "local_knowledge_base_retrieval", "wiki_search"})
+from hopscotch.data_synth.trace_step import TraceStep
+from hopscotch.retriever.errors import FormatError
+from hopscotch.retriever.io.agent_runs import is_search_tool
+from hopscotch.retriever.io.common import parse_nested as _parse_nested
 
 
 def parse_nested(value, path: Path, lineno: int, what: str, strict: bool = True):
-    """See :func:`retriever.io.common.parse_nested`; strict by default for trace files."""
+    """See :func:`hopscotch.retriever.io.common.parse_nested`; strict by default for trace files."""
     return _parse_nested(value, path, lineno, what, strict)
 
 
@@ -101,13 +98,6 @@ def read_tongyi(records, path: Path) -> Iterator[TraceStep]:
             yield TraceStep(qid, counters[qid], reasoning, query.strip(), failed=failed, source=f"{path}:{lineno}")
 
 
-def _is_search_tool(name) -> bool:
-    if not isinstance(name, str):
-        return False
-    name = name.lower().removeprefix("functions.").removeprefix("function.")
-    return name in SEARCH_TOOL_NAMES or name.endswith("_search")
-
-
 def _call_queries(arguments, path: Path, lineno: int) -> list[str]:
     args = parse_nested(arguments, path, lineno, "'arguments' of a search call", strict=False)
     if isinstance(args, str):  # a bare query string
@@ -142,7 +132,7 @@ def read_browsecomp(records, path: Path) -> Iterator[TraceStep]:
                              lineno, "a reasoning 'output'").strip()
                 if text:
                     reasoning = text
-            elif kind == "tool_call" and _is_search_tool(item.get("tool_name")):
+            elif kind == "tool_call" and is_search_tool(item.get("tool_name")):
                 output = item.get("output")
                 failed = isinstance(output, str) and output.lstrip().lower().startswith("error")
                 for query in _call_queries(item.get("arguments"), path, lineno):

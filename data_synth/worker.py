@@ -12,31 +12,18 @@ question), ``no_candidates``, ``no_supported_positive``, ``no_negatives``.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 
-from retriever.bm25 import BM25Index
-from retriever.formats import Document
-
-from data_synth.answers import AnswerMatcher, padded_normal_form
-from data_synth.candidates import CandidateGenerator
-from data_synth.config import SynthConfig
-from data_synth.labels import Labeller
-from data_synth.qa import QASource
-from data_synth.rerankers import Candidate, OracleInput, build_reranker
-from data_synth.traces import TraceStep
-
-
-def passage(c: Candidate) -> dict:
-    return {"docid": c.docid, "title": c.title, "text": c.text}
-
-
-def tuple_line(step: TraceStep, positives: list[Candidate], negatives: list[Candidate]) -> str:
-    """One Tevatron / AgentIR training line."""
-    row = {"query_id": step.query_id, "query": step.query, "reasoning": step.reasoning,
-           "positive_passages": [passage(c) for c in positives],
-           "negative_passages": [passage(c) for c in negatives]}
-    return json.dumps(row, ensure_ascii=False)
+from hopscotch.data_synth.answers import AnswerMatcher, padded_normal_form
+from hopscotch.data_synth.candidates import CandidateGenerator
+from hopscotch.data_synth.config import SynthConfig
+from hopscotch.data_synth.labels import Labeller
+from hopscotch.data_synth.qa import QASource
+from hopscotch.data_synth.rerankers import Candidate, OracleInput, build_reranker
+from hopscotch.data_synth.trace_step import TraceStep
+from hopscotch.retriever.index.bm25 import BM25Index
+from hopscotch.retriever.io.corpus import Document
+from hopscotch.retriever.io.tuples import passage_dict, tuple_line
 
 
 class QuestionWorker:
@@ -116,7 +103,9 @@ class QuestionWorker:
             if result.drop_reason:
                 stats[f"dropped.{result.drop_reason}"] += 1
                 continue
-            lines.append(tuple_line(step, result.positives, result.negatives))
+            lines.append(tuple_line(step.query_id, step.query, step.reasoning,
+                                        [passage_dict(c.docid, c.title, c.text) for c in result.positives],
+                                        [passage_dict(c.docid, c.title, c.text) for c in result.negatives]))
             stats["steps_kept"] += 1
             if gold_set:
                 stats["kept_with_gold_question"] += 1

@@ -23,7 +23,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from data_synth import world_text as wt
+from hopscotch.data_synth import world_text as wt
 
 # relation: (source type, target type, question phrase of the target given {x}, query keywords,
 #            what the agent asks for given a name {n})
@@ -325,7 +325,7 @@ def build_world(seed: int = 13, docs: int = 2000, questions: int = 200) -> World
 
 def write_world(world: World, out: str | Path) -> dict:
     """Write ``corpus.jsonl``, ``queries.jsonl``, ``qrels.tsv``, ``traces.jsonl`` and ``world.json``."""
-    from retriever.formats import atomic_write, write_json, write_jsonl
+    from hopscotch.retriever.io.common import atomic_write, write_json, write_jsonl
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""Names, vocabularies and prose templates for the embedded synthetic world (:mod:`data_synth.world`)."""
+"""Names, vocabularies and prose templates for the embedded synthetic world (:mod:`hopscotch.data_synth.world`)."""
 
 from __future__ import annotations
 

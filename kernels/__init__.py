@@ -1,19 +1,19 @@
 """GPU kernels of Hopscotch and their PyTorch references.
 
-* :func:`infonce_loss` -- the fused Triton InfoNCE loss (:mod:`kernels.infonce`): loss and both
+* :func:`infonce_loss` -- the fused Triton InfoNCE loss (:mod:`hopscotch.kernels.infonce`): loss and both
   gradients tile by tile, ``O((B + N) d)`` memory. On CPU tensors it falls back to the reference with
   a one-time warning, unless ``TRITON_INTERPRET=1`` runs the kernels in Triton's interpreter.
-* :func:`reference_infonce_loss` -- the same loss in plain PyTorch (:mod:`kernels.reference`).
+* :func:`reference_infonce_loss` -- the same loss in plain PyTorch (:mod:`hopscotch.kernels.reference`).
 * :func:`select_infonce_loss` -- the trainer's default: fused on CUDA, reference elsewhere.
 
 Both losses take ``(q [B, d], p [N, d], labels [B], temperature, exclude=None)``; see
-:mod:`kernels.exclusion` for the two encodings of ``exclude``.
+:mod:`hopscotch.kernels.exclusion` for the two encodings of ``exclude``.
 
 Importing this package is cheap: it imports neither torch nor triton until a name is used.
 
 Example::
 
-    import kernels
+    from hopscotch import kernels
 
     loss_fn = kernels.select_infonce_loss(q.device)
     loss = loss_fn(q, p, labels, temperature=0.02, exclude=(q_pos_ids, p_ids))
@@ -25,14 +25,14 @@ __all__ = ["infonce_loss", "reference_infonce_loss", "select_infonce_loss"]
 
 
 def infonce_loss(q, p, labels, temperature, exclude=None, **options):
-    """Fused InfoNCE loss; see :func:`kernels.infonce.infonce_loss` for the arguments."""
+    """Fused InfoNCE loss; see :func:`hopscotch.kernels.infonce.infonce_loss` for the arguments."""
     from .infonce import infonce_loss as fused
 
     return fused(q, p, labels, temperature, exclude, **options)
 
 
 def reference_infonce_loss(q, p, labels, temperature, exclude=None):
-    """Reference InfoNCE loss in PyTorch; see :func:`kernels.reference.infonce_loss`."""
+    """Reference InfoNCE loss in PyTorch; see :func:`hopscotch.kernels.reference.infonce_loss`."""
     from .reference import infonce_loss as reference
 
     return reference(q, p, labels, temperature, exclude)

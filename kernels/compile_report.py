@@ -12,8 +12,8 @@ code is the code that runs.
 
 Usage::
 
-    python -m kernels.compile_report                  # sm_90, bf16, every autotuning config
-    python -m kernels.compile_report --arch 80 --dtype fp32 --exclude 1
+    python -m hopscotch.kernels.compile_report                  # sm_90, bf16, every autotuning config
+    python -m hopscotch.kernels.compile_report --arch 80 --dtype fp32 --exclude 1
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class KernelReport:
 def _jit_module():
     """The kernels module defined for the compiler, not the interpreter."""
     if os.environ.get("TRITON_INTERPRET", "0") == "1":
-        raise RuntimeError("kernels.compile_report: unset TRITON_INTERPRET to compile for a GPU")
+        raise RuntimeError("hopscotch.kernels.compile_report: unset TRITON_INTERPRET to compile for a GPU")
     from .infonce import _kernel_module
 
     return _kernel_module()
@@ -119,7 +119,7 @@ def _resource_usage(cubin: bytes):
                               check=True).stdout
     match = re.search(r"REG:(\d+) STACK:(\d+)", text)
     if not match:
-        raise RuntimeError(f"kernels.compile_report: no resource usage in cuobjdump output: {text[:200]!r}")
+        raise RuntimeError(f"hopscotch.kernels.compile_report: no resource usage in cuobjdump output: {text[:200]!r}")
     return int(match.group(1)), int(match.group(2))
 
 
@@ -143,7 +143,7 @@ def main(argv=None) -> int:
     parser.add_argument("--exclude", type=int, default=0, choices=[0, 1, 2], help="0 none, 1 ids, 2 dense")
     parser.add_argument("--kernels", nargs="+", choices=list(KERNELS), default=None)
     args = parser.parse_args(argv)
-    print(f"| kernel | config (M x N x K, D, warps, stages) | registers | spilled bytes | shared KiB | compile s |")
+    print("| kernel | config (M x N x K, D, warps, stages) | registers | spilled bytes | shared KiB | compile s |")
     print("|---|---|---|---|---|---|")
     for report in reports(args.kernels, args.dtype, args.exclude, args.arch):
         print(f"| {report.kernel} | {report.config} | {report.registers} | {report.spill_bytes} | "

@@ -1,6 +1,6 @@
 """Checking the arguments of an InfoNCE loss and normalising its ``exclude`` argument.
 
-Both the reference loss (:mod:`kernels.reference`) and the fused Triton loss (:mod:`kernels.infonce`)
+Both the reference loss (:mod:`hopscotch.kernels.reference`) and the fused Triton loss (:mod:`hopscotch.kernels.infonce`)
 accept the same two encodings of "passages to drop from a query's denominator":
 
 * **dense** -- a ``[B, N]`` ``torch.bool`` tensor; ``exclude[i, j] = True`` drops passage ``j`` from
@@ -17,7 +17,7 @@ is exactly 0 and its gradient is 0.
 
 Example::
 
-    from kernels.exclusion import normalize_exclude
+    from hopscotch.kernels.exclusion import normalize_exclude
 
     spec = normalize_exclude((q_doc_hash, p_doc_hash), labels, num_queries=4, num_passages=32)
     spec.mode  # 'ids'

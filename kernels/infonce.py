@@ -1,6 +1,6 @@
 """Fused InfoNCE loss: Triton kernels that never build the ``B x N`` score matrix.
 
-The loss is computed in the stable form of :mod:`kernels.reference`,
+The loss is computed in the stable form of :mod:`hopscotch.kernels.reference`,
 ``loss_i = log1p(S_i)`` with ``S_i = sum_{j != pos, kept} exp((s_ij - s_i,pos) / t)``: the forward
 kernel streams passage tiles with an online log-sum-exp in fp32 that leaves the positive out, and
 keeps per query only ``lse2`` and the positive's gradient ``-S_i / (1 + S_i)``; the backward kernels
@@ -17,7 +17,7 @@ Two backward variants, same results:
 
 On CPU the kernels run in Triton's interpreter while ``TRITON_INTERPRET=1`` is set (tests do that;
 the kernels are redefined when the variable changes, even after ``import triton``). Without it, CPU
-tensors fall back to :func:`kernels.reference.infonce_loss` with a one-time warning.
+tensors fall back to :func:`hopscotch.kernels.reference.infonce_loss` with a one-time warning.
 
 Example::
 
@@ -26,7 +26,7 @@ Example::
     q = torch.nn.functional.normalize(torch.randn(4096, 768, device="cuda"), dim=-1).bfloat16().requires_grad_()
     p = torch.nn.functional.normalize(torch.randn(32768, 768, device="cuda"), dim=-1).bfloat16().requires_grad_()
     labels = torch.arange(4096, device="cuda") * 8
-    loss = kernels.infonce_loss(q, p, labels, temperature=0.02)
+    loss = hopscotch.kernels.infonce_loss(q, p, labels, temperature=0.02)
     loss.backward()
 """
 
@@ -101,7 +101,7 @@ def fused_available(device: torch.device | str) -> bool:
 
 def _kernel_module():
     """Import the Triton kernels, redefining them if ``TRITON_INTERPRET`` changed since."""
-    module = importlib.import_module("kernels._triton_kernels")
+    module = importlib.import_module("hopscotch.kernels._triton_kernels")
     if module.INTERPRET != interpreter_enabled():
         module = importlib.reload(module)
     return module
@@ -120,7 +120,7 @@ def infonce_loss(
 ) -> torch.Tensor:
     """Mean InfoNCE loss ``mean_i log1p(sum_{j != pos, kept} exp((s_ij - s_i,pos) / t))``, fused.
 
-    Same contract as :func:`kernels.reference.infonce_loss`: excluded passages leave the row's
+    Same contract as :func:`hopscotch.kernels.reference.infonce_loss`: excluded passages leave the row's
     sum, the positive is never excluded, a row with only its positive left has loss 0.
 
     Args:
@@ -144,20 +144,20 @@ def infonce_loss(
     spec = normalize_exclude(exclude, labels, q.shape[0], p.shape[0])
     if isinstance(temperature, torch.Tensor) and temperature.requires_grad:
         raise ValueError("temperature: the fused loss takes a fixed temperature; use "
-                         "kernels.reference_infonce_loss for a learnable one")
+                         "hopscotch.kernels.reference_infonce_loss for a learnable one")
     if backward not in ("fused", "chunked"):
         raise ValueError(f"backward: expected 'fused' or 'chunked', got {backward!r}")
     if chunk_size is not None and chunk_size < 1:
         raise ValueError(f"chunk_size: expected a positive integer, got {chunk_size}")
     if not fused_available(q.device):
         if not _warned_cpu:
-            warnings.warn(f"kernels.infonce_loss: no Triton for device {q.device} (set TRITON_INTERPRET=1 "
+            warnings.warn(f"hopscotch.kernels.infonce_loss: no Triton for device {q.device} (set TRITON_INTERPRET=1 "
                           "to run the kernels on CPU); using the PyTorch reference", stacklevel=2)
             _warned_cpu = True
         return reference_infonce_loss(q, p, labels, temperature, exclude)
     if q.dtype == torch.float64:
         raise TypeError("q, p: the fused kernel takes float16, bfloat16 or float32; use "
-                        "kernels.reference_infonce_loss for float64")
+                        "hopscotch.kernels.reference_infonce_loss for float64")
     if config is None and q.device.type == "cpu":
         config = KernelConfig()
     return _FusedInfoNCE.apply(q, p, labels, t, spec, config, backward, chunk_size)

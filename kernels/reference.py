@@ -1,13 +1,13 @@
 """The InfoNCE loss in plain PyTorch: the reference the fused kernel is tested against.
 
 It builds the whole ``[B, N]`` score matrix, so its memory grows as ``B x N``; use it on CPU, for
-small batches, and as ground truth. :func:`kernels.infonce_loss` computes the same value and
+small batches, and as ground truth. :func:`hopscotch.kernels.infonce_loss` computes the same value and
 gradients tile by tile on a GPU.
 
 Example::
 
     import torch
-    from kernels.reference import infonce_loss
+    from hopscotch.kernels.reference import infonce_loss
 
     q = torch.nn.functional.normalize(torch.randn(4, 64), dim=-1).requires_grad_()
     p = torch.nn.functional.normalize(torch.randn(32, 64), dim=-1).requires_grad_()
@@ -49,7 +49,7 @@ def infonce_loss(
         temperature: ``t > 0``; a float, or a scalar tensor (which then receives a gradient).
         exclude: ``None``, a ``[B, N]`` bool mask, or ``(q_pos_ids [B], p_ids [N])`` meaning
             "drop passage j from query i when ``p_ids[j] == q_pos_ids[i]``" (see
-            :mod:`kernels.exclusion`).
+            :mod:`hopscotch.kernels.exclusion`).
 
     Returns:
         A scalar tensor. Scores are computed in float32 (float64 for float64 inputs) whatever the

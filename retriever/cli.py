@@ -1,8 +1,8 @@
 """The ``hopscotch`` command line.
 
 Each subcommand lives in ``retriever/commands/<name>.py`` with ``register(subparsers)``, which adds its
-parser and sets ``func``. User-facing errors (:class:`~retriever.errors.HopscotchError`, including
-:class:`~retriever.errors.FormatError`) print one line on stderr and exit with code 2.
+parser and sets ``func``. User-facing errors (:class:`~hopscotch.retriever.errors.HopscotchError`, including
+:class:`~hopscotch.retriever.errors.FormatError`) print one line on stderr and exit with code 2.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import importlib
 import os
 import sys
 
-from retriever.errors import HopscotchError
+from hopscotch.retriever.errors import HopscotchError
 
 COMMAND_MODULES = [
     "world", "bm25_index", "index", "search", "eval", "synth", "train", "serve", "eval_agent", "demo",
@@ -30,9 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for name in COMMAND_MODULES:
         try:
-            module = importlib.import_module(f"retriever.commands.{name}")
+            module = importlib.import_module(f"hopscotch.retriever.commands.{name}")
         except ModuleNotFoundError as exc:
-            if exc.name == f"retriever.commands.{name}":
+            if exc.name == f"hopscotch.retriever.commands.{name}":
                 continue  # a subcommand not built yet
             raise
         module.register(sub)

@@ -3,7 +3,7 @@
 Both run in fresh processes, interleaved, ``--repeats`` times each; the table gives the median
 documents/second of the timed call and of the whole process (imports and model load included):
 
-* ``hopscotch``: :func:`retriever.encode.encode_corpus` from the corpus file to finished float16 shards
+* ``hopscotch``: :func:`hopscotch.retriever.index.encode.encode_corpus` from the corpus file to finished float16 shards
   (reading, encoding, writing shards, docid lookup and manifest all inside the timed call; the model is
   loaded before it, as the peer's is);
 * ``sentence-transformers``: ``model.encode(texts, batch_size=B, normalize_embeddings=True)`` on texts
@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 
 
 def run_hopscotch(args) -> dict:
-    from retriever.dense import DenseEncoder
-    from retriever.encode import encode_corpus
+    from hopscotch.retriever.index.encode import encode_corpus
+    from hopscotch.retriever.model.dense_encoder import DenseEncoder
 
     out = Path(args.work) / "index"
     shutil.rmtree(out, ignore_errors=True)
@@ -46,9 +46,9 @@ def run_hopscotch(args) -> dict:
 
 
 def run_st(args) -> dict:
-    from retriever.encoder import load_sentence_transformer
-    from retriever.formats import read_corpus
-    from retriever.query_template import format_document
+    from hopscotch.retriever.io.corpus import read_corpus
+    from hopscotch.retriever.model.loading import load_sentence_transformer
+    from hopscotch.retriever.model.query_template import format_document
 
     texts = [format_document(d.title, d.text) for d in read_corpus(args.corpus_file)]
     model = load_sentence_transformer(args.model, device="cpu", max_length=args.max_length)
@@ -112,7 +112,7 @@ def main() -> None:
             print(f"[{which} #{rep}] {out['docs'] / out['seconds']:.1f} docs/s in the call, "
                   f"{wall:.1f}s whole process", file=sys.stderr, flush=True)
 
-    from retriever.shard_layout import IndexMeta, load_shard_embeddings
+    from hopscotch.retriever.index.layout import IndexMeta, load_shard_embeddings
 
     meta = IndexMeta.load(work / "index")
     ours = np.concatenate([np.asarray(load_shard_embeddings(work / "index", s), np.float32)

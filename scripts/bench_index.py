@@ -3,8 +3,8 @@
 Each stage runs in its own process (whole-process wall time and peak RSS are recorded):
 
 1. ``data``   draw the vectors and write them as a Hopscotch index folder (float16 shards + manifest);
-2. ``build``  train and build the IVF-PQ index with :func:`retriever.index.build_faiss_index`;
-3. ``search`` load each index with :class:`retriever.index.ShardedFaissIndex` and time 1,000 queries at
+2. ``build``  train and build the IVF-PQ index with :func:`hopscotch.retriever.index.faiss_index.build_faiss_index`;
+3. ``search`` load each index with :class:`hopscotch.retriever.index.faiss_index.ShardedFaissIndex` and time 1,000 queries at
    k=100 (median of ``--repeats`` runs), Flat first, as the reference for recall@100.
 
 The vectors are not plain Gaussian: cluster centres and within-cluster offsets are drawn along a random
@@ -57,10 +57,10 @@ def peak_rss_mib() -> float:
 
 
 def stage_data(args) -> dict:
-    from retriever.docstore import build_docid_lookup
-    from retriever.encode import write_shard
-    from retriever.io.corpus import Document
-    from retriever.shard_layout import IndexMeta
+    from hopscotch.retriever.index.docstore import build_docid_lookup
+    from hopscotch.retriever.index.encode import write_shard
+    from hopscotch.retriever.index.layout import IndexMeta
+    from hopscotch.retriever.io.corpus import Document
 
     out = Path(args.work) / "index"
     shutil.rmtree(out, ignore_errors=True)
@@ -82,7 +82,7 @@ def folder_bytes(path: Path) -> int:
 
 
 def stage_build(args) -> dict:
-    from retriever.index import build_faiss_index, index_name
+    from hopscotch.retriever.index.faiss_index import build_faiss_index, index_name
 
     out = Path(args.work) / "index"
     t0 = time.perf_counter()
@@ -93,7 +93,7 @@ def stage_build(args) -> dict:
 
 
 def stage_search(args) -> dict:
-    from retriever.index import ShardedFaissIndex, index_name
+    from hopscotch.retriever.index.faiss_index import ShardedFaissIndex, index_name
 
     out = Path(args.work) / "index"
     queries = np.load(Path(args.work) / "queries.npy")

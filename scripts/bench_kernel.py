@@ -3,15 +3,15 @@
 
 Two phases, one table each:
 
-1. **check** -- fresh random inputs (the seed is printed): loss, dQ and dP of ``kernels.infonce_loss``
+1. **check** -- fresh random inputs (the seed is printed): loss, dQ and dP of ``hopscotch.kernels.infonce_loss``
    (both backward variants, fp32 / bf16 / fp16, no exclusion / ids / dense mask) against
-   ``kernels.reference_infonce_loss`` evaluated in fp32. Tolerances: 1e-5 relative for fp32 inputs,
+   ``hopscotch.kernels.reference_infonce_loss`` evaluated in fp32. Tolerances: 1e-5 relative for fp32 inputs,
    1e-2 for bf16 / fp16. Prints ``CHECK: PASS`` or ``CHECK: FAIL``.
 2. **bench** -- bf16, ``N = 8 B`` (group size 8), ``B`` in ``--sizes``, ``d`` in ``--dims``: forward +
    backward time (median of ``--reps`` runs after ``--warmup``, CUDA events) and extra memory
    (``max_memory_allocated`` after ``reset_peak_memory_stats`` minus what was allocated before:
    the inputs) of three losses: ``torch`` = ``cross_entropy((q @ p.T).float() / t, labels)`` (the peer),
-   ``fused`` and ``chunked`` (``kernels.infonce_loss(backward=...)``). A size that runs out of memory
+   ``fused`` and ``chunked`` (``hopscotch.kernels.infonce_loss(backward=...)``). A size that runs out of memory
    prints ``OOM``; sizes left when ``--budget-s`` is spent print ``skipped``.
 
 Usage::
@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     import torch
     import triton
 
-    import kernels
+    from hopscotch import kernels
 
     torch.set_num_threads(min(2, torch.get_num_threads()))
     device = torch.device(args.device)
@@ -116,8 +116,8 @@ def _relative_error(a, b) -> float:
 def run_check(device, dry_run: bool) -> bool:
     import torch
 
-    import kernels
-    from kernels.infonce import KernelConfig
+    from hopscotch import kernels
+    from hopscotch.kernels.infonce import KernelConfig
 
     f32, bf16, f16 = torch.float32, torch.bfloat16, torch.float16
     # Odd sizes run with fixed 64x64 tiles (one compile per kernel, dtype and exclusion mode); the
@@ -211,7 +211,7 @@ def _measure(torch, device, fn, reps: int, warmup: int):
 def run_bench(device, args, deadline: float) -> None:
     import torch
 
-    import kernels
+    from hopscotch import kernels
 
     methods = [
         ("torch", _peer_loss, {}),

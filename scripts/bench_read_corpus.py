@@ -19,12 +19,13 @@ import time
 
 COUNT = """
 import sys
-from retriever.formats import count_documents
+from hopscotch.retriever.io.corpus import count_documents
 print(count_documents(sys.argv[1]))
 """
 SHARD = """
 import json, os, sys
-from retriever.formats import read_corpus, atomic_write
+from hopscotch.retriever.io.common import atomic_write
+from hopscotch.retriever.io.corpus import read_corpus
 out, size = sys.argv[2], int(sys.argv[3])
 os.makedirs(out, exist_ok=True)
 shard, fh, ctx, n = 0, None, None, 0

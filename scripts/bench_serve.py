@@ -1,6 +1,6 @@
 """Benchmark: the search service under concurrent load (real HTTP, ``requests`` clients, one process).
 
-Starts :func:`retriever.server.make_server` over a dense index on a free loopback port and sends
+Starts :func:`hopscotch.retriever.serving.server.make_server` over a dense index on a free loopback port and sends
 ``--requests`` searches from ``--threads`` client threads (each with its own keep-alive session), the
 queries taken round-robin from a query file. Reports errors, requests/second, p50 / p95 / p99 latency
 and how many queries the batcher put into each encoder call; repeats ``--repeats`` times, median.
@@ -78,9 +78,9 @@ def main() -> None:
 
     import torch
 
-    from retriever.formats import read_queries
-    from retriever.searchers import build_searcher
-    from retriever.server import make_server, serve_in_thread
+    from hopscotch.retriever.io.queries import read_queries
+    from hopscotch.retriever.searchers import build_searcher
+    from hopscotch.retriever.serving.server import make_server, serve_in_thread
 
     torch.set_num_threads(args.torch_threads)
     queries = [q.text for q in read_queries(args.queries)]

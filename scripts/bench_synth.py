@@ -46,11 +46,11 @@ def shared_data(arg: str | None) -> Path:
 
 def naive_label(qa_dir: Path, traces: Path, out: Path, seed: int = 13, depth: int = 50, negatives: int = 7) -> dict:
     """BM25 top-depth; positive = the question's first gold; negatives = random non-gold candidates."""
-    from data_synth.answers import AnswerMatcher
-    from data_synth.qa import load_qa
-    from data_synth.traces import read_traces
-    from retriever.bm25 import BM25Index
-    from retriever.formats import load_corpus_dict
+    from hopscotch.data_synth.answers import AnswerMatcher
+    from hopscotch.data_synth.qa import load_qa
+    from hopscotch.data_synth.traces import read_traces
+    from hopscotch.retriever.index.bm25 import BM25Index
+    from hopscotch.retriever.io.corpus import load_corpus_dict
 
     qa = load_qa(qa_dir)
     docs = load_corpus_dict(qa_dir / "corpus.jsonl")
@@ -89,7 +89,7 @@ def throughput(data: Path, runs: int, tmp: Path) -> dict:
     root = data / "hotpotqa_ircot"
     env = {**os.environ, "OMP_NUM_THREADS": "2", "HF_HUB_OFFLINE": "1"}
     py = sys.executable
-    synth = [py, "-m", "retriever.cli", "synth", "--qa", str(root), "--traces", str(root / "cot_steps.jsonl")]
+    synth = [py, "-m", "hopscotch.retriever.cli", "synth", "--qa", str(root), "--traces", str(root / "cot_steps.jsonl")]
     jobs = {
         "naive labeller (peer)": [py, __file__, "--naive", str(root), "--out", str(tmp / "naive.jsonl")],
         "hopscotch synth, lexical, 1 worker": synth + ["--out", str(tmp / "w1.jsonl"), "--workers", "1"],
@@ -111,7 +111,7 @@ def throughput(data: Path, runs: int, tmp: Path) -> dict:
 # -- label accuracy ------------------------------------------------------------------------------------------
 
 def world_case(tmp: Path) -> tuple[Path, Path, dict]:
-    from data_synth.world import build_world, write_world
+    from hopscotch.data_synth.world import build_world, write_world
 
     folder = tmp / "world"
     write_world(build_world(seed=13, docs=2000, questions=200), folder)
@@ -144,10 +144,10 @@ def musique_case(data: Path, tmp: Path) -> tuple[Path, Path, dict]:
 
 
 def bm25_gold_accuracy(qa_dir: Path, traces: Path, truth: dict) -> float:
-    from data_synth.qa import load_qa
-    from data_synth.traces import read_traces
-    from retriever.bm25 import BM25Index
-    from retriever.formats import load_corpus_dict
+    from hopscotch.data_synth.qa import load_qa
+    from hopscotch.data_synth.traces import read_traces
+    from hopscotch.retriever.index.bm25 import BM25Index
+    from hopscotch.retriever.io.corpus import load_corpus_dict
 
     qa = load_qa(qa_dir)
     index = BM25Index.build(load_corpus_dict(qa_dir / "corpus.jsonl").values(), show_progress=False)
@@ -167,8 +167,8 @@ def accuracy(path: Path, truth: dict) -> float:
 
 
 def label_accuracy(data: Path, tmp: Path, rerankers: list[str]) -> dict:
-    from data_synth.config import SynthConfig
-    from data_synth.pipeline import synthesize
+    from hopscotch.data_synth.config import SynthConfig
+    from hopscotch.data_synth.pipeline import synthesize
 
     out = {}
     for name, (qa_dir, traces, truth) in {"world (200 q)": world_case(tmp), "MuSiQue hops": musique_case(data, tmp)}.items():

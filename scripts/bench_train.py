@@ -35,7 +35,8 @@ SYSTEMS = ["sentence-transformers", "hopscotch", "hopscotch-unchunked"]
 
 def planned_groups(tuples_path: str, batch: int, group: int, steps: int):
     """The groups of the first ``steps`` batches of Hopscotch's epoch-0 plan, in order."""
-    from retriever.data import plan_epoch, read_training_tuples
+    from hopscotch.retriever.io.tuples import read_training_tuples
+    from hopscotch.retriever.training.batches import plan_epoch
 
     tuples = read_training_tuples(tuples_path)
     batches = plan_epoch(tuples, 0, 42, group, batch, length_grouping=True)[:steps]
@@ -47,14 +48,23 @@ def planned_groups(tuples_path: str, batch: int, group: int, steps: int):
 def run_sentence_transformers(args) -> list[float]:
     import torch
     from datasets import Dataset
-    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, losses
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        losses,
+    )
     from sentence_transformers.base.sampler import DefaultBatchSampler
-    from sentence_transformers.sentence_transformer.training_args import SentenceTransformerTrainingArguments
+    from sentence_transformers.sentence_transformer.training_args import (
+        SentenceTransformerTrainingArguments,
+    )
     from torch.utils.data import SequentialSampler
     from transformers import TrainerCallback
 
-    from retriever.encoder import bundled_minilm_path
-    from retriever.query_template import format_document, format_query_truncated
+    from hopscotch.retriever.model.loading import bundled_minilm_path
+    from hopscotch.retriever.model.query_template import (
+        format_document,
+        format_query_truncated,
+    )
 
     model = SentenceTransformer(bundled_minilm_path(), device="cpu")
     model.max_seq_length = args.max_len
@@ -87,7 +97,7 @@ def run_sentence_transformers(args) -> list[float]:
 
 
 def run_hopscotch(args, chunk: int | None) -> list[float]:
-    from retriever.train import train
+    from hopscotch.retriever.training.trainer import train
 
     times: list[float] = []
     recipe = {"model": {"name": "minilm", "pooling": "mean", "query_max_len": args.max_len,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One prepared GPU check of the fused InfoNCE kernel (kernels/), under 5 minutes on one GPU:
-#   1. correctness: kernels.infonce_loss vs kernels.reference_infonce_loss on fresh random data
+#   1. correctness: hopscotch.kernels.infonce_loss vs hopscotch.kernels.reference_infonce_loss on fresh random data
 #      (fp32 / bf16 / fp16, exclusion none / ids / dense, both backward variants) -> CHECK: PASS|FAIL
 #   2. timings (median of 25 after warm-up, CUDA events) and peak extra memory of forward + backward,
 #      bf16, B in {1024, 4096, 16384}, N = 8 B, d in {384, 1024}, against torch matmul + cross_entropy.
@@ -39,8 +39,8 @@ if ! "$PY" -c "import triton" >/dev/null 2>&1; then
   echo "gpu_check: $PY has torch but not triton" >&2
   exit 2
 fi
-probe='import os, sys, kernels.infonce
-sys.exit(0 if os.path.dirname(kernels.infonce.__file__).startswith(sys.argv[1]) else 1)'
+probe='import os, sys, hopscotch.kernels.infonce
+sys.exit(0 if os.path.dirname(hopscotch.kernels.infonce.__file__).startswith(sys.argv[1]) else 1)'
 if ! "$PY" -c "$probe" "$ROOT"; then
   echo "gpu_check: $PY does not import kernels from $ROOT; trying pip install -e . --no-deps" >&2
   "$PY" -m pip install --quiet --no-deps --no-build-isolation -e . >&2

@@ -12,7 +12,7 @@ Split (file order of ``hotpotqa_ircot/queries.jsonl``):
       - questions: the question itself, no reasoning.
 Input variants per model: ``reasoning`` (``Reasoning: {cot}\\n\\nQuery: {step}``), ``query-only``
 (``Reasoning: Empty\\n\\nQuery: {step}``) and ``plain`` (the step text alone).
-Paired randomisation tests and t-tests (``retriever.evaluate.compare_runs``) on nDCG@10.
+Paired randomisation tests and t-tests (``hopscotch.retriever.evaluation.metrics.compare_runs``) on nDCG@10.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def _jsonl(path: Path):
 
 
 def _write_jsonl(path: Path, rows) -> None:
-    from retriever.io.common import write_jsonl
+    from hopscotch.retriever.io.common import write_jsonl
 
     write_jsonl(path, rows)
 
@@ -68,7 +68,7 @@ def qrels_for(queries: list[dict], gold: dict[str, dict[str, int]]) -> str:
 
 def build_tuples(work: Path, train_qids: list[str]) -> Path:
     """DR-Synth tuples for the training questions (``hopscotch synth`` on a filtered QA folder)."""
-    from retriever.cli import main as cli
+    from hopscotch.retriever.cli import main as cli
 
     out = work / "tuples.jsonl"
     if out.is_file():
@@ -88,7 +88,7 @@ def build_tuples(work: Path, train_qids: list[str]) -> Path:
 
 
 def build_eval_sets(work: Path, dev_qids, test_qids) -> dict:
-    from retriever.formats import read_qrels
+    from hopscotch.retriever.io.qrels import read_qrels
 
     gold = read_qrels(DATA / "qrels.tsv")
     sets = {}
@@ -108,11 +108,12 @@ def build_eval_sets(work: Path, dev_qids, test_qids) -> dict:
 
 def evaluate_model(model_path: str, sets: dict, lengths: dict, batch_size: int = 64) -> dict:
     """Runs and metrics of one model on every query set and input variant."""
-    from retriever.dense import exact_search
-    from retriever.evaluate import evaluate
-    from retriever.formats import read_corpus
-    from retriever.model import DualEncoder, EncoderConfig
-    from retriever.training.evaluation import embed_texts
+    from hopscotch.retriever.evaluation.metrics import evaluate
+    from hopscotch.retriever.io.corpus import read_corpus
+    from hopscotch.retriever.model.config import EncoderConfig
+    from hopscotch.retriever.model.dense_encoder import exact_search
+    from hopscotch.retriever.model.dual_encoder import DualEncoder
+    from hopscotch.retriever.training.evaluation import embed_texts
 
     model = DualEncoder.from_pretrained(model_path, EncoderConfig(**lengths)).eval()
     docs = list(read_corpus(DATA / "corpus.jsonl"))
@@ -150,9 +151,9 @@ def main(argv=None) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "2")
     import torch
 
-    from retriever.evaluate import compare_runs
-    from retriever.train import train
-    from retriever.training.recipe import load_recipe
+    from hopscotch.retriever.evaluation.metrics import compare_runs
+    from hopscotch.retriever.training.recipe import load_recipe
+    from hopscotch.retriever.training.trainer import train
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     work = Path(args.work)
@@ -193,7 +194,7 @@ def main(argv=None) -> int:
     text = json.dumps(report, indent=2)
     print(text)
     if args.json:
-        from retriever.io.common import write_json
+        from hopscotch.retriever.io.common import write_json
 
         write_json(args.json, report)
     return 0

@@ -36,7 +36,7 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def small_world(tmp_path_factory) -> Path:
     """A 300-document, 40-question embedded world written as a BEIR folder."""
-    from data_synth.world import build_world, write_world
+    from hopscotch.data_synth.world import build_world, write_world
 
     out = tmp_path_factory.mktemp("world")
     write_world(build_world(seed=7, docs=300, questions=40), out)
@@ -53,7 +53,7 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
     from sentence_transformers import SentenceTransformer, models
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from retriever.encoder import bundled_minilm_path
+    from hopscotch.retriever.model.loading import bundled_minilm_path
 
     torch.manual_seed(0)
     out = tmp_path_factory.mktemp("tiny_bert")
@@ -73,7 +73,7 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def _small_world_dense_index(small_world, tiny_bert_dir, tmp_path_factory) -> Path:
-    from retriever.encode import encode_corpus
+    from hopscotch.retriever.index.encode import encode_corpus
 
     out = tmp_path_factory.mktemp("dense_index") / "idx"
     encode_corpus(small_world / "corpus.jsonl", tiny_bert_dir, out, shard_size=64, batch_size=32, max_length=64,
@@ -119,7 +119,7 @@ def write_training_tuples():
 @pytest.fixture
 def cli(capsys):
     """Run ``hopscotch`` in-process: returns (exit code, stdout, stderr)."""
-    from retriever.cli import main
+    from hopscotch.retriever.cli import main
 
     def run(*argv):
         code = main([str(a) for a in argv])

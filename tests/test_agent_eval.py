@@ -6,8 +6,14 @@ import json
 
 import pytest
 
-from retriever.agent_eval import evaluate_agent_runs, iter_run_records, parse_nested, search_calls, shown_docids
-from retriever.errors import FormatError, UsageError
+from hopscotch.retriever.errors import FormatError, UsageError
+from hopscotch.retriever.evaluation.agent_runs import (
+    evaluate_agent_runs,
+    iter_run_records,
+    parse_nested,
+    search_calls,
+    shown_docids,
+)
 
 
 def search_output(docids):

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from retriever.formats import read_run
+from hopscotch.retriever.io.runs import read_run
 
 
 def test_world_bm25_eval_end_to_end(tmp_path, cli):
@@ -16,8 +16,9 @@ def test_world_bm25_eval_end_to_end(tmp_path, cli):
     code, _, _ = cli("bm25-index", "--corpus", world / "corpus.jsonl", "--out", tmp_path / "bm25")
     assert code == 0 and (tmp_path / "bm25" / "docids.txt").exists()
     # a BM25 run written by the library, evaluated through the CLI
-    from retriever.bm25 import BM25Index
-    from retriever.formats import read_queries, write_run
+    from hopscotch.retriever.index.bm25 import BM25Index
+    from hopscotch.retriever.io.queries import read_queries
+    from hopscotch.retriever.io.runs import write_run
 
     index = BM25Index.load(tmp_path / "bm25")
     qs = list(read_queries(world / "queries.jsonl"))
@@ -47,7 +48,7 @@ def test_malformed_input_is_one_line_and_exit_2(tmp_path, cli):
 def test_subprocess_error_has_no_traceback(tmp_path):
     bad = tmp_path / "corpus.jsonl"
     bad.write_text('{"_id": "a", "text": "ok"}\n{"_id": "b"}\n')
-    proc = subprocess.run([sys.executable, "-m", "retriever.cli", "bm25-index", "--corpus", str(bad), "--out",
+    proc = subprocess.run([sys.executable, "-m", "hopscotch.retriever.cli", "bm25-index", "--corpus", str(bad), "--out",
                            str(tmp_path / "idx")], capture_output=True, text=True)
     assert proc.returncode == 2
     assert "corpus.jsonl:2" in proc.stderr and "Traceback" not in proc.stderr
@@ -63,15 +64,15 @@ def test_unknown_flag_exits_2(cli, capsys):
 
 
 def test_reasoning_aware_queries_keep_the_query_when_reasoning_is_long(tiny_bert_dir):
-    from retriever.dense import DenseEncoder
-    from retriever.query_template import format_query
+    from hopscotch.retriever.model.dense_encoder import DenseEncoder
+    from hopscotch.retriever.model.query_template import format_query
 
     enc = DenseEncoder(str(tiny_bert_dir), max_length=32)
     long_reasoning = " ".join(f"step{i} thought" for i in range(200))
     got = enc.encode_queries(["who directed Gummo"], [long_reasoning], reasoning_aware=True)
     # the same embedding as encoding the kept tail of the reasoning directly
     tok = enc.model.tokenizer
-    from retriever.query_template import format_query_truncated
+    from hopscotch.retriever.model.query_template import format_query_truncated
 
     text = format_query_truncated(tok, 32, "who directed Gummo", long_reasoning)
     assert text.endswith("Query: who directed Gummo") and len(tok(text)["input_ids"]) <= 32

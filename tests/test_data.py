@@ -7,8 +7,14 @@ import json
 
 import pytest
 
-from retriever.data import Collator, local_share, make_group, plan_epoch, read_training_tuples
-from retriever.errors import FormatError, UsageError
+from hopscotch.retriever.errors import FormatError, UsageError
+from hopscotch.retriever.io.tuples import read_training_tuples
+from hopscotch.retriever.training.batches import (
+    Collator,
+    local_share,
+    make_group,
+    plan_epoch,
+)
 
 
 def psg(docid, text=None, title=""):
@@ -108,8 +114,9 @@ def test_length_grouping_puts_similar_lengths_together(tmp_path):
 
 
 def test_collator_labels_ids_and_dynamic_padding(tmp_path, tiny_bert_dir):
-    from retriever.loss import docid_hash
-    from retriever.model import DualEncoder, EncoderConfig
+    from hopscotch.retriever.io.docids import signed_docid_hash as docid_hash
+    from hopscotch.retriever.model.config import EncoderConfig
+    from hopscotch.retriever.model.dual_encoder import DualEncoder
 
     model = DualEncoder.from_pretrained(tiny_bert_dir, EncoderConfig(query_max_len=32, passage_max_len=64))
     tuples = read_training_tuples(write(tmp_path / "t.jsonl", synthetic(8, negs=2)))

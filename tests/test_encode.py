@@ -13,11 +13,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retriever.docstore import DocStore
-from retriever.encode import encode_corpus
-from retriever.errors import FormatError, UsageError
-from retriever.formats import read_corpus
-from retriever.shard_layout import IndexMeta, done_shards, iter_shard_docids, load_shard_embeddings, shard_file
+from hopscotch.retriever.errors import FormatError, UsageError
+from hopscotch.retriever.index.docstore import DocStore
+from hopscotch.retriever.index.encode import encode_corpus
+from hopscotch.retriever.index.layout import (
+    IndexMeta,
+    done_shards,
+    iter_shard_docids,
+    load_shard_embeddings,
+    shard_file,
+)
+from hopscotch.retriever.io.corpus import read_corpus
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -39,7 +45,7 @@ def big_corpus(small_world: Path, path: Path, copies: int) -> Path:
 
 
 def test_encode_writes_complete_float16_shards(small_world, tiny_bert_dir, tmp_path):
-    from retriever.dense import DenseEncoder
+    from hopscotch.retriever.model.dense_encoder import DenseEncoder
 
     corpus = small_world / "corpus.jsonl"
     out = tmp_path / "idx"
@@ -90,7 +96,7 @@ def test_rerun_skips_finished_shards_and_redoes_a_broken_one(small_world, tiny_b
 def test_killed_job_resumes_with_every_docid_exactly_once(small_world, tiny_bert_dir, tmp_path):
     corpus = big_corpus(small_world, tmp_path / "corpus.jsonl", copies=10)  # 3,000 documents
     out = tmp_path / "idx"
-    code = ("import sys; from retriever.encode import encode_corpus; "
+    code = ("import sys; from hopscotch.retriever.index.encode import encode_corpus; "
             "encode_corpus(sys.argv[1], sys.argv[2], sys.argv[3], shard_size=50, batch_size=16, max_length=64, "
             "show_progress=False)")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
@@ -156,7 +162,7 @@ def test_other_settings_on_the_same_folder_are_refused(small_world, tiny_bert_di
     encode_corpus(corpus, tiny_bert_dir, out, shard_size=64, max_length=64, show_progress=False)
     with pytest.raises(UsageError, match="shard_size"):
         encode_corpus(corpus, tiny_bert_dir, out, shard_size=100, max_length=64, show_progress=False)
-    from retriever.index import build_faiss_index
+    from hopscotch.retriever.index.faiss_index import build_faiss_index
     build_faiss_index(out, "IVF2,Flat", layout="shards", show_progress=False)
     result = encode_corpus(corpus, tiny_bert_dir, out, shard_size=100, max_length=64, overwrite=True,
                            show_progress=False)
@@ -209,7 +215,7 @@ def test_torchrun_two_processes_build_one_index(small_world, tiny_bert_dir, tmp_
     out = tmp_path / "idx"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "0",
-           "-m", "retriever.cli", "index", "--corpus", str(small_world / "corpus.jsonl"), "--model",
+           "-m", "hopscotch.retriever.cli", "index", "--corpus", str(small_world / "corpus.jsonl"), "--model",
            str(tiny_bert_dir), "--out", str(out), "--shard-size", "40", "--max-length", "64"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]

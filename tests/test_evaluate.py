@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from retriever.errors import UsageError
-from retriever.evaluate import compare_runs, evaluate, parse_metric
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.evaluation.metrics import compare_runs, evaluate, parse_metric
 
 
 def test_hand_computed_ndcg_recall_mrr():

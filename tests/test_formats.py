@@ -7,8 +7,16 @@ import json
 
 import pytest
 
-from retriever.formats import (FormatError, climbmix_id, corpus_files, count_documents, expand_qrels_with_duplicates,
-                               read_corpus, read_qrels, read_queries, read_run, write_run)
+from hopscotch.retriever.errors import FormatError
+from hopscotch.retriever.io.corpus import (
+    climbmix_id,
+    corpus_files,
+    count_documents,
+    read_corpus,
+)
+from hopscotch.retriever.io.qrels import expand_qrels_with_duplicates, read_qrels
+from hopscotch.retriever.io.queries import read_queries
+from hopscotch.retriever.io.runs import read_run, write_run
 
 
 def write(path, text):

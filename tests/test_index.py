@@ -5,10 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from retriever.errors import UsageError
-from retriever.index import ShardedFaissIndex, build_faiss_index, merge_topk, remove_faiss_index
-from retriever.index_plan import plan_index, spec_cost
-from retriever.shard_layout import IndexMeta, load_shard_embeddings
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.index.faiss_index import (
+    ShardedFaissIndex,
+    build_faiss_index,
+    merge_topk,
+    remove_faiss_index,
+)
+from hopscotch.retriever.index.layout import IndexMeta, load_shard_embeddings
+from hopscotch.retriever.index.plan import plan_index, spec_cost
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -28,7 +28,7 @@ def _compiler_mode():
 
 
 def _compile_report():
-    from kernels import compile_report
+    from hopscotch.kernels import compile_report
 
     tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
     if not os.path.exists(tool):

@@ -1,4 +1,4 @@
-"""Tests of the PyTorch reference InfoNCE loss (kernels.reference) and of the package surface."""
+"""Tests of the PyTorch reference InfoNCE loss (hopscotch.kernels.reference) and of the package surface."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import sys
 import pytest
 import torch
 
-import kernels
-from kernels.exclusion import normalize_exclude
-from kernels.reference import infonce_loss
+from hopscotch import kernels
+from hopscotch.kernels.exclusion import normalize_exclude
+from hopscotch.kernels.reference import infonce_loss
 
 
 def _textbook():
@@ -148,14 +148,14 @@ def test_package_exports_both_losses_with_one_signature():
 
 
 def test_importing_kernels_imports_neither_torch_nor_triton():
-    code = "import sys, kernels; print('triton' in sys.modules, 'torch' in sys.modules)"
+    code = "import sys; from hopscotch import kernels; print('triton' in sys.modules, 'torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
 
 
 def test_reference_fp32_matches_float64_on_fixed_cases_and_a_fresh_sweep():
     """The stable form ``log1p(S)`` keeps fp32 within 1e-5 relative of float64, near-zero losses too."""
-    from kernels import accuracy
+    from hopscotch.kernels import accuracy
 
     report = accuracy.sweep(infonce_loss, list(accuracy.FIXED_SEEDS) + accuracy.fresh_seeds(300))
     assert report.ok, report.summary() + "".join(f"\n{f}" for f in report.failures)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from retriever.errors import UsageError
-from retriever.loss import InfoNCELoss, docid_hash, infonce
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.docids import signed_docid_hash as docid_hash
+from hopscotch.retriever.training.loss import InfoNCELoss, infonce
 
 
 def formula(q, p, labels, t, exclude_mask=None):
@@ -68,7 +69,7 @@ def test_single_process_loss_is_the_plain_mean():
 
 
 def test_backend_dispatch(monkeypatch):
-    import kernels
+    from hopscotch import kernels
 
     calls = []
     monkeypatch.setattr(kernels, "infonce_loss", lambda *a, **k: calls.append("fused") or torch.tensor(0.0))
@@ -90,15 +91,15 @@ def test_docid_hash_is_stable_and_signed_64_bit():
 
 
 def test_fused_kernel_in_the_triton_interpreter_matches_the_reference(monkeypatch):
-    """The loss through ``kernels.infonce_loss`` (Triton, interpreted on CPU): same value and gradients,
+    """The loss through ``hopscotch.kernels.infonce_loss`` (Triton, interpreted on CPU): same value and gradients,
     the id exclusion and a learnable temperature included."""
     pytest.importorskip("triton")
-    import kernels.infonce
+    import hopscotch.kernels.infonce
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     calls = []
-    apply = kernels.infonce._FusedInfoNCE.apply
-    monkeypatch.setattr(kernels.infonce._FusedInfoNCE, "apply", lambda *a: calls.append(1) or apply(*a))
+    apply = hopscotch.kernels.infonce._FusedInfoNCE.apply
+    monkeypatch.setattr(hopscotch.kernels.infonce._FusedInfoNCE, "apply", lambda *a: calls.append(1) or apply(*a))
     torch.manual_seed(0)
     q = torch.nn.functional.normalize(torch.randn(8, 32), dim=-1).requires_grad_()
     p = torch.nn.functional.normalize(torch.randn(24, 32), dim=-1).requires_grad_()

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from retriever.errors import UsageError
-from retriever.model import DualEncoder, EncoderConfig, pool
-from retriever.query_template import format_query_truncated
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.model.config import EncoderConfig
+from hopscotch.retriever.model.dual_encoder import DualEncoder, pool
+from hopscotch.retriever.model.query_template import format_query_truncated
 
 PASSAGES = [("Gummo", "Gummo is a 1997 American experimental drama film written and directed by Harmony Korine."),
             ("", "short"), ("Xenia", "Xenia, Ohio " * 30)]
@@ -78,7 +79,7 @@ def encode_both(model, st_model):
     with torch.no_grad():
         ours_p = model.encode(model.tokenize_passages(PASSAGES), "passage")
         ours_q = model.encode(model.tokenize_queries(QUERIES, REASONINGS), "query")
-    from retriever.query_template import format_document
+    from hopscotch.retriever.model.query_template import format_document
 
     theirs_p = st_model.encode([format_document(t, x) for t, x in PASSAGES], convert_to_tensor=True)
     theirs_q = st_model.encode(model.format_queries(QUERIES, REASONINGS), convert_to_tensor=True)

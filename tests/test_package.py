@@ -29,9 +29,11 @@ print("ok")
 
 
 def test_import_packages():
-    import data_synth  # noqa: F401
-    import retriever  # noqa: F401
-    from retriever.cli import build_parser
+    from hopscotch import (
+        data_synth,  # noqa: F401
+        retriever,  # noqa: F401
+    )
+    from hopscotch.retriever.cli import build_parser
 
     parser = build_parser()
     for name in ("world", "bm25-index", "eval", "demo"):

@@ -7,13 +7,14 @@ import json
 import numpy as np
 import pytest
 
-from retriever.formats import read_queries, read_run
+from hopscotch.retriever.io.queries import read_queries
+from hopscotch.retriever.io.runs import read_run
 
 
 @pytest.fixture(scope="module")
 def built(small_world, tiny_bert_dir, tmp_path_factory):
     """A dense index (tiny BERT, 5 shards) and a BM25 index over the small world, built by the CLI."""
-    from retriever.cli import main
+    from hopscotch.retriever.cli import main
 
     root = tmp_path_factory.mktemp("search")
     corpus = small_world / "corpus.jsonl"
@@ -32,8 +33,12 @@ def built(small_world, tiny_bert_dir, tmp_path_factory):
 
 def exact_run(built, texts: list[str], k: int):
     """What an exact search must return: DenseEncoder + FAISS IndexFlatIP over all shard vectors."""
-    from retriever.dense import DenseEncoder, exact_search
-    from retriever.shard_layout import IndexMeta, ShardIds, load_shard_embeddings
+    from hopscotch.retriever.index.layout import (
+        IndexMeta,
+        ShardIds,
+        load_shard_embeddings,
+    )
+    from hopscotch.retriever.model.dense_encoder import DenseEncoder, exact_search
 
     meta = IndexMeta.load(built["dense"])
     emb = np.concatenate([np.asarray(load_shard_embeddings(built["dense"], s), np.float32)
@@ -70,7 +75,7 @@ def test_search_without_model_uses_the_recorded_one(cli, built, tmp_path):
 
 
 def test_reasoning_flag_encodes_the_agentir_template(cli, built, tmp_path):
-    from retriever.query_template import format_query
+    from hopscotch.retriever.model.query_template import format_query
 
     plain, aware = tmp_path / "plain.trec", tmp_path / "aware.trec"
     assert cli("search", "--queries", built["queries"], "--index", built["dense"], "--k", 10, "--out", plain,
@@ -90,8 +95,8 @@ def test_reasoning_flag_encodes_the_agentir_template(cli, built, tmp_path):
 
 
 def test_bm25_and_hybrid_runs(cli, built, tmp_path):
-    from retriever.bm25 import BM25Index
-    from retriever.fusion import interpolate, reciprocal_rank_fusion
+    from hopscotch.retriever.index.bm25 import BM25Index
+    from hopscotch.retriever.searchers.fusion import interpolate, reciprocal_rank_fusion
 
     bm25_path, rrf_path, interp_path = tmp_path / "bm25.trec", tmp_path / "rrf.trec", tmp_path / "interp.trec"
     assert cli("search", "--queries", built["queries"], "--bm25", built["bm25"], "--k", 20, "--out", bm25_path)[0] == 0
@@ -114,7 +119,11 @@ def test_bm25_and_hybrid_runs(cli, built, tmp_path):
 
 
 def test_searcher_objects_share_the_interface(built):
-    from retriever.searchers import build_searcher, get_searcher_class, searcher_names
+    from hopscotch.retriever.searchers import (
+        build_searcher,
+        get_searcher_class,
+        searcher_names,
+    )
 
     assert searcher_names() == ["bm25", "dense", "hybrid", "remote"]
     dense = build_searcher("dense", index=built["dense"])
@@ -128,7 +137,7 @@ def test_searcher_objects_share_the_interface(built):
     hybrid = build_searcher("hybrid", bm25=built["bm25"], index=built["dense"], fusion="interp")
     assert len(hybrid.search("shipbuilding company", k=4)) == 4
     assert get_searcher_class("remote").__name__ == "RemoteSearcher"
-    from retriever.searchers import search_run
+    from hopscotch.retriever.searchers import search_run
     queries = list(read_queries(built["queries"]))
     run = search_run(dense, queries, 5, batch_size=7)
     assert [set(run[q.qid]) for q in queries] == [set(e) for e in exact_run(built, [q.text for q in queries], 5)]

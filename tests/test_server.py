@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 import requests
 
-from retriever.formats import read_queries, read_run
-from retriever.query_template import format_query
+from hopscotch.retriever.io.queries import read_queries
+from hopscotch.retriever.io.runs import read_run
+from hopscotch.retriever.model.query_template import format_query
 
 TOKEN = "s3cret-token"
 
@@ -28,8 +29,8 @@ def index_dir(small_world_index):
 @pytest.fixture(scope="module")
 def servers(index_dir):
     """One open server and one that requires a token, sharing a dense searcher."""
-    from retriever.searchers import build_searcher
-    from retriever.server import make_server, serve_in_thread
+    from hopscotch.retriever.searchers import build_searcher
+    from hopscotch.retriever.serving.server import make_server, serve_in_thread
 
     searcher = build_searcher("dense", index=index_dir)
     open_server = make_server({"default": searcher}, port=0)
@@ -81,7 +82,7 @@ def test_reason_parameter_encodes_reasoning_aware(servers):
 
 
 def test_document_endpoint_and_truncation(servers, small_world):
-    from retriever.formats import read_corpus
+    from hopscotch.retriever.io.corpus import read_corpus
 
     doc = next(iter(read_corpus(small_world / "corpus.jsonl")))
     body = get(servers["open"], f"/v1/default/doc/{doc.docid}").json()
@@ -163,8 +164,8 @@ def test_1000_requests_from_8_threads(servers, small_world):
 
 
 def test_remote_searcher_matches_local(servers, small_world):
-    from retriever.searchers import build_searcher
-    from retriever.searchers.remote import RemoteSearchError
+    from hopscotch.retriever.searchers import build_searcher
+    from hopscotch.retriever.searchers.remote import RemoteSearchError
 
     local = servers["searcher"]
     remote = build_searcher("remote", url=servers["locked"].url, name="wiki", token=TOKEN)
@@ -194,7 +195,7 @@ def _free_port() -> int:
 def test_serve_command_runs_a_server(index_dir, tmp_path):
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "retriever.cli", "serve", "--index", str(index_dir), "--port",
+    proc = subprocess.Popen([sys.executable, "-m", "hopscotch.retriever.cli", "serve", "--index", str(index_dir), "--port",
                              str(port), "--name", "mini", "--token", TOKEN], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:

@@ -6,15 +6,19 @@ import json
 
 import pytest
 
-from data_synth.answers import AnswerMatcher, informative_answers, normalize_text
-from data_synth.candidates import CandidateGenerator
-from data_synth.labels import LabelConfig, Labeller, jaccard, shingles
-from data_synth.qa import load_qa
-from data_synth.rerankers import Candidate, OracleInput
-from data_synth.rerankers.lexical import LexicalOracle
-from retriever.bm25 import BM25Index
-from retriever.errors import FormatError, UsageError
-from retriever.formats import Document
+from hopscotch.data_synth.answers import (
+    AnswerMatcher,
+    informative_answers,
+    normalize_text,
+)
+from hopscotch.data_synth.candidates import CandidateGenerator
+from hopscotch.data_synth.labels import LabelConfig, Labeller, jaccard, shingles
+from hopscotch.data_synth.qa import load_qa
+from hopscotch.data_synth.rerankers import Candidate, OracleInput
+from hopscotch.data_synth.rerankers.lexical import LexicalOracle
+from hopscotch.retriever.errors import FormatError, UsageError
+from hopscotch.retriever.index.bm25 import BM25Index
+from hopscotch.retriever.io.corpus import Document
 
 DOCS = [
     Document("d0", "Shirley Temple", "Shirley Temple was an actress and later served as Chief of Protocol."),

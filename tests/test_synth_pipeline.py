@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from data_synth.config import SynthConfig
-from data_synth.pipeline import synthesize
-from data_synth.worker import QuestionWorker
-from retriever.errors import FormatError, UsageError
+from hopscotch.data_synth.config import SynthConfig
+from hopscotch.data_synth.pipeline import synthesize
+from hopscotch.data_synth.worker import QuestionWorker
+from hopscotch.retriever.errors import FormatError, UsageError
 
 TUPLE_KEYS = ["query_id", "query", "reasoning", "positive_passages", "negative_passages"]
 
@@ -229,11 +229,11 @@ def test_sigkilled_run_resumes_to_identical_bytes(tmp_path):
     import subprocess
     import sys
 
-    from data_synth.world import build_world, write_world
+    from hopscotch.data_synth.world import build_world, write_world
 
     world = tmp_path / "world"
     write_world(build_world(seed=11, docs=2000, questions=300), world)
-    base = [sys.executable, "-m", "retriever.cli", "synth", "--qa", str(world), "--traces",
+    base = [sys.executable, "-m", "hopscotch.retriever.cli", "synth", "--qa", str(world), "--traces",
             str(world / "traces.jsonl"), "--workers", "2"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     subprocess.run(base + ["--out", str(tmp_path / "ref.jsonl")], check=True, env=env, capture_output=True)

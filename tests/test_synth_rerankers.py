@@ -10,11 +10,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from data_synth.config import SynthConfig
-from data_synth.pipeline import synthesize
-from data_synth.rerankers import Candidate, OracleInput
-from data_synth.rerankers.llm import LLMOracle, build_messages, parse_permutation
-from data_synth.rerankers.llm_client import ChatClient, LLMError
+from hopscotch.data_synth.config import SynthConfig
+from hopscotch.data_synth.pipeline import synthesize
+from hopscotch.data_synth.rerankers import Candidate, OracleInput
+from hopscotch.data_synth.rerankers.llm import (
+    LLMOracle,
+    build_messages,
+    parse_permutation,
+)
+from hopscotch.data_synth.rerankers.llm_client import ChatClient, LLMError
 
 
 def item(n=6, answer="Aurelia") -> OracleInput:
@@ -29,7 +33,7 @@ def item(n=6, answer="Aurelia") -> OracleInput:
 # -- feature oracles with real (tiny) transformer backbones ------------------------------------------------------
 
 def test_dense_oracle_scores_and_caches_passages(tiny_bert_dir):
-    from data_synth.rerankers.dense import DenseOracle
+    from hopscotch.data_synth.rerankers.dense import DenseOracle
 
     oracle = DenseOracle(str(tiny_bert_dir))
     it = item()
@@ -45,7 +49,7 @@ def tiny_cross_encoder_dir(tmp_path_factory):
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-    from retriever.encoder import bundled_minilm_path
+    from hopscotch.retriever.model.loading import bundled_minilm_path
 
     torch.manual_seed(0)
     out = tmp_path_factory.mktemp("tiny_ce")
@@ -58,7 +62,7 @@ def tiny_cross_encoder_dir(tmp_path_factory):
 
 
 def test_cross_encoder_oracle_scores_pairs(tiny_cross_encoder_dir):
-    from data_synth.rerankers.cross_encoder import CrossEncoderOracle
+    from hopscotch.data_synth.rerankers.cross_encoder import CrossEncoderOracle
 
     oracle = CrossEncoderOracle(str(tiny_cross_encoder_dir))
     it = item()

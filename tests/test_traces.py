@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-from data_synth.trace_readers import detect_format, parse_nested
-from data_synth.traces import TraceStep, question_only_steps, read_traces
-from retriever.errors import FormatError, UsageError
+from hopscotch.data_synth.trace_readers import detect_format, parse_nested
+from hopscotch.data_synth.trace_step import TraceStep
+from hopscotch.data_synth.traces import question_only_steps, read_traces
+from hopscotch.retriever.errors import FormatError, UsageError
 
 
 def write_jsonl(path, rows):

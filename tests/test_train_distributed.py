@@ -23,7 +23,8 @@ MODEL_CONFIG = dict(query_max_len=32, passage_max_len=48, learn_temperature=True
 
 def make_groups(n: int = 8):
     """Eight query groups; rank 1's first group (index 4) carries a copy of query 0's positive."""
-    from retriever.data import Group, Passage
+    from hopscotch.retriever.io.tuples import Passage
+    from hopscotch.retriever.training.batches import Group
 
     def text(i, k):
         return " ".join(WORDS[(i * 3 + j * k) % len(WORDS)] for j in range(3 + (i * k) % 11))
@@ -40,8 +41,8 @@ def step_results(model, batch, backward, no_sync=None):
     """Loss and gradients of a plain step, then of a GradCache step (mini-batches of 2)."""
     import contextlib
 
-    from retriever.loss import InfoNCELoss
-    from retriever.training.step import cached_step, full_step
+    from hopscotch.retriever.training.loss import InfoNCELoss
+    from hopscotch.retriever.training.step import cached_step, full_step
 
     unwrapped = getattr(model, "module", model)
     out = {}
@@ -58,7 +59,8 @@ def step_results(model, batch, backward, no_sync=None):
 
 
 def load_model(model_dir):
-    from retriever.model import DualEncoder, EncoderConfig
+    from hopscotch.retriever.model.config import EncoderConfig
+    from hopscotch.retriever.model.dual_encoder import DualEncoder
 
     torch.manual_seed(0)
     return DualEncoder.from_pretrained(model_dir, EncoderConfig(**MODEL_CONFIG)).eval()
@@ -67,7 +69,7 @@ def load_model(model_dir):
 def worker(out_file: str, model_dir: str) -> None:
     from accelerate import Accelerator
 
-    from retriever.data import Collator, local_share
+    from hopscotch.retriever.training.batches import Collator, local_share
 
     torch.set_num_threads(1)
     accelerator = Accelerator(cpu=True)
@@ -90,7 +92,7 @@ def free_port() -> int:
 
 @pytest.mark.slow
 def test_two_processes_equal_one_process_on_the_concatenated_batch(tiny_bert_dir, tmp_path):
-    from retriever.data import Collator
+    from hopscotch.retriever.training.batches import Collator
 
     out_file = tmp_path / "rank0.pt"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
@@ -112,8 +114,8 @@ def test_two_processes_equal_one_process_on_the_concatenated_batch(tiny_bert_dir
 
 def test_copy_of_a_positive_is_masked_in_one_process_too(tiny_bert_dir):
     """The planted copy matters: without masking, the loss of the concatenated batch changes."""
-    from retriever.data import Collator
-    from retriever.loss import InfoNCELoss
+    from hopscotch.retriever.training.batches import Collator
+    from hopscotch.retriever.training.loss import InfoNCELoss
 
     model = load_model(tiny_bert_dir)
     batch = Collator(model)(make_groups())

@@ -8,10 +8,12 @@ import json
 import pytest
 import torch
 
-from retriever.data import Collator, plan_epoch, read_training_tuples
-from retriever.loss import InfoNCELoss
-from retriever.model import DualEncoder, EncoderConfig
-from retriever.training.step import cached_step, full_step
+from hopscotch.retriever.io.tuples import read_training_tuples
+from hopscotch.retriever.model.config import EncoderConfig
+from hopscotch.retriever.model.dual_encoder import DualEncoder
+from hopscotch.retriever.training.batches import Collator, plan_epoch
+from hopscotch.retriever.training.loss import InfoNCELoss
+from hopscotch.retriever.training.step import cached_step, full_step
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma".split()
 
@@ -93,7 +95,7 @@ def test_cached_step_replays_dropout(tiny_bert_dir, tmp_path, monkeypatch):
 
 
 def test_mini_batches_are_length_sorted_and_trimmed(tiny_bert_dir, tmp_path):
-    from retriever.training.step import _chunks
+    from hopscotch.retriever.training.step import _chunks
 
     model, batch = setup(tiny_bert_dir, tmp_path)
     chunks = _chunks(batch.passages, 4, "right")

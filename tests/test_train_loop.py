@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from retriever.errors import UsageError
-from retriever.training.recipe import load_recipe, parse_override
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.training.recipe import load_recipe, parse_override
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -31,7 +32,7 @@ def dev_set(tmp_path):
 def test_train_with_gradcache_accumulation_and_dev_evaluation(tiny_bert_dir, tmp_path, write_training_tuples):
     from sentence_transformers import SentenceTransformer
 
-    from retriever.train import train
+    from hopscotch.retriever.training.trainer import train
 
     write_training_tuples(tmp_path / "t.jsonl")
     dev_set(tmp_path)

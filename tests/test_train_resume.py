@@ -70,7 +70,7 @@ def test_killed_and_resumed_run_matches_uninterrupted_run(tiny_bert_dir, tmp_pat
 
 
 if __name__ == "__main__":
-    from retriever.train import train
+    from hopscotch.retriever.training.trainer import train
 
     recipe_path, output = sys.argv[1], sys.argv[2]
     kill_at = int(sys.argv[sys.argv.index("--kill-at") + 1]) if "--kill-at" in sys.argv else None

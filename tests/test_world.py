@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from data_synth.world import RELATIONS, _Graph, build_world, write_world
+from hopscotch.data_synth.world import RELATIONS, _Graph, build_world, write_world
 
 
 def test_same_seed_same_bytes(tmp_path):
@@ -39,8 +39,9 @@ def test_every_answer_is_unique_over_the_graph():
     # and the clue evaluation itself: every anchor type's clue sets narrow to a single entity
     checked = 0
     for e in w.entities[:300]:
-        from data_synth.world import _anchor_clues
         import random
+
+        from hopscotch.data_synth.world import _anchor_clues
 
         clues = _anchor_clues(random.Random(e.eid), graph, e)
         if clues is not None:
@@ -82,7 +83,9 @@ def test_relation_types_are_consistent():
 
 
 def test_written_files_are_beir(small_world):
-    from retriever.formats import read_corpus, read_qrels, read_queries
+    from hopscotch.retriever.io.corpus import read_corpus
+    from hopscotch.retriever.io.qrels import read_qrels
+    from hopscotch.retriever.io.queries import read_queries
 
     assert len(list(read_corpus(small_world))) == 300
     qs = list(read_queries(small_world / "queries.jsonl"))

@@ -4,33 +4,39 @@ from __future__ import annotations
 
 import os
 
-from retriever.errors import UsageError
-
-from data_synth.rerankers.base import (RERANKERS, Candidate, FeatureOracle, OracleInput, OracleWeights, Reranker,
-                                       RerankerSpec)
+from hopscotch.data_synth.rerankers.base import (
+    RERANKERS,
+    Candidate,
+    FeatureOracle,
+    OracleInput,
+    OracleWeights,
+    Reranker,
+    RerankerSpec,
+)
+from hopscotch.retriever.errors import UsageError
 
 
 def build_reranker(spec: RerankerSpec, bm25_index=None) -> Reranker:
     """Instantiate the oracle ``spec.name`` (models load here, so call it inside the worker)."""
     if spec.name == "lexical":
-        from data_synth.rerankers.lexical import LexicalOracle
+        from hopscotch.data_synth.rerankers.lexical import LexicalOracle
 
         if bm25_index is None:
             raise UsageError("the lexical oracle needs the BM25 index of the corpus")
         return LexicalOracle(bm25_index, spec.weights)
     if spec.name == "dense":
-        from data_synth.rerankers.dense import DenseOracle
+        from hopscotch.data_synth.rerankers.dense import DenseOracle
 
         return DenseOracle(spec.encoder, spec.weights, batch_size=spec.batch_size)
     if spec.name == "cross-encoder":
-        from data_synth.rerankers.cross_encoder import CrossEncoderOracle
+        from hopscotch.data_synth.rerankers.cross_encoder import CrossEncoderOracle
 
         if not spec.cross_encoder:
             raise UsageError("--reranker cross-encoder needs --cross-encoder FOLDER")
         return CrossEncoderOracle(spec.cross_encoder, spec.weights, batch_size=spec.batch_size)
     if spec.name == "llm":
-        from data_synth.rerankers.llm import LLMOracle
-        from data_synth.rerankers.llm_client import ChatClient
+        from hopscotch.data_synth.rerankers.llm import LLMOracle
+        from hopscotch.data_synth.rerankers.llm_client import ChatClient
 
         if not spec.llm_base_url or not spec.llm_model:
             raise UsageError("--reranker llm needs --llm-base-url and --llm-model")

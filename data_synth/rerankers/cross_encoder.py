@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import os
 
-from retriever.errors import UsageError
-from retriever.query_template import format_document
-
-from data_synth.rerankers.base import FeatureOracle, OracleInput, OracleWeights, question_text
+from hopscotch.data_synth.rerankers.base import (
+    FeatureOracle,
+    OracleInput,
+    OracleWeights,
+    question_text,
+)
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.model.query_template import format_document
 
 
 class CrossEncoderOracle(FeatureOracle):
@@ -28,7 +32,6 @@ class CrossEncoderOracle(FeatureOracle):
             if not os.path.isdir(model):
                 raise UsageError(f"--cross-encoder {model}: not a local CrossEncoder folder "
                                  "(models are never downloaded at run time)")
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
             from sentence_transformers import CrossEncoder
 
             model = CrossEncoder(str(model), device="cpu", max_length=max_length, local_files_only=True)

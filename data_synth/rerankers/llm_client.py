@@ -21,8 +21,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from retriever.errors import HopscotchError
-from retriever.formats import atomic_write
+from hopscotch.retriever.errors import HopscotchError
+from hopscotch.retriever.io.common import atomic_write
 
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 

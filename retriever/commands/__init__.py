@@ -1,1 +1,1 @@
-"""Subcommands of the ``hopscotch`` CLI, one module each (see :mod:`retriever.cli`)."""
+"""Subcommands of the ``hopscotch`` CLI, one module each (see :mod:`hopscotch.retriever.cli`)."""

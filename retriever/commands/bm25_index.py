@@ -18,8 +18,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from retriever.bm25 import BM25Index
-    from retriever.formats import read_corpus
+    from hopscotch.retriever.index.bm25 import BM25Index
+    from hopscotch.retriever.io.corpus import read_corpus
 
     t0 = time.perf_counter()
     index = BM25Index.build(read_corpus(args.corpus), k1=args.k1, b=args.b,

@@ -31,7 +31,7 @@ def _stage(name: str):
 
 
 def run(args) -> int:
-    from retriever.commands.demo_pipeline import run_demo
+    from hopscotch.retriever.commands.demo_pipeline import run_demo
 
     t0 = time.perf_counter()
     table = run_demo(Path(args.out), docs=args.docs, questions=args.questions, seed=args.seed,

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from retriever.formats import Query
+from hopscotch.retriever.io.queries import Query
 
 METRICS = ["ndcg@10", "recall@100"]
 
 
 def make_world(out: Path, docs: int, questions: int, seed: int) -> Path:
-    from data_synth.world import build_world, write_world
+    from hopscotch.data_synth.world import build_world, write_world
 
     world_dir = out / "world"
     if (world_dir / "world.json").exists():
@@ -28,8 +28,9 @@ def make_world(out: Path, docs: int, questions: int, seed: int) -> Path:
 
 def eval_sets(world_dir: Path, held_out: list[str]) -> dict[str, tuple[list[Query], dict]]:
     """``{"questions": (queries, qrels), "steps": (queries with reasoning, per-step qrels)}``."""
-    from data_synth.traces import read_traces
-    from retriever.formats import read_qrels, read_queries
+    from hopscotch.data_synth.traces import read_traces
+    from hopscotch.retriever.io.qrels import read_qrels
+    from hopscotch.retriever.io.queries import read_queries
 
     keep = set(held_out)
     questions = [q for q in read_queries(world_dir / "queries.jsonl") if q.qid in keep]
@@ -43,10 +44,10 @@ def eval_sets(world_dir: Path, held_out: list[str]) -> dict[str, tuple[list[Quer
 
 
 def build_indexes(world_dir: Path, out: Path, model: str, name: str) -> tuple[Path, Path]:
-    from retriever.bm25 import BM25Index
-    from retriever.encode import encode_corpus
-    from retriever.formats import read_corpus
-    from retriever.index import build_faiss_index
+    from hopscotch.retriever.index.bm25 import BM25Index
+    from hopscotch.retriever.index.encode import encode_corpus
+    from hopscotch.retriever.index.faiss_index import build_faiss_index
+    from hopscotch.retriever.io.corpus import read_corpus
 
     bm25_dir = out / "bm25"
     if not (bm25_dir / "docids.txt").exists():
@@ -62,9 +63,9 @@ def build_indexes(world_dir: Path, out: Path, model: str, name: str) -> tuple[Pa
 
 def run_systems(systems: dict, sets: dict, out: Path) -> dict:
     """Search every set with every ``name -> (searcher, reasoning_aware)``; returns evaluated results."""
-    from retriever.evaluate import evaluate
-    from retriever.formats import read_run, write_run
-    from retriever.searchers import search_run
+    from hopscotch.retriever.evaluation.metrics import evaluate
+    from hopscotch.retriever.io.runs import read_run, write_run
+    from hopscotch.retriever.searchers import search_run
 
     results = {}
     for set_name, (queries, qrels) in sets.items():
@@ -79,7 +80,7 @@ def run_systems(systems: dict, sets: dict, out: Path) -> dict:
 
 
 def synthesize_tuples(world_dir: Path, out: Path, train_questions: int, bm25_dir: Path) -> Path:
-    from data_synth import SynthConfig, synthesize
+    from hopscotch.data_synth import SynthConfig, synthesize
 
     tuples = out / "tuples.jsonl"
     stats = synthesize(world_dir, traces=[world_dir / "traces.jsonl"], out=tuples, bm25_index=bm25_dir,
@@ -90,7 +91,7 @@ def synthesize_tuples(world_dir: Path, out: Path, train_questions: int, bm25_dir
 
 
 def train_model(tuples: Path, out: Path, max_steps: int) -> Path:
-    from retriever.train import train
+    from hopscotch.retriever.training.trainer import train
 
     recipe = Path(__file__).resolve().parents[2] / "recipes" / "minilm_hotpot.yaml"
     overrides = [f"data.train={tuples}", f"train.max_steps={max_steps}", "model.passage_max_len=64",
@@ -102,7 +103,7 @@ def train_model(tuples: Path, out: Path, max_steps: int) -> Path:
 
 
 def format_results(results: dict, sets: dict, comparisons: list[str]) -> str:
-    from retriever.evaluate import compare_runs
+    from hopscotch.retriever.evaluation.metrics import compare_runs
 
     names = list(dict.fromkeys(name for _, name in results))
     header = ["system"] + [f"{s} {m}" for s in sets for m in METRICS]
@@ -127,8 +128,9 @@ def format_results(results: dict, sets: dict, comparisons: list[str]) -> str:
 
 def run_demo(out: Path, docs: int, questions: int, seed: int, model: str, stage, train_steps: int = 40,
              train_fraction: float = 0.8) -> str:
-    from retriever.formats import read_queries, write_json
-    from retriever.searchers import build_searcher
+    from hopscotch.retriever.io.common import write_json
+    from hopscotch.retriever.io.queries import read_queries
+    from hopscotch.retriever.searchers import build_searcher
 
     out.mkdir(parents=True, exist_ok=True)
     stage("1/6 world")

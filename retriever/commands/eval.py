@@ -19,8 +19,14 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from retriever.evaluate import compare_runs, evaluate, format_table
-    from retriever.formats import expand_qrels_with_duplicates, read_qrels, read_run, write_json
+    from hopscotch.retriever.evaluation.metrics import (
+        compare_runs,
+        evaluate,
+        format_table,
+    )
+    from hopscotch.retriever.io.common import write_json
+    from hopscotch.retriever.io.qrels import expand_qrels_with_duplicates, read_qrels
+    from hopscotch.retriever.io.runs import read_run
 
     metrics = [m.strip().lower() for m in args.metrics.split(",") if m.strip()]
     qrels = read_qrels(args.qrels)

@@ -16,8 +16,12 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from retriever.agent_eval import evaluate_agent_runs, format_report
-    from retriever.formats import expand_qrels_with_duplicates, read_qrels, write_json
+    from hopscotch.retriever.evaluation.agent_runs import (
+        evaluate_agent_runs,
+        format_report,
+    )
+    from hopscotch.retriever.io.common import write_json
+    from hopscotch.retriever.io.qrels import expand_qrels_with_duplicates, read_qrels
 
     qrels = read_qrels(args.qrels)
     if args.duplicates:

@@ -4,7 +4,7 @@
                     [--shard-size N] [--spec SPEC] [--layout auto|shards|merged]
     hopscotch index --plan --docs 553000000 --dim 384 --spec OPQ64,IVF262144,PQ64
 
-Run it under ``torchrun --nproc_per_node G -m retriever.cli index ...`` (or ``accelerate launch``) to split
+Run it under ``torchrun --nproc_per_node G -m hopscotch.retriever.cli index ...`` (or ``accelerate launch``) to split
 the shards across processes/GPUs; rerun the same command after a crash to resume.
 """
 
@@ -52,7 +52,7 @@ def register(sub) -> None:
 
 
 def _layout(args) -> str:
-    from retriever.index import is_flat
+    from hopscotch.retriever.index.faiss_index import is_flat
 
     if args.layout != "auto":
         return args.layout
@@ -60,19 +60,19 @@ def _layout(args) -> str:
 
 
 def _run_plan(args) -> int:
-    from retriever.errors import UsageError
-    from retriever.index_plan import plan_index
+    from hopscotch.retriever.errors import UsageError
+    from hopscotch.retriever.index.plan import plan_index
 
     docs, dim = args.docs, args.dim
     if docs is None:
         if not args.corpus:
             raise UsageError("--plan needs --docs N (or --corpus to count)")
-        from retriever.formats import count_documents
+        from hopscotch.retriever.io.corpus import count_documents
         docs = count_documents(args.corpus)
     if dim is None:
         if not args.model:
             raise UsageError("--plan needs --dim D (or --model to read it from)")
-        from retriever.encoder import load_sentence_transformer
+        from hopscotch.retriever.model.loading import load_sentence_transformer
         m = load_sentence_transformer(args.model, device="cpu")
         dim = int((getattr(m, "get_embedding_dimension", None) or m.get_sentence_embedding_dimension)())
     if docs <= 0 or dim <= 0:
@@ -84,15 +84,18 @@ def _run_plan(args) -> int:
 
 
 def run(args) -> int:
-    from retriever.errors import UsageError
+    from hopscotch.retriever.errors import UsageError
 
     if args.plan:
         return _run_plan(args)
     missing = [f"--{n}" for n in ("corpus", "model", "out") if not getattr(args, n)]
     if missing:
         raise UsageError(f"missing {', '.join(missing)} (or use --plan)")
-    from retriever.encode import encode_corpus
-    from retriever.index import build_faiss_index, check_spec_syntax
+    from hopscotch.retriever.index.encode import encode_corpus
+    from hopscotch.retriever.index.faiss_index import (
+        build_faiss_index,
+        check_spec_syntax,
+    )
 
     check_spec_syntax(args.spec)  # reject a malformed spec before hours of encoding
     t0 = time.perf_counter()

@@ -44,8 +44,8 @@ def register(sub) -> None:
 
 def build_from_args(args):
     """The searcher the flags describe (shared with ``hopscotch serve``)."""
-    from retriever.errors import UsageError
-    from retriever.searchers import build_searcher
+    from hopscotch.retriever.errors import UsageError
+    from hopscotch.retriever.searchers import build_searcher
 
     if not args.bm25 and not args.index:
         raise UsageError("give --bm25 DIR, --index DIR, or both (hybrid)")
@@ -63,9 +63,11 @@ def build_from_args(args):
 def run(args) -> int:
     from tqdm.auto import tqdm
 
-    from retriever.errors import UsageError
-    from retriever.formats import atomic_write, ranked, read_queries
-    from retriever.searchers.base import iter_search
+    from hopscotch.retriever.errors import UsageError
+    from hopscotch.retriever.io.common import atomic_write
+    from hopscotch.retriever.io.queries import read_queries
+    from hopscotch.retriever.io.runs import ranked
+    from hopscotch.retriever.searchers.base import iter_search
 
     if args.k <= 0 or args.batch_size <= 0:
         raise UsageError("--k and --batch-size must be positive")

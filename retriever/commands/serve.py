@@ -4,7 +4,7 @@
                     [--name NAME]
 
 ``GET /v1/NAME/search?query=...&hits=10&max_doc_length=500[&reason=...]`` and ``GET /v1/NAME/doc/DOCID``;
-see :mod:`retriever.server`. The token may also come from ``$HOPSCOTCH_SERVE_TOKEN``.
+see :mod:`hopscotch.retriever.serving.server`. The token may also come from ``$HOPSCOTCH_SERVE_TOKEN``.
 """
 
 from __future__ import annotations
@@ -49,9 +49,9 @@ def _is_loopback(host: str) -> bool:
 
 
 def run(args) -> int:
-    from retriever.commands.search import build_from_args
-    from retriever.errors import UsageError
-    from retriever.server import make_server
+    from hopscotch.retriever.commands.search import build_from_args
+    from hopscotch.retriever.errors import UsageError
+    from hopscotch.retriever.serving.server import make_server
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port}: not a TCP port")

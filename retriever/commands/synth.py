@@ -69,8 +69,8 @@ def register(sub) -> None:
 
 
 def parse_weights(text: str | None):
-    from data_synth.rerankers.base import OracleWeights
-    from retriever.errors import UsageError
+    from hopscotch.data_synth.rerankers.base import OracleWeights
+    from hopscotch.retriever.errors import UsageError
 
     weights = OracleWeights()
     if not text:
@@ -89,10 +89,10 @@ def parse_weights(text: str | None):
 
 
 def run(args) -> int:
-    from data_synth.config import SynthConfig
-    from data_synth.pipeline import default_stats_path, synthesize
-    from data_synth.preview import preview, summary_line
-    from retriever.errors import UsageError
+    from hopscotch.data_synth.config import SynthConfig
+    from hopscotch.data_synth.pipeline import default_stats_path, synthesize
+    from hopscotch.data_synth.preview import preview, summary_line
+    from hopscotch.retriever.errors import UsageError
 
     t0 = time.perf_counter()
     try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 
 def register(sub) -> None:
-    from retriever.train import build_arg_parser
+    from hopscotch.retriever.training.trainer import build_arg_parser
 
     p = sub.add_parser("train", help="train a reasoning-aware dual encoder from a recipe",
                        description="Train a dual encoder from a recipe YAML; any recipe key can be overridden "
@@ -18,7 +18,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from retriever.train import train
+    from hopscotch.retriever.training.trainer import train
 
     print(train(args.recipe, args.output, args.overrides, resume=args.resume))
     return 0

@@ -17,8 +17,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from data_synth.world import build_world, write_world
-    from retriever.errors import UsageError
+    from hopscotch.data_synth.world import build_world, write_world
+    from hopscotch.retriever.errors import UsageError
 
     if args.docs < 50 or args.questions < 1:
         raise UsageError("--docs must be at least 50 and --questions at least 1")

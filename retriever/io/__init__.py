@@ -1,1 +1,1 @@
-"""Streaming readers and writers for the file formats of the field (see :mod:`retriever.formats`)."""
+"""Streaming readers and writers for the file formats of the field (see :mod:`hopscotch.retriever.formats`)."""

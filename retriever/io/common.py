@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import IO, Iterator
 
-from retriever.errors import FormatError
+from hopscotch.retriever.errors import FormatError
 
 
 def open_text(path: str | os.PathLike) -> IO[str]:

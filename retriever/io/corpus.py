@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from retriever.errors import FormatError
-from retriever.io.common import first_key, read_jsonl
+from hopscotch.retriever.errors import FormatError
+from hopscotch.retriever.io.common import first_key, read_jsonl
 
 ID_KEYS = ("_id", "docid", "id", "doc_id")
 TEXT_KEYS = ("text", "contents", "content")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from retriever.errors import FormatError
-from retriever.io.common import first_key, iter_lines, read_jsonl
+from hopscotch.retriever.errors import FormatError
+from hopscotch.retriever.io.common import first_key, iter_lines, read_jsonl
 
 Qrels = dict[str, dict[str, int]]
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from retriever.errors import FormatError
-from retriever.io.common import first_key, iter_lines, read_jsonl
+from hopscotch.retriever.errors import FormatError
+from hopscotch.retriever.io.common import first_key, iter_lines, read_jsonl
 
 QID_KEYS = ("_id", "query_id", "qid", "id")
 QTEXT_KEYS = ("text", "query")

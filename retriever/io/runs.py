@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from retriever.errors import FormatError
-from retriever.io.common import atomic_write, iter_lines
+from hopscotch.retriever.errors import FormatError
+from hopscotch.retriever.io.common import atomic_write, iter_lines
 
 Run = dict[str, dict[str, float]]
 

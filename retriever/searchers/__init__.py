@@ -2,7 +2,7 @@
 
 Example::
 
-    from retriever.searchers import build_searcher
+    from hopscotch.retriever.searchers import build_searcher
     s = build_searcher("hybrid", bm25="bm25_dir", index="index_dir", fusion="rrf")
     s.search("who directed Gummo", k=5)          # [{"docid", "score", "snippet"}]
     s.get_document("ic00017")                    # {"docid", "title", "text"}
@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import importlib
 
-from retriever.errors import UsageError
-from retriever.searchers.base import BaseSearcher, iter_search, search_run
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.searchers.base import BaseSearcher, iter_search, search_run
 
 _SEARCHERS = {
-    "bm25": ("retriever.searchers.bm25", "BM25Searcher"),
-    "dense": ("retriever.searchers.dense", "DenseSearcher"),
-    "hybrid": ("retriever.searchers.hybrid", "HybridSearcher"),
-    "remote": ("retriever.searchers.remote", "RemoteSearcher"),
+    "bm25": ("hopscotch.retriever.searchers.bm25", "BM25Searcher"),
+    "dense": ("hopscotch.retriever.searchers.dense", "DenseSearcher"),
+    "hybrid": ("hopscotch.retriever.searchers.hybrid", "HybridSearcher"),
+    "remote": ("hopscotch.retriever.searchers.remote", "RemoteSearcher"),
 }
 
 
@@ -65,10 +65,10 @@ def build_searcher(kind: str, *, bm25=None, index=None, model=None, corpus=None,
     if dense is not None:
         docstore = dense.docstore
     elif index:
-        from retriever.docstore import DocStore
+        from hopscotch.retriever.index.docstore import DocStore
         docstore = DocStore(index)
     elif corpus:
-        from retriever.docstore import InMemoryDocStore
+        from hopscotch.retriever.index.docstore import InMemoryDocStore
         docstore = InMemoryDocStore(corpus)
     sparse = get_searcher_class("bm25")(bm25, docstore=docstore)
     if kind == "bm25":

@@ -86,7 +86,7 @@ class BaseSearcher(ABC):
 
 
 def iter_search(searcher: BaseSearcher, queries, k: int, reasoning_aware: bool = False, batch_size: int = 256):
-    """Yield ``(qid, [(docid, score), ...])`` for :class:`~retriever.formats.Query` records, ``batch_size``
+    """Yield ``(qid, [(docid, score), ...])`` for :class:`~hopscotch.retriever.formats.Query` records, ``batch_size``
     queries per ``search_batch`` call; with ``reasoning_aware`` each query's ``reasoning`` is used."""
     queries = list(queries)
     for start in range(0, len(queries), batch_size):
@@ -98,5 +98,5 @@ def iter_search(searcher: BaseSearcher, queries, k: int, reasoning_aware: bool =
 
 def search_run(searcher: BaseSearcher, queries, k: int, reasoning_aware: bool = False, batch_size: int = 256
                ) -> dict[str, dict[str, float]]:
-    """A whole run ``{qid: {docid: score}}`` (what :func:`retriever.formats.write_run` writes)."""
+    """A whole run ``{qid: {docid: score}}`` (what :func:`hopscotch.retriever.formats.write_run` writes)."""
     return {qid: dict(hits) for qid, hits in iter_search(searcher, queries, k, reasoning_aware, batch_size)}

@@ -6,7 +6,7 @@ import os
 import threading
 from typing import Any, Sequence
 
-from retriever.searchers.base import BaseSearcher, Ranked
+from hopscotch.retriever.searchers.base import BaseSearcher, Ranked
 
 
 def document_dict(doc) -> dict[str, Any] | None:
@@ -14,16 +14,16 @@ def document_dict(doc) -> dict[str, Any] | None:
 
 
 class BM25Searcher(BaseSearcher):
-    """:param bm25: a BM25 index folder or a loaded :class:`~retriever.bm25.BM25Index`
+    """:param bm25: a BM25 index folder or a loaded :class:`~hopscotch.retriever.index.bm25.BM25Index`
     :param docstore: where documents come from for snippets and ``get_document``: a
-        :class:`~retriever.docstore.DocStore` (a dense index folder's), an
-        :class:`~retriever.docstore.InMemoryDocStore`, or None (hits without text)
+        :class:`~hopscotch.retriever.index.docstore.DocStore` (a dense index folder's), an
+        :class:`~hopscotch.retriever.index.docstore.InMemoryDocStore`, or None (hits without text)
     """
 
     name = "bm25"
 
     def __init__(self, bm25, docstore=None):
-        from retriever.bm25 import BM25Index
+        from hopscotch.retriever.index.bm25 import BM25Index
 
         self.index = BM25Index.load(bm25) if isinstance(bm25, (str, os.PathLike)) else bm25
         self.docstore = docstore

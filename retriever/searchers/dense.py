@@ -6,19 +6,19 @@ import os
 import sys
 from typing import Any, Sequence
 
-from retriever.searchers.base import BaseSearcher, Ranked, per_query
-from retriever.searchers.bm25 import document_dict
+from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, per_query
+from hopscotch.retriever.searchers.bm25 import document_dict
 
 
 class DenseSearcher(BaseSearcher):
     """:param index_dir: a finished index folder
     :param model: encoder for queries; default the model recorded in the index
     :param faiss_name: which built FAISS index to use (default: the folder's default, else exact Flat)
-    :param nprobe, ef_search, refine: query-time FAISS parameters (see :mod:`retriever.index`)
+    :param nprobe, ef_search, refine: query-time FAISS parameters (see :mod:`hopscotch.retriever.index.faiss_index`)
     :param instruction: prefix of every encoded query (None: the trained model's own instruction, else "")
-    :param encoder: an already-loaded :class:`~retriever.dense.DenseEncoder` (shares a model in-process)
+    :param encoder: an already-loaded :class:`~hopscotch.retriever.model.dense_encoder.DenseEncoder` (shares a model in-process)
 
-    Reasoning-aware queries follow :func:`~retriever.query_template.format_query_truncated`: when the
+    Reasoning-aware queries follow :func:`~hopscotch.retriever.model.query_template.format_query_truncated`: when the
     reasoning does not fit the query length (a trained model's ``query_max_len``, else the encoder's max
     length) its *earliest* words are dropped, so the query itself is never cut. A trained model with
     separate towers encodes queries with its ``query_encoder/``.
@@ -30,10 +30,10 @@ class DenseSearcher(BaseSearcher):
                  faiss_name: str | None = None, nprobe: int | None = None, ef_search: int | None = None,
                  refine: int = 1, instruction: str | None = None, batch_size: int = 64, device: str | None = None,
                  encoder=None, use_gpu: bool | None = None):
-        from retriever.dense import DenseEncoder
-        from retriever.index import ShardedFaissIndex
-        from retriever.model_settings import model_settings
-        from retriever.shard_layout import IndexMeta, ShardIds
+        from hopscotch.retriever.index.faiss_index import ShardedFaissIndex
+        from hopscotch.retriever.index.layout import IndexMeta, ShardIds
+        from hopscotch.retriever.model.config import model_settings
+        from hopscotch.retriever.model.dense_encoder import DenseEncoder
 
         self.meta = IndexMeta.load(index_dir)
         self.index_dir = index_dir
@@ -45,7 +45,7 @@ class DenseSearcher(BaseSearcher):
         self.encoder = encoder
         self.query_max_len = self.settings.query_max_len or self.encoder.model.max_seq_length
         if self.encoder.dim != self.meta.dim:
-            from retriever.errors import UsageError
+            from hopscotch.retriever.errors import UsageError
             raise UsageError(f"model {model} encodes {self.encoder.dim}-d vectors but {index_dir} holds "
                              f"{self.meta.dim}-d ones (built with {self.meta.model})")
         self.index = ShardedFaissIndex.load(index_dir, name=faiss_name, use_gpu=use_gpu, meta=self.meta)
@@ -57,12 +57,12 @@ class DenseSearcher(BaseSearcher):
     @property
     def docstore(self):
         if self._docstore is None and self.meta.docstore:
-            from retriever.docstore import DocStore
+            from hopscotch.retriever.index.docstore import DocStore
             self._docstore = DocStore(self.index_dir, self.meta)
         return self._docstore
 
     def query_texts(self, queries: Sequence[str], reasonings=None, reasoning_aware=False) -> list[str]:
-        from retriever.query_template import format_queries
+        from hopscotch.retriever.model.query_template import format_queries
 
         reasonings = per_query(reasonings, len(queries), "reasonings")
         aware = per_query(reasoning_aware, len(queries), "reasoning_aware")

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from retriever.fusion import fuse
-from retriever.searchers.base import BaseSearcher, Ranked
+from hopscotch.retriever.searchers.base import BaseSearcher, Ranked
+from hopscotch.retriever.searchers.fusion import fuse
 
 
 class HybridSearcher(BaseSearcher):
-    """:param bm25: a :class:`~retriever.searchers.bm25.BM25Searcher`
-    :param dense: a :class:`~retriever.searchers.dense.DenseSearcher`
+    """:param bm25: a :class:`~hopscotch.retriever.searchers.bm25.BM25Searcher`
+    :param dense: a :class:`~hopscotch.retriever.searchers.dense.DenseSearcher`
     :param fusion: ``rrf`` or ``interp``
     :param alpha: interpolation weight on the (normalised) BM25 score: ``alpha * bm25 + dense``
     :param rrf_k: the RRF constant
@@ -20,8 +20,8 @@ class HybridSearcher(BaseSearcher):
     name = "hybrid"
 
     def __init__(self, bm25, dense, fusion: str = "rrf", alpha: float = 1.0, rrf_k: float = 60, depth: int = 100):
-        from retriever.fusion import FUSION_METHODS
-        from retriever.errors import UsageError
+        from hopscotch.retriever.errors import UsageError
+        from hopscotch.retriever.searchers.fusion import FUSION_METHODS
 
         if fusion not in FUSION_METHODS:
             raise UsageError(f"unknown fusion {fusion!r}: use one of {', '.join(FUSION_METHODS)}")

@@ -9,8 +9,8 @@ from urllib.error import HTTPError, URLError
 from urllib.parse import quote, urlencode
 from urllib.request import Request, urlopen
 
-from retriever.errors import HopscotchError
-from retriever.searchers.base import BaseSearcher, Ranked, per_query
+from hopscotch.retriever.errors import HopscotchError
+from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, per_query
 
 
 class RemoteSearchError(HopscotchError):

@@ -14,8 +14,8 @@ import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from retriever.errors import UsageError
-from retriever.io.common import write_json
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.common import write_json
 
 STATE_FILE = "trainer_state.json"
 _CKPT = re.compile(r"^checkpoint-(\d+)$")

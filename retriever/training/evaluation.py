@@ -1,5 +1,5 @@
 """The dev-set hook: embed a small corpus and its queries with the model being trained, search exactly
-(FAISS inner product), score with :func:`retriever.evaluate.evaluate`.
+(FAISS inner product), score with :func:`hopscotch.retriever.evaluation.metrics.evaluate`.
 
 Example::
 
@@ -12,8 +12,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from retriever.evaluate import EvalResult, evaluate
-from retriever.formats import read_corpus, read_qrels, read_queries
+from hopscotch.retriever.evaluation.metrics import EvalResult, evaluate
+from hopscotch.retriever.io.corpus import read_corpus
+from hopscotch.retriever.io.qrels import read_qrels
+from hopscotch.retriever.io.queries import read_queries
 
 
 def embed_texts(model, items: list, kind: str, batch_size: int) -> np.ndarray:
@@ -35,7 +37,7 @@ def embed_texts(model, items: list, kind: str, batch_size: int) -> np.ndarray:
 
 
 class DevEvaluator:
-    """Evaluate a :class:`~retriever.model.DualEncoder` on a dev set held in memory."""
+    """Evaluate a :class:`~hopscotch.retriever.model.dual_encoder.DualEncoder` on a dev set held in memory."""
 
     def __init__(self, queries, corpus, qrels, metric: str = "ndcg@10", batch_size: int = 64,
                  max_queries: int | None = None, k: int = 100):
@@ -47,7 +49,7 @@ class DevEvaluator:
         self.k = k
 
     def __call__(self, model) -> EvalResult:
-        from retriever.dense import exact_search
+        from hopscotch.retriever.model.dense_encoder import exact_search
 
         was_training = model.training
         model.eval()

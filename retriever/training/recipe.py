@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from retriever.errors import UsageError
+from hopscotch.retriever.errors import UsageError
 
 DEFAULTS: dict = {
     "model": {

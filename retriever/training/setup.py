@@ -7,9 +7,10 @@ import os
 
 import torch
 
-from retriever.errors import UsageError
-from retriever.loss import InfoNCELoss
-from retriever.model import DualEncoder, EncoderConfig
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.model.config import EncoderConfig
+from hopscotch.retriever.model.dual_encoder import DualEncoder
+from hopscotch.retriever.training.loss import InfoNCELoss
 
 SCHEDULERS = ("linear", "cosine", "constant")
 

@@ -1,7 +1,7 @@
 """One forward/backward over a batch: plain, or GradCache-style in mini-batches with the same gradients.
 
 :func:`full_step` encodes the whole batch with gradients (optionally in length-sorted sub-batches,
-see :meth:`retriever.model.DualEncoder.encode`) and back-propagates the loss.
+see :meth:`hopscotch.retriever.model.dual_encoder.DualEncoder.encode`) and back-propagates the loss.
 
 :func:`cached_step` is GradCache (Gao et al., 2021): (1) embed every mini-batch without gradients,
 recording the RNG state before each; (2) compute the loss over all embeddings and its gradient with
@@ -19,9 +19,9 @@ from typing import Callable
 
 import torch
 
-from retriever.data import Batch
-from retriever.model import trim_padding
-from retriever.training.rng import capture_rng
+from hopscotch.retriever.model.dual_encoder import trim_padding
+from hopscotch.retriever.model.rng import capture_rng
+from hopscotch.retriever.training.batches import Batch
 
 
 def full_step(model, batch: Batch, loss_fn, backward: Callable, loss_scale: float = 1.0,

@@ -21,8 +21,8 @@ import os
 from pathlib import Path
 from typing import Iterator
 
-from retriever.io.common import write_json
-from retriever.io.corpus import Document, corpus_files, iter_file
+from hopscotch.retriever.io.common import write_json
+from hopscotch.retriever.io.corpus import Document, corpus_files, iter_file
 
 
 def num_shards(num_docs: int, shard_size: int) -> int:
@@ -35,7 +35,7 @@ def rank_block(total_shards: int, rank: int, world_size: int) -> range:
 
 
 def count_file_rows(path: str | os.PathLike) -> int:
-    """Documents in one corpus file, as :func:`retriever.io.corpus.iter_file` would yield them."""
+    """Documents in one corpus file, as :func:`hopscotch.retriever.io.corpus.iter_file` would yield them."""
     path = Path(path)
     if path.name.endswith(".parquet"):
         import pyarrow.parquet as pq

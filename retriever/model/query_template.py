@@ -9,9 +9,8 @@ Documents encode as ``title + " " + text`` (just ``text`` when there is no title
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import re
+from typing import Sequence
 
 EMPTY_REASONING = "Empty"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from retriever.errors import UsageError
+from hopscotch.retriever.errors import UsageError
 
 MODEL_ALIASES = {"minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 
@@ -42,8 +42,6 @@ def load_sentence_transformer(name: str | os.PathLike, device: str | None = None
 
     A plain HF folder (no ``modules.json``) gets mean pooling, as sentence-transformers does by default.
     """
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     from sentence_transformers import SentenceTransformer
 
     path = resolve_model_path(name)

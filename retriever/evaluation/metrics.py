@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retriever.errors import UsageError
+from hopscotch.retriever.errors import UsageError
 
 DEFAULT_METRICS = ("ndcg@10", "recall@10", "recall@100")
 _METRIC_RE = re.compile(r"^(ndcg|recall|mrr|map|p|precision)@(\d+)$")

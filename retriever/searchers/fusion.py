@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from retriever.errors import UsageError
+from hopscotch.retriever.errors import UsageError
 
 Hits = Sequence[tuple[str, float]]
 FUSION_METHODS = ("rrf", "interp")

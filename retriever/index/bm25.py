@@ -2,7 +2,7 @@
 
 Example::
 
-    from retriever.bm25 import BM25Index
+    from hopscotch.retriever.index.bm25 import BM25Index
     index = BM25Index.build(read_corpus("corpus.jsonl"))
     index.save("bm25/")
     hits = BM25Index.load("bm25/").search(["who directed Gummo"], k=10)  # [[(docid, score), ...]]
@@ -19,10 +19,10 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from retriever.errors import UsageError
-from retriever.io.common import atomic_write
-from retriever.io.corpus import Document
-from retriever.query_template import format_document
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.common import atomic_write
+from hopscotch.retriever.io.corpus import Document
+from hopscotch.retriever.model.query_template import format_document
 
 META_FILE = "hopscotch_bm25.json"
 DOCIDS_FILE = "docids.txt"

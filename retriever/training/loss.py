@@ -19,31 +19,31 @@ Example::
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 import torch
 
-from retriever.errors import UsageError
-from retriever.training.distributed import all_reduce_sum, gather_no_grad, gather_sizes, gather_with_grad, world
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.training.distributed import (
+    all_reduce_sum,
+    gather_no_grad,
+    gather_sizes,
+    gather_with_grad,
+    world,
+)
 
 BACKENDS = ("auto", "fused", "reference")
 
 
-def docid_hash(docid: str) -> int:
-    """A stable signed 64-bit id for a docid (blake2b), used to spot duplicates across processes."""
-    return int.from_bytes(hashlib.blake2b(docid.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
-
-
 def _kernels():
-    import kernels
+    from hopscotch import kernels
 
     fused = getattr(kernels, "infonce_loss", None)
     reference = getattr(kernels, "reference_infonce_loss", None)
     if fused is None:  # package __init__ not filled in yet: use the modules themselves
-        from kernels.infonce import infonce_loss as fused
+        from hopscotch.kernels.infonce import infonce_loss as fused
     if reference is None:
-        from kernels.reference import infonce_loss as reference
+        from hopscotch.kernels.reference import infonce_loss as reference
     return fused, reference
 
 

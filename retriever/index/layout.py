@@ -1,6 +1,6 @@
 """The on-disk layout of a sharded dense index folder, and the readers of its parts.
 
-A folder written by :func:`retriever.encode.encode_corpus` looks like::
+A folder written by :func:`hopscotch.retriever.index.encode.encode_corpus` looks like::
 
     index_dir/
       encode_config.json            # what the shards were encoded with (checked on resume)
@@ -11,7 +11,7 @@ A folder written by :func:`retriever.encode.encode_corpus` looks like::
       shards/shard_00000.offsets.npy# int64 [n + 1] byte offsets of those lines
       shards/shard_00000.done.json  # written last: the shard is complete
       lookup/hashes.npy, rows.npy   # sorted 64-bit docid hashes -> global row (docid -> document)
-      faiss/...                     # FAISS indexes (see retriever.index)
+      faiss/...                     # FAISS indexes (see hopscotch.retriever.index.faiss_index)
 
 Shard ``i`` holds the corpus documents at positions ``[i * shard_size, i * shard_size + n_i)``, so the
 global row of a document is ``shard * shard_size + local_row``. Everything is read through
@@ -34,8 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
-from retriever.errors import UsageError
-from retriever.io.common import write_json
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.common import write_json
 
 META_FILE = "index.json"
 ENCODE_CONFIG_FILE = "encode_config.json"
@@ -94,7 +94,7 @@ class IndexMeta:
     docstore: bool = True
     corpus: str = ""
     passage_prefix: str = ""        # prepended to every document before encoding (trained models)
-    faiss: dict = field(default_factory=dict)   # spec, layout, files (filled by retriever.index)
+    faiss: dict = field(default_factory=dict)   # spec, layout, files (filled by hopscotch.retriever.index.faiss_index)
     version: int = LAYOUT_VERSION
 
     @classmethod

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
-from retriever.errors import UsageError
+from hopscotch.retriever.errors import UsageError
 
 
 def train(recipe: str | os.PathLike | dict | None, output_dir: str | os.PathLike, overrides: Sequence[str] = (),
@@ -33,14 +33,13 @@ def train(recipe: str | os.PathLike | dict | None, output_dir: str | os.PathLike
     from accelerate.utils import set_seed
     from tqdm.auto import tqdm
 
-    from retriever.data import Collator, local_share, plan_epoch, read_training_tuples
-    from retriever.training import checkpoint as ckpt
-    from retriever.training import setup
-    from retriever.training.recipe import load_recipe
-    from retriever.training.step import cached_step, full_step
+    from hopscotch.retriever.io.tuples import read_training_tuples
+    from hopscotch.retriever.training import checkpoint as ckpt
+    from hopscotch.retriever.training import setup
+    from hopscotch.retriever.training.batches import Collator, local_share, plan_epoch
+    from hopscotch.retriever.training.recipe import load_recipe
+    from hopscotch.retriever.training.step import cached_step, full_step
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     cfg = load_recipe(recipe, list(overrides))
     tr, data = cfg["train"], cfg["data"]
     output_dir = Path(output_dir)
@@ -78,7 +77,7 @@ def train(recipe: str | os.PathLike | dict | None, output_dir: str | os.PathLike
         accelerator.print(f"resuming from {latest} (step {state.step})")
     dev = None
     if cfg["eval"]["queries"]:
-        from retriever.training.evaluation import DevEvaluator
+        from hopscotch.retriever.training.evaluation import DevEvaluator
 
         ev = cfg["eval"]
         dev = DevEvaluator(ev["queries"], ev["corpus"], ev["qrels"], ev["metric"], ev["batch_size"], ev["max_queries"])
@@ -154,7 +153,7 @@ def train(recipe: str | os.PathLike | dict | None, output_dir: str | os.PathLike
     with setup.full_parameters(unwrapped):
         if accelerator.is_main_process:
             unwrapped.save(final)
-            from retriever.io.common import write_json
+            from hopscotch.retriever.io.common import write_json
 
             write_json(output_dir / "train_summary.json", {
                 "steps": state.step, "samples": state.samples, "epochs_started": state.epoch + 1,
@@ -178,8 +177,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``train.py`` entry point; user errors print one line and exit 2."""
     import sys
 
-    from retriever.errors import HopscotchError
+    from hopscotch.retriever.errors import HopscotchError
 
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     args = build_arg_parser().parse_args(argv)
     try:
         final = train(args.recipe, args.output, args.overrides, resume=args.resume)

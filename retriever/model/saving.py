@@ -1,4 +1,4 @@
-"""Saving a :class:`~retriever.model.DualEncoder` as a folder that ``SentenceTransformer(path)`` loads.
+"""Saving a :class:`~hopscotch.retriever.model.dual_encoder.DualEncoder` as a folder that ``SentenceTransformer(path)`` loads.
 
 Layout (the classic sentence-transformers files, which every sentence-transformers version reads)::
 
@@ -14,7 +14,7 @@ Layout (the classic sentence-transformers files, which every sentence-transforme
 
 ``hopscotch_config.json`` keeps what sentence-transformers has no place for: the query and passage
 length budgets (the reasoning is cut from the left to fit ``query_max_len``, see
-:func:`retriever.query_template.format_query_truncated`), the instruction and the temperature.
+:func:`hopscotch.retriever.model.query_template.format_query_truncated`), the instruction and the temperature.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from pathlib import Path
 
 import torch
 
-HOPSCOTCH_CONFIG = "hopscotch_config.json"
+from hopscotch.retriever.model.config import HOPSCOTCH_CONFIG
+
 _ST_POOLING = {"cls": "pooling_mode_cls_token", "mean": "pooling_mode_mean_tokens", "last": "pooling_mode_lasttoken"}
-_ST_MODE_TO_POOLING = {"cls": "cls", "mean": "mean", "lasttoken": "last"}
 
 
 def merged_state_dict(peft_model) -> dict[str, torch.Tensor]:
@@ -120,28 +120,3 @@ def save_model(model, path: str | os.PathLike) -> str:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return str(path)
-
-
-def read_saved_config(path: str | os.PathLike):
-    """The :class:`~retriever.model.EncoderConfig` of a saved folder: ``hopscotch_config.json`` or, for a
-    plain sentence-transformers folder, its pooling and normalisation; ``None`` for a bare HF folder."""
-    from retriever.model import EncoderConfig
-
-    path = Path(path)
-    if (path / HOPSCOTCH_CONFIG).is_file():
-        saved = json.loads((path / HOPSCOTCH_CONFIG).read_text())
-        saved["lora"] = {}
-        known = EncoderConfig.__dataclass_fields__
-        return EncoderConfig(**{k: v for k, v in saved.items() if k in known})
-    pool_file = path / "1_Pooling" / "config.json"
-    if not pool_file.is_file():
-        return None
-    pool = json.loads(pool_file.read_text())
-    mode = pool.get("pooling_mode")
-    if mode is None:
-        mode = next((m for m, flag in (("cls", "pooling_mode_cls_token"), ("lasttoken", "pooling_mode_lasttoken"))
-                     if pool.get(flag)), "mean")
-    modules = json.loads((path / "modules.json").read_text()) if (path / "modules.json").is_file() else []
-    normalize = any("Normalize" in m.get("type", "") for m in modules)
-    pooling = _ST_MODE_TO_POOLING.get(mode if isinstance(mode, str) else mode[0], "mean")
-    return EncoderConfig(pooling=pooling, normalize=normalize, padding_side="left" if pooling == "last" else "right")

@@ -2,7 +2,7 @@
 
 Queries go in as AgentIR's reasoning-aware text (``{instruction}Reasoning: ...\\n\\nQuery: ...``) with the
 reasoning cut from the left to fit ``query_max_len``; passages as ``title + " " + text``. The model
-saves a sentence-transformers folder (see :mod:`retriever.model_io`).
+saves a sentence-transformers folder (see :mod:`hopscotch.retriever.model.saving`).
 
 Example::
 
@@ -16,43 +16,18 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Sequence
 
 import torch
 from torch import nn
 
-from retriever.errors import UsageError
-from retriever.query_template import format_document, format_queries
-from retriever.training.rng import restore_rng
-
-POOLINGS = ("cls", "mean", "last")
-
-
-@dataclass
-class EncoderConfig:
-    """What the model needs besides weights; saved as ``hopscotch_config.json`` next to them."""
-
-    pooling: str = "mean"
-    normalize: bool = True
-    query_max_len: int = 128
-    passage_max_len: int = 256
-    instruction: str = ""
-    passage_prefix: str = ""
-    reasoning_aware: bool = True
-    temperature: float = 0.05
-    learn_temperature: bool = False
-    shared_towers: bool = True
-    padding_side: str = "right"
-    lora: dict = field(default_factory=dict)
-
-    def __post_init__(self):
-        if self.pooling not in POOLINGS:
-            raise UsageError(f"model.pooling: expected one of {POOLINGS}, got {self.pooling!r}")
-        if not self.temperature > 0:
-            raise UsageError(f"loss.temperature: expected a number > 0, got {self.temperature}")
-        if self.padding_side not in ("left", "right"):
-            raise UsageError(f"model.padding_side: expected 'left' or 'right', got {self.padding_side!r}")
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.model.config import EncoderConfig, read_saved_config
+from hopscotch.retriever.model.loading import resolve_model_path
+from hopscotch.retriever.model.query_template import format_document, format_queries
+from hopscotch.retriever.model.rng import restore_rng
+from hopscotch.retriever.model.saving import save_model
 
 
 def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
@@ -98,9 +73,6 @@ class DualEncoder(nn.Module):
         ``config.lora`` (``{r, alpha, dropout, target_modules}``) wraps the backbone(s) in peft LoRA.
         """
         from transformers import AutoModel, AutoTokenizer
-
-        from retriever.encoder import resolve_model_path
-        from retriever.model_io import read_saved_config
 
         path = resolve_model_path(name)
         config = config or read_saved_config(path) or EncoderConfig()
@@ -205,8 +177,7 @@ class DualEncoder(nn.Module):
 
     # -- saving ----------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> str:
-        """Write a sentence-transformers folder (atomically); see :func:`retriever.model_io.save_model`."""
-        from retriever.model_io import save_model
+        """Write a sentence-transformers folder (atomically); see :func:`hopscotch.retriever.model.saving.save_model`."""
 
         return save_model(self, path)
 

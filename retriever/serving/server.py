@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from retriever.searchers.base import BaseSearcher, Ranked
+from hopscotch.retriever.searchers.base import BaseSearcher, Ranked
 
 MAX_HITS = 1000
 

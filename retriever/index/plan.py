@@ -13,7 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from retriever.index import default_train_size, is_flat, make_index
+from hopscotch.retriever.index.faiss_index import (
+    default_train_size,
+    is_flat,
+    make_index,
+)
 
 GIB = 1024 ** 3
 

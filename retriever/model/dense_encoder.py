@@ -15,8 +15,8 @@ from typing import Sequence
 
 import numpy as np
 
-from retriever.encoder import load_sentence_transformer
-from retriever.query_template import format_document, format_queries
+from hopscotch.retriever.model.loading import load_sentence_transformer
+from hopscotch.retriever.model.query_template import format_document, format_queries
 
 
 class DenseEncoder:
@@ -79,7 +79,7 @@ class DenseEncoder:
         return lengths
 
     def encode_documents(self, docs, show_progress: bool = True, batch_size: int | None = None) -> np.ndarray:
-        """Encode :class:`~retriever.formats.Document` records as ``title + " " + text``."""
+        """Encode :class:`~hopscotch.retriever.formats.Document` records as ``title + " " + text``."""
         return self.encode_texts([format_document(d.title, d.text) for d in docs], batch_size=batch_size,
                                  show_progress=show_progress, desc="encode docs")
 
@@ -89,7 +89,7 @@ class DenseEncoder:
         """Encode queries plain, or reasoning-aware with AgentIR's template.
 
         Reasoning-aware queries longer than the model's max length lose the *start* of their reasoning
-        (:func:`~retriever.query_template.format_query_truncated`), never the query.
+        (:func:`~hopscotch.retriever.model.query_template.format_query_truncated`), never the query.
         """
         texts = format_queries(self.model.tokenizer, self.model.max_seq_length, queries, reasonings,
                                instruction=instruction, reasoning_aware=reasoning_aware)

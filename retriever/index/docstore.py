@@ -14,7 +14,6 @@ Example::
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
@@ -22,18 +21,20 @@ from pathlib import Path
 
 import numpy as np
 
-from retriever.errors import FormatError, UsageError
-from retriever.io.corpus import Document
-from retriever.shard_layout import LOOKUP_DIR, IndexMeta, ShardIds, load_shard_ids, shard_file
-
-
-def docid_hash(docid: str) -> int:
-    """The 64-bit hash the lookup table is keyed by."""
-    return int.from_bytes(hashlib.blake2b(docid.encode("utf-8"), digest_size=8).digest(), "little")
+from hopscotch.retriever.errors import FormatError, UsageError
+from hopscotch.retriever.index.layout import (
+    LOOKUP_DIR,
+    IndexMeta,
+    ShardIds,
+    load_shard_ids,
+    shard_file,
+)
+from hopscotch.retriever.io.corpus import Document
+from hopscotch.retriever.io.docids import docid_hash
 
 
 def _hashes(raw_ids: np.ndarray) -> np.ndarray:
-    return np.fromiter((int.from_bytes(hashlib.blake2b(r, digest_size=8).digest(), "little") for r in raw_ids),
+    return np.fromiter((docid_hash(bytes(r)) for r in raw_ids),
                        dtype=np.uint64, count=len(raw_ids))
 
 
@@ -42,7 +43,7 @@ def build_docid_lookup(index_dir: str | os.PathLike, meta: IndexMeta, corpus: st
     """Write ``lookup/hashes.npy`` and ``lookup/rows.npy``; raises :class:`FormatError` on repeated docids."""
     from tqdm.auto import tqdm
 
-    from retriever.io.common import atomic_write
+    from hopscotch.retriever.io.common import atomic_write
 
     index_dir = Path(index_dir)
     hashes = np.empty(meta.num_docs, dtype=np.uint64)
@@ -172,7 +173,7 @@ class InMemoryDocStore:
     """``get(docid)`` over a corpus held in RAM: for small corpora served without a dense index."""
 
     def __init__(self, corpus: str | os.PathLike):
-        from retriever.io.corpus import load_corpus_dict
+        from hopscotch.retriever.io.corpus import load_corpus_dict
 
         self.docs = load_corpus_dict(corpus)
 

@@ -1,9 +1,6 @@
 """Evaluating search agents from their run files (BrowseComp-Plus layout).
 
-A run record is one question's trajectory: ``{query_id, status, tool_call_counts, retrieved_docids,
-result: [{type, tool_name, arguments, output}, ...]}``, one JSON object per ``*.json`` file or one per line
-of a ``*.jsonl`` file. Nested fields may be JSON objects, JSON strings or Python-repr strings (some
-published runs store them so); all three are read.
+Run records and tool names are read by :mod:`hopscotch.retriever.io.agent_runs`.
 
 Per question this computes:
 
@@ -23,46 +20,20 @@ Example::
 
 from __future__ import annotations
 
-import json
 import os
 import re
-from pathlib import Path
-from typing import Any, Iterator
 
-from retriever.errors import FormatError, UsageError
-from retriever.io.common import parse_nested, read_jsonl
+from hopscotch.retriever.errors import FormatError
+from hopscotch.retriever.io.agent_runs import (
+    is_get_document_tool,
+    is_search_tool,
+    iter_run_records,
+    tool_calls,
+)
+from hopscotch.retriever.io.common import parse_nested
 
-SEARCH_TOOLS = {"search", "local_knowledge_base_retrieval", "retrieve", "web_search"}
-GET_DOCUMENT_TOOLS = {"get_document", "get_doc", "open_document", "fetch_document"}
 _DOCID_PATTERNS = (re.compile(r"<docid:\s*([^>\s]+)\s*>"), re.compile(r'"docid"\s*:\s*"([^"]+)"'),
                    re.compile(r"'docid'\s*:\s*'([^']+)'"))
-
-
-def _tool_name(name: Any) -> str:
-    name = (name or "").strip().lower()
-    return name.rsplit(".", 1)[-1]  # "functions.search" -> "search"
-
-
-def iter_run_records(path: str | os.PathLike) -> Iterator[tuple[str, dict]]:
-    """Yield ``(where, record)`` for every run record in a folder (recursively) or file."""
-    path = Path(path)
-    if not path.exists():
-        raise UsageError(f"{path}: no such run file or folder")
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.suffix in (".json", ".jsonl"))
-    if not files:
-        raise UsageError(f"{path}: no *.json or *.jsonl run files")
-    for f in files:
-        if f.suffix == ".jsonl":
-            for lineno, obj in read_jsonl(f, "a run record object"):
-                yield f"{f}:{lineno}", obj
-        else:
-            try:
-                obj = json.loads(f.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as exc:
-                raise FormatError(f, exc.lineno, "a JSON run record", exc.msg) from None
-            if not isinstance(obj, dict):
-                raise FormatError(f, 1, "a JSON object (one run record)", type(obj).__name__)
-            yield str(f), obj
 
 
 def shown_docids(record: dict) -> set[str]:
@@ -78,12 +49,12 @@ def shown_docids(record: dict) -> set[str]:
         elif item is not None:
             shown.add(str(item))
     for step in tool_calls(record):
-        name = _tool_name(step.get("tool_name"))
-        if name in SEARCH_TOOLS and isinstance(step.get("output"), str):
+        name = step.get("tool_name")
+        if is_search_tool(name) and isinstance(step.get("output"), str):
             if not step["output"].lstrip().lower().startswith("error"):
                 for pattern in _DOCID_PATTERNS:
                     shown.update(pattern.findall(step["output"]))
-        elif name in GET_DOCUMENT_TOOLS:
+        elif is_get_document_tool(name):
             args = parse_nested(step.get("arguments"))
             if isinstance(args, dict) and args.get("docid") is not None:
                 ok = not str(step.get("output") or "").lstrip().lower().startswith("error")
@@ -92,21 +63,11 @@ def shown_docids(record: dict) -> set[str]:
     return shown
 
 
-def tool_calls(record: dict) -> list[dict]:
-    steps = parse_nested(record.get("result")) or []
-    out = []
-    for step in steps if isinstance(steps, list) else []:
-        step = parse_nested(step)
-        if isinstance(step, dict) and step.get("type") == "tool_call":
-            out.append(step)
-    return out
-
-
 def search_calls(record: dict) -> int:
     counts = parse_nested(record.get("tool_call_counts"))
     if isinstance(counts, dict) and counts:
-        return int(sum(v for k, v in counts.items() if _tool_name(k) in SEARCH_TOOLS))
-    return sum(1 for s in tool_calls(record) if _tool_name(s.get("tool_name")) in SEARCH_TOOLS)
+        return int(sum(v for k, v in counts.items() if is_search_tool(k)))
+    return sum(1 for s in tool_calls(record) if is_search_tool(s.get("tool_name")))
 
 
 def judgement(record: dict) -> bool | None:

@@ -8,14 +8,14 @@ completely or not at all. A killed job rerun with the same arguments skips every
 starts at the first unfinished one: no document is lost or encoded twice.
 
 Several processes split the shards by rank: each takes a contiguous block of shards and opens only the
-corpus files that overlap it (see :mod:`retriever.corpus_shards`); the rank and world size come from
+corpus files that overlap it (see :mod:`hopscotch.retriever.index.corpus_shards`); the rank and world size come from
 ``torchrun`` / ``accelerate launch`` (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``) and each process uses
 ``cuda:LOCAL_RANK`` when a GPU is present. Rank 0 waits for the other ranks' shards
 and writes the manifest (``index.json``) and the docid lookup table.
 
 Example::
 
-    from retriever.encode import encode_corpus
+    from hopscotch.retriever.index.encode import encode_corpus
     result = encode_corpus("corpus.jsonl", "minilm", "index_dir", shard_size=100_000,
                            batch_size=128, max_length=256)
     result.meta.num_docs, result.encoded_shards, result.docs_per_second
@@ -34,15 +34,30 @@ from pathlib import Path
 
 import numpy as np
 
-from retriever.corpus_shards import file_row_counts, iter_shards, num_shards, rank_block
-from retriever.docstore import ShardDocWriter, build_docid_lookup
-from retriever.errors import UsageError
-from retriever.io.common import atomic_write, write_json
-from retriever.io.corpus import Document, corpus_files
-from retriever.model_settings import model_settings
-from retriever.query_template import format_document
-from retriever.shard_layout import (ENCODE_CONFIG_FILE, FAISS_DIR, LOOKUP_DIR, META_FILE, SHARD_DIR, IndexMeta,
-                                    done_shards, read_done_marker, shard_file, shard_name)
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.index.corpus_shards import (
+    file_row_counts,
+    iter_shards,
+    num_shards,
+    rank_block,
+)
+from hopscotch.retriever.index.docstore import ShardDocWriter, build_docid_lookup
+from hopscotch.retriever.index.layout import (
+    ENCODE_CONFIG_FILE,
+    FAISS_DIR,
+    LOOKUP_DIR,
+    META_FILE,
+    SHARD_DIR,
+    IndexMeta,
+    done_shards,
+    read_done_marker,
+    shard_file,
+    shard_name,
+)
+from hopscotch.retriever.io.common import atomic_write, write_json
+from hopscotch.retriever.io.corpus import Document, corpus_files
+from hopscotch.retriever.model.config import model_settings
+from hopscotch.retriever.model.query_template import format_document
 
 
 def distributed_context() -> tuple[int, int, int]:
@@ -174,7 +189,7 @@ def encode_corpus(corpus: str | os.PathLike, model: str | os.PathLike, out_dir: 
     :param docstore: also store the documents so a server can return them by docid
     :param reasoning_aware: recorded in the manifest: queries for this model use the reasoning template
     :param precision: ``auto`` (float16 autocast on CUDA, float32 on CPU), ``fp32``, ``fp16`` or ``bf16``
-    :param encoder: an already-loaded :class:`~retriever.dense.DenseEncoder` to use instead of loading one
+    :param encoder: an already-loaded :class:`~hopscotch.retriever.model.dense_encoder.DenseEncoder` to use instead of loading one
     :param wait_timeout: how long rank 0 waits for the other ranks' shards (None: as long as it takes)
     :return: an :class:`EncodeResult`; its ``meta`` is the finished manifest on rank 0
     """
@@ -204,7 +219,7 @@ def encode_corpus(corpus: str | os.PathLike, model: str | os.PathLike, out_dir: 
 
     def get_encoder():
         if state["encoder"] is None:
-            from retriever.dense import DenseEncoder
+            from hopscotch.retriever.model.dense_encoder import DenseEncoder
             dev = device
             if dev is None:
                 import torch

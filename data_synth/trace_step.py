@@ -1,0 +1,27 @@
+"""One search step of an agent trace: what every trace reader yields and DR-Synth consumes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class TraceStep:
+    """One search step of an agent: the query it issued and the reasoning before it.
+
+    ``gold_docids`` is set when the trace itself knows the step's gold documents (the embedded world);
+    ``failed`` when the original tool call failed (an invalid call the agent retried);
+    ``source`` is ``file:line`` for messages.
+    """
+
+    question_id: str
+    step: int
+    reasoning: str
+    query: str
+    gold_docids: tuple[str, ...] | None = None
+    failed: bool = False
+    source: str = ""
+
+    @property
+    def query_id(self) -> str:
+        return f"{self.question_id}_turn{self.step}"

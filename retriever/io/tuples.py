@@ -1,0 +1,140 @@
+"""Training tuples: the one reader and writer of DR-Synth / Tevatron / AgentIR training JSONL.
+
+A tuple is ``{query_id, query, reasoning?, positive_passages: [{docid, title, text}], negative_passages}``.
+AgentIR's files carry no ``reasoning`` field but a query string ``Reasoning: ...\\n\\nQuery: ...``;
+it is split back into the two so the reasoning can be cut from the left at training time.
+:func:`tuple_line` writes one line (DR-Synth's output); :func:`read_training_tuples` reads files,
+folders or, online, Hugging Face datasets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from hopscotch.retriever.errors import FormatError, UsageError
+from hopscotch.retriever.io.common import read_jsonl
+from hopscotch.retriever.io.docids import signed_docid_hash
+
+_AGENTIR_QUERY = re.compile(r"^\s*Reasoning:\s*(.*?)\n\nQuery:\s*(.*)$", re.S)
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    docid: str
+    title: str
+    text: str
+
+
+@dataclass(slots=True)
+class TrainingTuple:
+    query_id: str
+    query: str
+    reasoning: str | None
+    positives: list[Passage]
+    negatives: list[Passage]
+
+    @property
+    def length(self) -> int:
+        """A cheap size proxy (characters) used to group similar-length tuples."""
+        return len(self.query) + len(self.reasoning or "")
+
+
+def _passage(obj, path, lineno, field: str) -> Passage:
+    if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
+        raise FormatError(path, lineno, f"'{field}' entries as {{docid, title, text}} objects with a string text",
+                          repr(obj)[:80])
+    text = obj["text"]
+    title = obj.get("title") or ""
+    docid = obj.get("docid", obj.get("_id", obj.get("id")))
+    docid = str(docid) if docid is not None else f"text:{signed_docid_hash(title + chr(0) + text):x}"
+    return Passage(docid, str(title), text)
+
+
+def parse_tuple(obj: dict, path, lineno) -> TrainingTuple:
+    """One JSONL record to a :class:`TrainingTuple`; hard negatives equal to a positive are dropped."""
+    query = obj.get("query")
+    if not isinstance(query, str) or not query.strip():
+        raise FormatError(path, lineno, "a non-empty string 'query'", f"keys {sorted(obj)[:8]}")
+    qid = obj.get("query_id", obj.get("qid", obj.get("_id")))
+    if qid is None:
+        raise FormatError(path, lineno, "a 'query_id'", f"keys {sorted(obj)[:8]}")
+    reasoning = obj.get("reasoning")
+    if reasoning is not None and not isinstance(reasoning, str):
+        raise FormatError(path, lineno, "a string 'reasoning'", type(reasoning).__name__)
+    if reasoning is None and (m := _AGENTIR_QUERY.match(query)):
+        reasoning, query = m.group(1).strip(), m.group(2).strip()
+        reasoning = None if reasoning in ("", "Empty") else reasoning
+    for key in ("positive_passages", "negative_passages"):
+        if not isinstance(obj.get(key, []), list):
+            raise FormatError(path, lineno, f"'{key}' as a list", type(obj.get(key)).__name__)
+    positives = [_passage(x, path, lineno, "positive_passages") for x in obj.get("positive_passages") or []]
+    if not positives:
+        raise FormatError(path, lineno, "at least one entry in 'positive_passages'", "none")
+    pos_ids = {p.docid for p in positives}
+    seen, negatives = set(), []
+    for x in obj.get("negative_passages") or []:
+        neg = _passage(x, path, lineno, "negative_passages")
+        if neg.docid not in pos_ids and neg.docid not in seen:
+            seen.add(neg.docid)
+            negatives.append(neg)
+    return TrainingTuple(str(qid), query, reasoning, positives, negatives)
+
+
+def _files(source: str) -> list[Path]:
+    p = Path(source)
+    if p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.name.endswith((".jsonl", ".jsonl.gz")))
+        if not files:
+            raise UsageError(f"data.train: {source} is a folder without *.jsonl files")
+        return files
+    return [p]
+
+
+def _hf_rows(name: str) -> Iterable[tuple[int, dict]]:
+    if os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1":
+        raise UsageError(f"data.train: {name!r} is not a local file and the Hugging Face hub is offline "
+                         "(HF_HUB_OFFLINE=1)")
+    import datasets
+
+    name, _, split = name.partition(":")
+    for i, row in enumerate(datasets.load_dataset(name, split=split or "train"), start=1):
+        yield i, dict(row)
+
+
+def read_training_tuples(sources: str | os.PathLike | Sequence[str | os.PathLike]) -> list[TrainingTuple]:
+    """Read tuples from JSONL files or folders (or ``org/name[:split]`` Hugging Face datasets when online)."""
+    if isinstance(sources, (str, os.PathLike)):
+        sources = [sources]
+    tuples: list[TrainingTuple] = []
+    for source in sources:
+        source = str(source)
+        if Path(source).exists():
+            for f in _files(source):
+                tuples.extend(parse_tuple(obj, f, n) for n, obj in read_jsonl(f, "a training tuple object"))
+        elif re.fullmatch(r"[\w.-]+/[\w.-]+(:\w+)?", source):
+            tuples.extend(parse_tuple(obj, source, n) for n, obj in _hf_rows(source))
+        else:
+            raise UsageError(f"data.train: {source}: no such file or folder")
+    if not tuples:
+        raise UsageError(f"data.train: no training tuples in {list(map(str, sources))}")
+    return tuples
+
+
+
+
+def passage_dict(docid: str, title: str | None, text: str) -> dict:
+    """A ``{docid, title, text}`` entry of ``positive_passages`` / ``negative_passages``."""
+    return {"docid": docid, "title": title or "", "text": text}
+
+
+def tuple_line(query_id: str, query: str, reasoning: str | None, positives: Sequence[dict],
+               negatives: Sequence[dict]) -> str:
+    """One training line (no newline); ``positives``/``negatives`` are :func:`passage_dict` entries."""
+    row = {"query_id": query_id, "query": query, "reasoning": reasoning,
+           "positive_passages": list(positives), "negative_passages": list(negatives)}
+    return json.dumps(row, ensure_ascii=False)

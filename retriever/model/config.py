@@ -1,0 +1,100 @@
+"""A model folder's encoding settings: :class:`EncoderConfig` (saved as ``hopscotch_config.json``),
+reading it back (:func:`read_saved_config`), and what search needs of it (:func:`model_settings`).
+
+A folder saved by :func:`hopscotch.retriever.model.saving.save_model` carries ``hopscotch_config.json``: the passage
+prefix and length, the query instruction and length, whether queries are reasoning-aware, and a separate
+``query_encoder/`` tower when the towers were not shared. A plain sentence-transformers folder (the
+bundled ``minilm``) has none of these and gets the defaults.
+
+Example::
+
+    s = model_settings("runs/agentir/final")
+    s.passage_prefix, s.instruction, s.query_max_len, s.query_tower
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.model.loading import resolve_model_path
+
+HOPSCOTCH_CONFIG = "hopscotch_config.json"
+_ST_MODE_TO_POOLING = {"cls": "cls", "mean": "mean", "lasttoken": "last"}
+POOLINGS = ("cls", "mean", "last")
+
+
+@dataclass
+class EncoderConfig:
+    """What the model needs besides weights; saved as ``hopscotch_config.json`` next to them."""
+
+    pooling: str = "mean"
+    normalize: bool = True
+    query_max_len: int = 128
+    passage_max_len: int = 256
+    instruction: str = ""
+    passage_prefix: str = ""
+    reasoning_aware: bool = True
+    temperature: float = 0.05
+    learn_temperature: bool = False
+    shared_towers: bool = True
+    padding_side: str = "right"
+    lora: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.pooling not in POOLINGS:
+            raise UsageError(f"model.pooling: expected one of {POOLINGS}, got {self.pooling!r}")
+        if not self.temperature > 0:
+            raise UsageError(f"loss.temperature: expected a number > 0, got {self.temperature}")
+        if self.padding_side not in ("left", "right"):
+            raise UsageError(f"model.padding_side: expected 'left' or 'right', got {self.padding_side!r}")
+
+
+def read_saved_config(path: str | os.PathLike):
+    """The :class:`EncoderConfig` of a saved folder: ``hopscotch_config.json`` or, for a
+    plain sentence-transformers folder, its pooling and normalisation; ``None`` for a bare HF folder."""
+    path = Path(path)
+    if (path / HOPSCOTCH_CONFIG).is_file():
+        saved = json.loads((path / HOPSCOTCH_CONFIG).read_text())
+        saved["lora"] = {}
+        known = EncoderConfig.__dataclass_fields__
+        return EncoderConfig(**{k: v for k, v in saved.items() if k in known})
+    pool_file = path / "1_Pooling" / "config.json"
+    if not pool_file.is_file():
+        return None
+    pool = json.loads(pool_file.read_text())
+    mode = pool.get("pooling_mode")
+    if mode is None:
+        mode = next((m for m, flag in (("cls", "pooling_mode_cls_token"), ("lasttoken", "pooling_mode_lasttoken"))
+                     if pool.get(flag)), "mean")
+    modules = json.loads((path / "modules.json").read_text()) if (path / "modules.json").is_file() else []
+    normalize = any("Normalize" in m.get("type", "") for m in modules)
+    pooling = _ST_MODE_TO_POOLING.get(mode if isinstance(mode, str) else mode[0], "mean")
+    return EncoderConfig(pooling=pooling, normalize=normalize, padding_side="left" if pooling == "last" else "right")
+
+
+@dataclass
+class ModelSettings:
+    path: str
+    passage_prefix: str = ""
+    passage_max_len: int | None = None
+    instruction: str = ""
+    query_max_len: int | None = None
+    reasoning_aware: bool = False
+    query_tower: str | None = None   # folder of a separate query encoder
+    trained: bool = False            # the folder came from Hopscotch training
+
+
+def model_settings(model: str | os.PathLike) -> ModelSettings:
+    path = resolve_model_path(model)
+    if not (Path(path) / HOPSCOTCH_CONFIG).is_file():
+        return ModelSettings(path)
+    c = read_saved_config(path)
+    tower = Path(path) / "query_encoder"
+    return ModelSettings(path, passage_prefix=c.passage_prefix, passage_max_len=c.passage_max_len,
+                         instruction=c.instruction, query_max_len=c.query_max_len,
+                         reasoning_aware=c.reasoning_aware,
+                         query_tower=str(tower) if not c.shared_towers and tower.is_dir() else None, trained=True)

@@ -1,0 +1,168 @@
+"""The house rules, checked from the code: every import (module level or inside a function) points
+down a fixed order of layers, and the module import graph has no cycle.
+
+Layers, bottom first (a module may import its own layer and the layers below it):
+
+    kernels < errors < io < model, evaluation < training, index < searchers < serving
+            < data_synth < commands, cli
+
+``data_synth`` sits above ``retriever``'s library layers (it uses formats, BM25 and encoding) and below
+the CLI, so the CLI's imports of ``data_synth`` are the one arrow from ``retriever`` to ``data_synth``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = {"retriever": "hopscotch.retriever", "kernels": "hopscotch.kernels", "data_synth": "hopscotch.data_synth"}
+LAYERS = [
+    ("hopscotch.kernels",),
+    ("hopscotch.retriever.errors",),
+    ("hopscotch.retriever.io",),
+    ("hopscotch.retriever.model", "hopscotch.retriever.evaluation"),
+    ("hopscotch.retriever.training", "hopscotch.retriever.index"),
+    ("hopscotch.retriever.searchers",),
+    ("hopscotch.retriever.serving",),
+    ("hopscotch.data_synth",),
+    ("hopscotch.retriever.commands", "hopscotch.retriever.cli", "hopscotch.retriever"),
+]
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for folder, name in PACKAGES.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join([name, *parts])] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(module: str, path: Path) -> set[str]:
+    """Every Hopscotch module ``module`` imports, wherever the import statement stands."""
+    is_package = path.name == "__init__.py"
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        targets = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = module.split(".") if is_package else module.split(".")[:-1]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
+        for target in targets:
+            while target and target not in MODULES:
+                target = target.rpartition(".")[0]
+            if target and target != module:
+                out.add(target)
+    return out
+
+
+GRAPH = {module: _imports(module, path) for module, path in MODULES.items()}
+
+
+def _layer(module: str) -> int:
+    best = None
+    for rank, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if module == prefix or module.startswith(prefix + "."):
+                if best is None or len(prefix) > best[1]:
+                    best = (rank, len(prefix))
+    assert best is not None, f"{module} is in no layer of tests/test_architecture.py"
+    return best[0]
+
+
+def test_every_module_is_found():
+    assert "hopscotch.retriever.cli" in MODULES and "hopscotch.kernels.reference" in MODULES
+    assert len(MODULES) > 60
+
+
+def test_every_import_points_down():
+    upward = sorted(f"{a} -> {b}" for a, targets in GRAPH.items() for b in targets if _layer(b) > _layer(a))
+    assert not upward, "imports that point up:\n" + "\n".join(upward)
+
+
+def test_kernels_import_nothing_else_of_hopscotch():
+    leaks = sorted(f"{a} -> {b}" for a, targets in GRAPH.items() if a.startswith("hopscotch.kernels")
+                   for b in targets if not b.startswith("hopscotch.kernels"))
+    assert not leaks, leaks
+
+
+def test_no_import_cycles():
+    """Tarjan's strongly connected components: every one must be a single module."""
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(GRAPH.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(GRAPH):
+        if module not in index:
+            visit(module)
+    assert not cycles, f"import cycles: {cycles}"
+
+
+@pytest.mark.parametrize("folder", sorted(PACKAGES))
+def test_no_source_file_over_400_lines(folder):
+    long = [f"{p.relative_to(ROOT)}: {n}" for p in (ROOT / folder).rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 400]
+    assert not long, long
+
+
+def test_library_modules_never_set_environment_variables():
+    """Only the CLI (commands/, cli.py) and ``python -m`` entry points may set os.environ."""
+    offenders = []
+    for module, path in MODULES.items():
+        if module.startswith(("hopscotch.retriever.commands", "hopscotch.retriever.cli")):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.name == "main":
+                continue
+            target = None
+            if isinstance(node, (ast.Assign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                target = next((t for t in targets if isinstance(t, ast.Subscript)
+                               and ast.unparse(t.value) == "os.environ"), None)
+            elif isinstance(node, ast.Call) and ast.unparse(node.func) in ("os.environ.setdefault", "os.putenv",
+                                                                           "os.environ.update"):
+                target = node
+            if target is not None and not _inside_main(path, node):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not offenders, offenders
+
+
+def _inside_main(path: Path, node: ast.AST) -> bool:
+    tree = ast.parse(path.read_text())
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef) and fn.name == "main":
+            if fn.lineno <= node.lineno <= (fn.end_lineno or fn.lineno):
+                return True
+    return False
