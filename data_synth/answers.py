@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Iterable
+from collections.abc import Iterable
 
 UNINFORMATIVE_ANSWERS = frozenset({"yes", "no", "true", "false", "unknown", "none", "noanswer"})
 _NON_ALNUM = re.compile(r"[^0-9a-z]+")

@@ -22,6 +22,7 @@ import random
 from dataclasses import dataclass, field
 
 from hopscotch.data_synth.answers import normalize_text
+from hopscotch.data_synth.passage_cache import PassageCache
 from hopscotch.data_synth.rerankers.base import Candidate
 
 SUPPORT_MODES = ("gold", "answer", "relevance")
@@ -79,20 +80,11 @@ class Labeller:
     def __init__(self, config: LabelConfig | None = None, seed: int = 13, cache_size: int = 100_000):
         self.config = config or LabelConfig()
         self.seed = seed
-        self._shingles: dict[str, frozenset] = {}
-        self._cache_size = cache_size
-
-    def _sh(self, c: Candidate) -> frozenset:
-        got = self._shingles.get(c.docid)
-        if got is None:
-            if len(self._shingles) >= self._cache_size:
-                self._shingles.clear()
-            got = self._shingles[c.docid] = shingles(f"{c.title} {c.text}")
-        return got
+        self._shingles: PassageCache[frozenset] = PassageCache(shingles, cache_size)
 
     def _near_any(self, c: Candidate, others: list[Candidate]) -> bool:
-        mine = self._sh(c)
-        return any(jaccard(mine, self._sh(o)) >= self.config.near_duplicate for o in others)
+        mine = self._shingles(c)
+        return any(jaccard(mine, self._shingles(o)) >= self.config.near_duplicate for o in others)
 
     def label(self, query_id: str, candidates: list[Candidate], scores: list[float], mode: str) -> LabelResult:
         """Positives and negatives for one step, or a ``drop_reason``."""

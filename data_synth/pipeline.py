@@ -3,11 +3,11 @@
 Example::
 
     from hopscotch.data_synth.config import SynthConfig
-    from hopscotch.data_synth.pipeline import synthesize
+    from hopscotch.data_synth.pipeline import SynthInputs, synthesize
 
-    stats = synthesize("../shared/data/hotpotqa_ircot", "../shared/data/hotpotqa_ircot/corpus.jsonl",
-                       traces=["../shared/data/hotpotqa_ircot/cot_steps.jsonl"], out="out/tuples.jsonl",
-                       config=SynthConfig(reranker="lexical", seed=13, workers=2))
+    inputs = SynthInputs("../shared/data/hotpotqa_ircot", "../shared/data/hotpotqa_ircot/corpus.jsonl",
+                         traces=["../shared/data/hotpotqa_ircot/cot_steps.jsonl"])
+    stats = synthesize(inputs, out="out/tuples.jsonl", config=SynthConfig(reranker="lexical", seed=13, workers=2))
     stats["steps_kept"], stats["dropped"]
 
 Work is done per question (in the order questions first appear in the traces) and written to
@@ -22,23 +22,67 @@ import multiprocessing
 import os
 import sys
 from collections import Counter
-from dataclasses import replace
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable
 
 from hopscotch.data_synth.config import SynthConfig
 from hopscotch.data_synth.parts import PartStore
-from hopscotch.data_synth.qa import load_qa
+from hopscotch.data_synth.qa import QASource, load_qa
 from hopscotch.data_synth.trace_step import TraceStep
 from hopscotch.data_synth.traces import question_only_steps, read_traces
 from hopscotch.data_synth.worker import QuestionWorker
 from hopscotch.retriever.errors import FormatError, UsageError
 from hopscotch.retriever.index.bm25 import BM25Index
 from hopscotch.retriever.io.common import atomic_write, write_json
-from hopscotch.retriever.io.corpus import load_corpus_dict
+from hopscotch.retriever.io.corpus import Document, load_corpus_dict
 
 _WORKER: QuestionWorker | None = None   # set in the parent before forking, inherited by workers
 _STORE: PartStore | None = None
+
+
+@dataclass
+class SynthInputs:
+    """What DR-Synth reads.
+
+    ``qa_dir``: BEIR folder / questions file with answers and qrels (see :mod:`hopscotch.data_synth.qa`);
+    ``corpus``: corpus file or folder (default: ``qa_dir`` itself when it holds ``corpus.jsonl``);
+    ``traces``: trace files or folders, formats detected per file (``config.trace_format`` overrides);
+    ``question_only``: label each question itself instead of trace steps (give traces or this, not both);
+    ``qrels``: a qrels file instead of the one in ``qa_dir``;
+    ``bm25_index``: a saved :class:`~hopscotch.retriever.index.bm25.BM25Index` of the corpus instead of building one.
+    """
+
+    qa_dir: str | os.PathLike
+    corpus: str | os.PathLike | None = None
+    traces: Sequence[str | os.PathLike] = ()
+    question_only: bool = False
+    qrels: str | os.PathLike | None = None
+    bm25_index: str | os.PathLike | None = None
+
+    def trace_paths(self) -> list[Path]:
+        traces = [Path(t) for t in self.traces or []]
+        if bool(traces) == bool(self.question_only):
+            raise UsageError("give trace files (--traces) or --question-only, not both and not neither")
+        return traces
+
+    def corpus_path(self) -> str | os.PathLike:
+        if self.corpus is not None:
+            return self.corpus
+        qa_dir = Path(self.qa_dir)
+        if not (qa_dir.is_dir() and (qa_dir / "corpus.jsonl").is_file()):
+            raise UsageError(f"--corpus is needed: {self.qa_dir} holds no corpus.jsonl")
+        return qa_dir / "corpus.jsonl"
+
+    def load_bm25(self, corpus, documents: dict[str, Document], show_progress: bool) -> BM25Index:
+        """The saved BM25 index (checked to cover nothing but ``documents``), else one built over them."""
+        if self.bm25_index is None:
+            return BM25Index.build(documents.values(), show_progress=show_progress)
+        index = BM25Index.load(self.bm25_index)
+        unknown = next((d for d in index.docids if d not in documents), None)
+        if unknown is not None:
+            raise UsageError(f"--bm25-index {self.bm25_index}: document {unknown!r} is not in the corpus {corpus}")
+        return index
 
 
 def group_steps(steps: Iterable[TraceStep]) -> list[tuple[str, list[TraceStep]]]:
@@ -58,7 +102,7 @@ def group_steps(steps: Iterable[TraceStep]) -> list[tuple[str, list[TraceStep]]]
 def default_stats_path(out: str | os.PathLike) -> Path:
     """``tuples.jsonl`` -> ``tuples.stats.json``."""
     out = Path(out)
-    stem = out.name[: -len(".jsonl")] if out.name.endswith(".jsonl") else out.name
+    stem = out.name.removesuffix(".jsonl")
     return out.with_name(stem + ".stats.json")
 
 
@@ -105,99 +149,90 @@ def _init_child(threads: int) -> None:
         sys.modules["torch"].set_num_threads(threads)
 
 
-def _run(tasks: list, workers: int, total_steps: int, done_steps: int, show_progress: bool) -> None:
+def _run(tasks: list, worker: QuestionWorker, store: PartStore, total_steps: int, config: SynthConfig) -> None:
+    """Process ``tasks`` (in ``config.workers`` forked processes that inherit ``worker`` and ``store``)."""
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=total_steps, initial=done_steps, unit="step", desc="synth", disable=not show_progress)
-    kept = 0
+    global _WORKER, _STORE
+    done_steps = total_steps - sum(len(t[2]) for t in tasks)
+    bar = tqdm(total=total_steps, initial=done_steps, unit="step", desc="synth", disable=not config.show_progress)
+    _WORKER, _STORE = worker, store
+    kept, pool = 0, None
     try:
-        if workers == 1 or len(tasks) <= 1:
+        if config.workers == 1 or len(tasks) <= 1:
             results = map(_run_task, tasks)
-            pool = None
         else:
             ctx = multiprocessing.get_context("fork")
-            pool = ctx.Pool(workers, initializer=_init_child, initargs=(max(1, (os.cpu_count() or 1) // workers),))
+            pool = ctx.Pool(config.workers, initializer=_init_child,
+                            initargs=(max(1, (os.cpu_count() or 1) // config.workers),))
             results = pool.imap_unordered(_run_task, tasks, chunksize=1)
-        try:
-            for n_steps, n_kept in results:
-                kept += n_kept
-                bar.update(n_steps)
-                bar.set_postfix(kept=kept, refresh=False)
-        finally:
-            if pool is not None:
-                pool.terminate()
-                pool.join()
+        for n_steps, n_kept in results:
+            kept += n_kept
+            bar.update(n_steps)
+            bar.set_postfix(kept=kept, refresh=False)
     finally:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+        _WORKER, _STORE = None, None
         bar.close()
 
 
-def synthesize(qa_dir: str | os.PathLike, corpus: str | os.PathLike | None = None,
-               traces: Iterable[str | os.PathLike] | None = None, out: str | os.PathLike = "tuples.jsonl",
-               config: SynthConfig | None = None, question_only: bool = False,
-               qrels: str | os.PathLike | None = None, stats_path: str | os.PathLike | None = None,
-               bm25_index: str | os.PathLike | None = None) -> dict:
-    """Label every search step of ``traces`` (or each question itself, with ``question_only``).
+def synthesize(inputs: SynthInputs, out: str | os.PathLike = "tuples.jsonl", config: SynthConfig | None = None,
+               stats_path: str | os.PathLike | None = None) -> dict:
+    """Label every search step of ``inputs.traces`` (or each question itself, with ``inputs.question_only``).
 
-    ``qa_dir``: BEIR folder / questions file with answers and qrels (see :mod:`hopscotch.data_synth.qa`);
-    ``corpus``: corpus file or folder (default: ``qa_dir`` itself when it holds ``corpus.jsonl``);
-    ``traces``: trace files or folders, formats detected per file (``config.trace_format`` overrides);
-    ``out``: the tuples JSONL; the stats go to ``stats_path`` (default ``<out stem>.stats.json``);
-    ``bm25_index``: a saved :class:`~hopscotch.retriever.index.bm25.BM25Index` of the corpus instead of building one.
+    ``out``: the tuples JSONL; the stats go to ``stats_path`` (default ``<out stem>.stats.json``).
     Returns the stats dict.
     """
-    global _WORKER, _STORE
     config = config or SynthConfig()
-    traces = [Path(t) for t in (traces or [])]
-    if bool(traces) == bool(question_only):
-        raise UsageError("give trace files (--traces) or --question-only, not both and not neither")
-    qa = load_qa(qa_dir, qrels)
-    if corpus is None:
-        if not (Path(qa_dir).is_dir() and (Path(qa_dir) / "corpus.jsonl").is_file()):
-            raise UsageError(f"--corpus is needed: {qa_dir} holds no corpus.jsonl")
-        corpus = Path(qa_dir) / "corpus.jsonl"
+    traces = inputs.trace_paths()
+    qa = load_qa(inputs.qa_dir, inputs.qrels)
+    corpus = inputs.corpus_path()
     if config.reranker == "llm" and not config.llm_cache:
         config = replace(config, llm_cache=str(Path(out).with_name(Path(out).name + ".llm-cache")))
+    groups = _question_groups(qa, traces, inputs.question_only, config)
+    store = PartStore(out)
+    store.open(_manifest(config, inputs.question_only, groups, qa, corpus, traces), fresh=config.fresh)
+    tasks = [(i, qid, s) for i, (qid, s) in enumerate(groups) if not store.done(i, qid)]
+    if tasks:
+        documents = load_corpus_dict(corpus)
+        index = inputs.load_bm25(corpus, documents, config.show_progress)
+        _run(tasks, QuestionWorker(qa, documents, index, config), store, sum(len(s) for _, s in groups), config)
+    stats = _assemble(out, store, groups, config)
+    write_json(stats_path or default_stats_path(out), stats)
+    store.remove()
+    return stats
 
+
+def _question_groups(qa: QASource, traces: list[Path], question_only: bool, config: SynthConfig
+                     ) -> list[tuple[str, list[TraceStep]]]:
+    """The steps to label, grouped by question (at most ``config.max_questions`` of them)."""
     steps = question_only_steps(qa.questions.values()) if question_only else read_traces(traces, config.trace_format)
     groups = group_steps(steps)
     if config.max_questions is not None:
         groups = groups[: config.max_questions]
     if not groups:
         raise UsageError("the traces hold no steps")
+    return groups
 
+
+def _manifest(config: SynthConfig, question_only: bool, groups: list, qa: QASource, corpus, traces: list[Path]
+              ) -> dict:
+    """What a resumed run must share with the run that wrote the work files."""
     digest = hashlib.sha256("\n".join(f"{q}\t{len(s)}" for q, s in groups).encode()).hexdigest()
-    manifest = {"config": config.fingerprint(), "question_only": question_only, "questions": digest,
-                "inputs": {"qa": _file_fingerprint(qa.queries_path), "qrels": _file_fingerprint(qa.qrels_path),
-                           "corpus": _file_fingerprint(corpus), "traces": [_file_fingerprint(t) for t in traces]}}
-    store = PartStore(out)
-    store.open(manifest, fresh=config.fresh)
-    tasks = [(i, qid, s) for i, (qid, s) in enumerate(groups) if not store.done(i, qid)]
-    total_steps = sum(len(s) for _, s in groups)
+    return {"config": config.fingerprint(), "question_only": question_only, "questions": digest,
+            "inputs": {"qa": _file_fingerprint(qa.queries_path), "qrels": _file_fingerprint(qa.qrels_path),
+                       "corpus": _file_fingerprint(corpus), "traces": [_file_fingerprint(t) for t in traces]}}
 
-    if tasks:
-        documents = load_corpus_dict(corpus)
-        if bm25_index is not None:
-            index = BM25Index.load(bm25_index)
-            unknown = next((d for d in index.docids if d not in documents), None)
-            if unknown is not None:
-                raise UsageError(f"--bm25-index {bm25_index}: document {unknown!r} is not in the corpus {corpus}")
-        else:
-            index = BM25Index.build(documents.values(), show_progress=config.show_progress)
-        _WORKER, _STORE = QuestionWorker(qa, documents, index, config), store
-        try:
-            _run(tasks, config.workers, total_steps, total_steps - sum(len(t[2]) for t in tasks),
-                 config.show_progress)
-        finally:
-            _WORKER, _STORE = None, None
 
+def _assemble(out: str | os.PathLike, store: PartStore, groups: list, config: SynthConfig) -> dict:
+    """Write the work files' lines to ``out`` in question order; return the summed stats."""
     total: Counter = Counter()
     with atomic_write(out) as fh:
-        for i, (qid, _) in enumerate(groups):
+        for i in range(len(groups)):
             part = store.read(i)
             for line in part["lines"]:
                 fh.write(line + "\n")
             total.update(part["stats"])
-    stats = _summarize(total, len(groups), config)
-    write_json(stats_path or default_stats_path(out), stats)
-    store.remove()
-    return stats
+    return _summarize(total, len(groups), config)

@@ -17,8 +17,8 @@ Steps without an explicit number are numbered 1, 2, ... per question in file ord
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from hopscotch.data_synth.trace_step import TraceStep
 from hopscotch.retriever.errors import FormatError

@@ -16,8 +16,8 @@ Example::
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from hopscotch.data_synth.trace_readers import READERS, detect_format
 from hopscotch.data_synth.trace_step import TraceStep

@@ -18,6 +18,7 @@ from hopscotch.data_synth.answers import AnswerMatcher, padded_normal_form
 from hopscotch.data_synth.candidates import CandidateGenerator
 from hopscotch.data_synth.config import SynthConfig
 from hopscotch.data_synth.labels import Labeller
+from hopscotch.data_synth.passage_cache import PassageCache
 from hopscotch.data_synth.qa import QASource
 from hopscotch.data_synth.rerankers import Candidate, OracleInput, build_reranker
 from hopscotch.data_synth.trace_step import TraceStep
@@ -34,16 +35,7 @@ class QuestionWorker:
         self.generator = CandidateGenerator(index, config.depth, config.gold)
         self.labeller = Labeller(config.label_config(), config.seed)
         self._reranker = None
-        self._normal: dict[str, str] = {}  # docid -> padded normal form, for answer matching
-        self.max_cache = 200_000
-
-    def _normal_form(self, doc: Document) -> str:
-        got = self._normal.get(doc.docid)
-        if got is None:
-            if len(self._normal) >= self.max_cache:
-                self._normal.clear()
-            got = self._normal[doc.docid] = padded_normal_form(f"{doc.title} {doc.text}")
-        return got
+        self._normal_form: PassageCache[str] = PassageCache(padded_normal_form, 200_000)  # for answer matching
 
     @property
     def reranker(self):

@@ -117,7 +117,7 @@ def _attr_value(rng: random.Random, etype: str, attr: str, namer) -> str | int:
 
 def _make_entities(rng: random.Random, n_entities: int) -> list[Entity]:
     namer = wt.make_namer(rng)
-    counts = {t: max(5, int(round(share * n_entities))) for t, share in TYPE_SHARE.items()}
+    counts = {t: max(5, round(share * n_entities)) for t, share in TYPE_SHARE.items()}
     entities: list[Entity] = []
     by_type: dict[str, list[int]] = {t: [] for t in TYPE_SPEC}
     for etype in ("country", "city", "university", "company", "person", "film"):

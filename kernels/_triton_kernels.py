@@ -121,6 +121,42 @@ def _grad_tile(s2, keep, lse2, gpos, labels, cols):
 
 
 @triton.jit
+def _row_labels(labels_ptr, qpos_ptr, rows, row_ok, EXCLUDE: tl.constexpr):
+    """``(labels, q_pos)`` of a block of query rows: each row's positive and, with id exclusion, the id of
+    that positive (else the labels again, unused)."""
+    labels = tl.load(labels_ptr + rows, mask=row_ok, other=-1)
+    q_pos = labels
+    if EXCLUDE == 1:
+        q_pos = tl.load(qpos_ptr + rows, mask=row_ok, other=0)
+    return labels, q_pos
+
+
+@triton.jit
+def _row_stats(lse2_ptr, gpos_ptr, rows, row_ok):
+    """``(lse2, gpos)`` of a block of query rows, from the forward."""
+    lse2 = tl.load(lse2_ptr + rows, mask=row_ok, other=0.0)
+    gpos = tl.load(gpos_ptr + rows, mask=row_ok, other=0.0)
+    return lse2, gpos
+
+
+@triton.jit
+def _accumulate(g, src_rows, src_ok, ws_rows, ws_ok, step, first_step, D,
+                BLOCK_R: tl.constexpr, BLOCK_D: tl.constexpr, PRECISION: tl.constexpr):
+    """``ws[r] += g @ src`` for a ``[BLOCK_R, *]`` tile ``g``, ``BLOCK_D`` columns at a time; the workspace
+    rows are read back only after the split's first tile stored them (``step > first_step``)."""
+    for d0 in range(0, D, BLOCK_D):
+        ds = d0 + tl.arange(0, BLOCK_D)
+        d_ok = ds < D
+        src_tile = tl.load(src_rows + ds[None, :], mask=src_ok[:, None] & d_ok[None, :], other=0.0)
+        part = _dot(g, src_tile, tl.full((BLOCK_R, BLOCK_D), 0.0, tl.float32), PRECISION)
+        ws_mask = ws_ok[:, None] & d_ok[None, :]
+        # Add what earlier tiles stored (the block-shaped compare keeps the interpreter happy).
+        has_prev = (step + 0 * ds[None, :]) > first_step
+        part += tl.load(ws_rows + ds[None, :], mask=ws_mask & has_prev, other=0.0)
+        tl.store(ws_rows + ds[None, :], part, mask=ws_mask)
+
+
+@triton.jit
 def infonce_fwd_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr,
                        m_ptr, l_ptr, pos_ptr,
                        B, N, D, stride_q, stride_p, stride_mask, scale2, split_size, SIZE_CLASS,
@@ -131,10 +167,7 @@ def infonce_fwd_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr,
     split = tl.program_id(1)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < B
-    labels = tl.load(labels_ptr + rows, mask=row_ok, other=-1)
-    q_pos = labels
-    if EXCLUDE == 1:
-        q_pos = tl.load(qpos_ptr + rows, mask=row_ok, other=0)
+    labels, q_pos = _row_labels(labels_ptr, qpos_ptr, rows, row_ok, EXCLUDE)
     m_i = tl.full((BLOCK_M,), NEG_BIG, tl.float32)
     l_i = tl.full((BLOCK_M,), 0.0, tl.float32)
     pos_i = tl.full((BLOCK_M,), 0.0, tl.float32)
@@ -170,12 +203,8 @@ def infonce_bwd_dq_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr,
     split = tl.program_id(1)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < B
-    labels = tl.load(labels_ptr + rows, mask=row_ok, other=-1)
-    q_pos = labels
-    if EXCLUDE == 1:
-        q_pos = tl.load(qpos_ptr + rows, mask=row_ok, other=0)
-    lse2 = tl.load(lse2_ptr + rows, mask=row_ok, other=0.0)
-    gpos = tl.load(gpos_ptr + rows, mask=row_ok, other=0.0)
+    labels, q_pos = _row_labels(labels_ptr, qpos_ptr, rows, row_ok, EXCLUDE)
+    lse2, gpos = _row_stats(lse2_ptr, gpos_ptr, rows, row_ok)
     ws_rows = ws_ptr + (split * B + rows).to(tl.int64)[:, None] * D
     n_start = split * split_size
     n_end = tl.minimum(N, n_start + split_size)
@@ -190,16 +219,7 @@ def infonce_bwd_dq_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr,
         keep = _keep_tile(rows, cols, labels, q_pos, pid_ptr, mask_ptr, stride_mask, B, N, EXCLUDE)
         g = _grad_tile(s2, keep, lse2, gpos, labels, cols).to(p_ptr.dtype.element_ty)
         p_cols = p_ptr + cols.to(tl.int64)[:, None] * stride_p
-        for d0 in range(0, D, BLOCK_D):
-            ds = d0 + tl.arange(0, BLOCK_D)
-            d_ok = ds < D
-            p_tile = tl.load(p_cols + ds[None, :], mask=col_ok[:, None] & d_ok[None, :], other=0.0)
-            part = _dot(g, p_tile, tl.full((BLOCK_M, BLOCK_D), 0.0, tl.float32), PRECISION)
-            ws_mask = row_ok[:, None] & d_ok[None, :]
-            # Add what earlier passage tiles stored (the block-shaped compare keeps the interpreter happy).
-            has_prev = (n0 + 0 * ds[None, :]) > n_start
-            part += tl.load(ws_rows + ds[None, :], mask=ws_mask & has_prev, other=0.0)
-            tl.store(ws_rows + ds[None, :], part, mask=ws_mask)
+        _accumulate(g, p_cols, col_ok, ws_rows, row_ok, n0, n_start, D, BLOCK_M, BLOCK_D, PRECISION)
 
 
 @triton.jit
@@ -220,26 +240,14 @@ def infonce_bwd_dp_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr,
         tl.debug_barrier()  # as in the dQ kernel: earlier stores to ws_cols before reading them back
         rows = b0 + tl.arange(0, BLOCK_M)
         row_ok = rows < B
-        labels = tl.load(labels_ptr + rows, mask=row_ok, other=-1)
-        q_pos = labels
-        if EXCLUDE == 1:
-            q_pos = tl.load(qpos_ptr + rows, mask=row_ok, other=0)
-        lse2 = tl.load(lse2_ptr + rows, mask=row_ok, other=0.0)
-        gpos = tl.load(gpos_ptr + rows, mask=row_ok, other=0.0)
+        labels, q_pos = _row_labels(labels_ptr, qpos_ptr, rows, row_ok, EXCLUDE)
+        lse2, gpos = _row_stats(lse2_ptr, gpos_ptr, rows, row_ok)
         s2 = _score_tile(q_ptr, p_ptr, rows, cols, B, N, D, stride_q, stride_p,
                          BLOCK_M, BLOCK_N, BLOCK_K, PRECISION) * scale2
         keep = _keep_tile(rows, cols, labels, q_pos, pid_ptr, mask_ptr, stride_mask, B, N, EXCLUDE)
         g_t = tl.trans(_grad_tile(s2, keep, lse2, gpos, labels, cols).to(q_ptr.dtype.element_ty))
         q_rows = q_ptr + rows.to(tl.int64)[:, None] * stride_q
-        for d0 in range(0, D, BLOCK_D):
-            ds = d0 + tl.arange(0, BLOCK_D)
-            d_ok = ds < D
-            q_tile = tl.load(q_rows + ds[None, :], mask=row_ok[:, None] & d_ok[None, :], other=0.0)
-            part = _dot(g_t, q_tile, tl.full((BLOCK_N, BLOCK_D), 0.0, tl.float32), PRECISION)
-            ws_mask = col_ok[:, None] & d_ok[None, :]
-            has_prev = (b0 + 0 * ds[None, :]) > b_start
-            part += tl.load(ws_cols + ds[None, :], mask=ws_mask & has_prev, other=0.0)
-            tl.store(ws_cols + ds[None, :], part, mask=ws_mask)
+        _accumulate(g_t, q_rows, row_ok, ws_cols, col_ok, b0, b_start, D, BLOCK_N, BLOCK_D, PRECISION)
 
 
 @triton.jit
@@ -255,12 +263,8 @@ def infonce_grad_tile_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_p
     row_ok = rows < B
     local = pid_c * BLOCK_N + tl.arange(0, BLOCK_N)
     cols = col_start + local
-    labels = tl.load(labels_ptr + rows, mask=row_ok, other=-1)
-    q_pos = labels
-    if EXCLUDE == 1:
-        q_pos = tl.load(qpos_ptr + rows, mask=row_ok, other=0)
-    lse2 = tl.load(lse2_ptr + rows, mask=row_ok, other=0.0)
-    gpos = tl.load(gpos_ptr + rows, mask=row_ok, other=0.0)
+    labels, q_pos = _row_labels(labels_ptr, qpos_ptr, rows, row_ok, EXCLUDE)
+    lse2, gpos = _row_stats(lse2_ptr, gpos_ptr, rows, row_ok)
     s2 = _score_tile(q_ptr, p_ptr, rows, cols, B, N, D, stride_q, stride_p,
                      BLOCK_M, BLOCK_N, BLOCK_K, PRECISION) * scale2
     keep = _keep_tile(rows, cols, labels, q_pos, pid_ptr, mask_ptr, stride_mask, B, N, EXCLUDE)

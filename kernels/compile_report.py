@@ -24,7 +24,7 @@ import re
 import subprocess
 import time
 from dataclasses import dataclass
-from typing import Iterator, List, Optional
+from typing import Iterator, List, NamedTuple, Optional
 
 KERNELS = {
     "fwd": ("infonce_fwd_kernel", "_FWD_SHAPES", False),
@@ -58,12 +58,23 @@ def _jit_module():
     return _kernel_module()
 
 
-def compile_kernel(kind: str, block_m: int, block_n: int, block_k: int, block_d: int, num_warps: int,
-                   num_stages: int, dtype: str = "bf16", exclude: int = 0, arch: int = 90) -> KernelReport:
+class Tile(NamedTuple):
+    """One autotuning config, in the order of the kernels' candidate lists."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    block_d: int
+    num_warps: int
+    num_stages: int
+
+
+def compile_kernel(kind: str, tile: Tile, dtype: str = "bf16", exclude: int = 0, arch: int = 90) -> KernelReport:
     """Compile one kernel for ``sm_{arch}`` and read its resource usage from the cubin.
 
     Args:
         kind: a key of :data:`KERNELS`.
+        tile: the tile sizes and launch options (``block_d`` is ignored by kernels without ``BLOCK_D``).
         dtype: ``"bf16"``, ``"fp16"`` or ``"fp32"`` (fp32 multiplies in IEEE fp32).
         exclude: 0 none, 1 ids, 2 dense mask.
     """
@@ -71,11 +82,30 @@ def compile_kernel(kind: str, block_m: int, block_n: int, block_k: int, block_d:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    module = _jit_module()
     name, _, with_block_d = KERNELS[kind]
-    fn = getattr(module, name)
+    fn = getattr(_jit_module(), name)
+    signature = _signature(fn.arg_names, dtype, exclude)
+    constants = {"EXCLUDE": exclude, "PRECISION": "ieee" if dtype == "fp32" else "tf32",
+                 "BLOCK_M": tile.block_m, "BLOCK_N": tile.block_n, "BLOCK_K": tile.block_k}
+    if with_block_d:
+        constants["BLOCK_D"] = tile.block_d
+    attrs = {(i,): [["tt.divisibility", 16]] for i, arg in enumerate(fn.arg_names)
+             if signature[arg].startswith("*") or arg in _ALIGNED_INTS}
+    start = time.perf_counter()
+    compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constants, attrs=attrs),
+                              target=GPUTarget("cuda", arch, 32),
+                              options={"num_warps": tile.num_warps, "num_stages": tile.num_stages})
+    seconds = time.perf_counter() - start
+    registers, spill = _resource_usage(compiled.asm["cubin"])
+    config = (f"{tile.block_m}x{tile.block_n}x{tile.block_k}" + (f" d{tile.block_d}" if with_block_d else "")
+              + f" w{tile.num_warps} s{tile.num_stages}")
+    return KernelReport(kind, config, registers, spill, int(compiled.metadata.shared), seconds)
+
+
+def _signature(arg_names, dtype: str, exclude: int) -> dict:
+    """Triton types of a kernel's arguments: inputs in ``dtype``, row statistics in fp32, ids in int64."""
     signature = {}
-    for arg in fn.arg_names:
+    for arg in arg_names:
         if arg in ("q_ptr", "p_ptr", "g_ptr"):
             signature[arg] = f"*{dtype}"
         elif arg in _FP32_POINTERS:
@@ -90,20 +120,7 @@ def compile_kernel(kind: str, block_m: int, block_n: int, block_k: int, block_d:
             signature[arg] = "constexpr"
         else:
             signature[arg] = "i32"
-    constants = {"EXCLUDE": exclude, "PRECISION": "ieee" if dtype == "fp32" else "tf32",
-                 "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k}
-    if with_block_d:
-        constants["BLOCK_D"] = block_d
-    attrs = {(i,): [["tt.divisibility", 16]] for i, arg in enumerate(fn.arg_names)
-             if signature[arg].startswith("*") or arg in _ALIGNED_INTS}
-    start = time.perf_counter()
-    compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constants, attrs=attrs),
-                              target=GPUTarget("cuda", arch, 32),
-                              options={"num_warps": num_warps, "num_stages": num_stages})
-    seconds = time.perf_counter() - start
-    registers, spill = _resource_usage(compiled.asm["cubin"])
-    config = f"{block_m}x{block_n}x{block_k}" + (f" d{block_d}" if with_block_d else "") + f" w{num_warps} s{num_stages}"
-    return KernelReport(kind, config, registers, spill, int(compiled.metadata.shared), seconds)
+    return signature
 
 
 def _resource_usage(cubin: bytes):
@@ -123,17 +140,17 @@ def _resource_usage(cubin: bytes):
     return int(match.group(1)), int(match.group(2))
 
 
-def autotune_configs(kind: str) -> List[tuple]:
+def autotune_configs(kind: str) -> List[Tile]:
     """The ``(BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_D, warps, stages)`` candidates the autotuner tries."""
-    return list(getattr(_jit_module(), KERNELS[kind][1]))
+    return [Tile(*shape) for shape in getattr(_jit_module(), KERNELS[kind][1])]
 
 
 def reports(kinds: Optional[List[str]] = None, dtype: str = "bf16", exclude: int = 0,
             arch: int = 90) -> Iterator[KernelReport]:
     """Compile every autotuning config of each kernel in ``kinds`` (default: all four)."""
     for kind in kinds or list(KERNELS):
-        for block_m, block_n, block_k, block_d, warps, stages in autotune_configs(kind):
-            yield compile_kernel(kind, block_m, block_n, block_k, block_d, warps, stages, dtype, exclude, arch)
+        for tile in autotune_configs(kind):
+            yield compile_kernel(kind, tile, dtype, exclude, arch)
 
 
 def main(argv=None) -> int:

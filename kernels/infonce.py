@@ -21,12 +21,13 @@ tensors fall back to :func:`hopscotch.kernels.reference.infonce_loss` with a one
 
 Example::
 
-    import torch, kernels
+    import torch
+    from hopscotch import kernels
 
     q = torch.nn.functional.normalize(torch.randn(4096, 768, device="cuda"), dim=-1).bfloat16().requires_grad_()
     p = torch.nn.functional.normalize(torch.randn(32768, 768, device="cuda"), dim=-1).bfloat16().requires_grad_()
     labels = torch.arange(4096, device="cuda") * 8
-    loss = hopscotch.kernels.infonce_loss(q, p, labels, temperature=0.02)
+    loss = kernels.infonce_loss(q, p, labels, temperature=0.02)
     loss.backward()
 """
 
@@ -160,34 +161,54 @@ def infonce_loss(
                         "hopscotch.kernels.reference_infonce_loss for float64")
     if config is None and q.device.type == "cpu":
         config = KernelConfig()
-    return _FusedInfoNCE.apply(q, p, labels, t, spec, config, backward, chunk_size)
+    return _FusedInfoNCE.apply(q, p, labels, _Setup(t, spec, config, backward, chunk_size))
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """The arguments of one fused loss call that are not tensors with a gradient (checked already)."""
+
+    temperature: float
+    spec: ExcludeSpec
+    config: Optional[KernelConfig]
+    backward: str
+    chunk_size: Optional[int]
+
+    @property
+    def scale2(self) -> float:
+        """Factor from ``q . p`` to the base-2 score ``s2``."""
+        return LOG2E / self.temperature
+
+    @property
+    def exclude_mode(self) -> int:
+        return _EXCLUDE_MODES[self.spec.mode]
 
 
 class _FusedInfoNCE(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, p, labels, temperature, spec, config, backward, chunk_size):
+    def forward(ctx, q, p, labels, setup: _Setup):
         q = q.contiguous()
         p = p.contiguous()
         labels = labels.to(torch.int64).contiguous()
         with torch.cuda.device(q.device) if q.is_cuda else contextlib.nullcontext():
-            losses, lse2, gpos = _forward(q, p, labels, temperature, spec, config)
+            losses, lse2, gpos = _forward(q, p, labels, setup)
         ctx.save_for_backward(q, p, labels, lse2, gpos)
-        ctx.extra = (temperature, spec, config, backward, chunk_size)
+        ctx.setup = setup
         return losses.mean()
 
     @staticmethod
     def backward(ctx, grad_out):
         q, p, labels, lse2, gpos = ctx.saved_tensors
-        temperature, spec, config, backward, chunk_size = ctx.extra
+        setup = ctx.setup
         # dL/ds_ij = grad_out / (B t) * (softmax_ij - onehot_ij); the kernels produce the bracket.
-        scale = grad_out.to(torch.float32) / (q.shape[0] * temperature)
+        scale = grad_out.to(torch.float32) / (q.shape[0] * setup.temperature)
         need_q, need_p = ctx.needs_input_grad[:2]
         with torch.cuda.device(q.device) if q.is_cuda else contextlib.nullcontext():
-            if backward == "fused":
-                dq, dp = _backward_fused(q, p, labels, (lse2, gpos), temperature, spec, config, scale, need_q, need_p)
+            if setup.backward == "fused":
+                dq, dp = _backward_fused(q, p, labels, (lse2, gpos), setup, scale, need_q, need_p)
             else:
-                dq, dp = _backward_chunked(q, p, labels, (lse2, gpos), temperature, spec, config, scale, chunk_size)
-        return (dq if need_q else None), (dp if need_p else None), None, None, None, None, None, None
+                dq, dp = _backward_chunked(q, p, labels, (lse2, gpos), setup, scale)
+        return (dq if need_q else None), (dp if need_p else None), None, None
 
 
 def _common_args(q, p, labels, spec: ExcludeSpec):
@@ -243,20 +264,19 @@ def _precision(q) -> str:
     return "tf32"
 
 
-def _forward(q, p, labels, temperature, spec, config):
+def _forward(q, p, labels, setup: _Setup):
     num_q, dim = q.shape
     num_p = p.shape[0]
-    q_pos, p_ids, mask, stride_mask = _common_args(q, p, labels, spec)
-    split = _split_size(num_p, -(-num_q // 64), config, q.device)
+    q_pos, p_ids, mask, stride_mask = _common_args(q, p, labels, setup.spec)
+    split = _split_size(num_p, -(-num_q // 64), setup.config, q.device)
     splits = -(-num_p // split)
     m = torch.empty(splits, num_q, device=q.device, dtype=torch.float32)
     l = torch.empty_like(m)
     pos = torch.empty_like(m)
-    scale2 = LOG2E / temperature
     args = (q, p, labels, q_pos, p_ids, mask, m, l, pos, num_q, num_p, dim, q.stride(0), p.stride(0),
-            stride_mask, scale2, split, _size_class(num_q, num_p))
-    _launch("infonce_fwd", lambda meta: (-(-num_q // meta["BLOCK_M"]), splits), args, config, False,
-            _EXCLUDE_MODES[spec.mode], _precision(q))
+            stride_mask, setup.scale2, split, _size_class(num_q, num_p))
+    _launch("infonce_fwd", lambda meta: (-(-num_q // meta["BLOCK_M"]), splits), args, setup.config, False,
+            setup.exclude_mode, _precision(q))
     return _merge_splits(m, l, pos)
 
 
@@ -274,29 +294,26 @@ def _merge_splits(m, l, pos):
     return losses, pos2 + losses * LOG2E, -torch.exp(log_s - losses)
 
 
-def _backward_fused(q, p, labels, row_stats, temperature, spec, config, scale, need_q=True, need_p=True):
+def _backward_fused(q, p, labels, row_stats, setup: _Setup, scale, need_q=True, need_p=True):
     """dQ from ``infonce_bwd_dq`` and dP from ``infonce_bwd_dp`` (``None`` for one not needed)."""
     num_q, dim = q.shape
     num_p = p.shape[0]
-    q_pos, p_ids, mask, stride_mask = _common_args(q, p, labels, spec)
+    q_pos, p_ids, mask, stride_mask = _common_args(q, p, labels, setup.spec)
     inputs = (q, p, labels, q_pos, p_ids, mask) + tuple(row_stats)
-    sizes = (num_q, num_p, dim, q.stride(0), p.stride(0), stride_mask, LOG2E / temperature)
-    launch = (config, True, _EXCLUDE_MODES[spec.mode], _precision(q))
+    sizes = (num_q, num_p, dim, q.stride(0), p.stride(0), stride_mask, setup.scale2)
     size_class = _size_class(num_q, num_p)
-    dq = dp = None
-    if need_q:  # programs over query blocks x splits of the passages
-        split = _split_size(num_p, -(-num_q // 64), config, q.device)
-        ws = torch.empty(-(-num_p // split), num_q, dim, device=q.device, dtype=torch.float32)
-        _launch("infonce_bwd_dq", lambda meta: (-(-num_q // meta["BLOCK_M"]), ws.shape[0]),
-                inputs + (ws,) + sizes + (split, size_class), *launch)
-        dq = _sum_splits(ws, scale, q.dtype)
-        del ws
-    if need_p:  # programs over passage blocks x splits of the queries
-        split = _split_size(num_q, -(-num_p // 64), config, q.device)
-        ws = torch.empty(-(-num_q // split), num_p, dim, device=q.device, dtype=torch.float32)
-        _launch("infonce_bwd_dp", lambda meta: (-(-num_p // meta["BLOCK_N"]), ws.shape[0]),
-                inputs + (ws,) + sizes + (split, size_class), *launch)
-        dp = _sum_splits(ws, scale, p.dtype)
+
+    def gradient(kernel: str, rows: int, other: int, block: str, dtype):
+        """The gradient of the side with ``rows`` rows: programs over its blocks of ``block`` rows x splits
+        of the ``other`` side, summed from a ``[splits, rows, d]`` fp32 workspace."""
+        split = _split_size(other, -(-rows // 64), setup.config, q.device)
+        ws = torch.empty(-(-other // split), rows, dim, device=q.device, dtype=torch.float32)
+        _launch(kernel, lambda meta: (-(-rows // meta[block]), ws.shape[0]),
+                inputs + (ws,) + sizes + (split, size_class), setup.config, True, setup.exclude_mode, _precision(q))
+        return _sum_splits(ws, scale, dtype)
+
+    dq = gradient("infonce_bwd_dq", num_q, num_p, "BLOCK_M", q.dtype) if need_q else None
+    dp = gradient("infonce_bwd_dp", num_p, num_q, "BLOCK_N", p.dtype) if need_p else None
     return dq, dp
 
 
@@ -306,13 +323,12 @@ def _sum_splits(ws, scale, dtype):
     return total.mul_(scale).to(dtype)
 
 
-def _backward_chunked(q, p, labels, row_stats, temperature, spec, config, scale, chunk_size):
+def _backward_chunked(q, p, labels, row_stats, setup: _Setup, scale):
     num_q, dim = q.shape
     num_p = p.shape[0]
-    q_pos, p_ids, mask, stride_mask = _common_args(q, p, labels, spec)
-    mode, precision, scale2 = _EXCLUDE_MODES[spec.mode], _precision(q), LOG2E / temperature
+    q_pos, p_ids, mask, stride_mask = _common_args(q, p, labels, setup.spec)
     size_class = _size_class(num_q, num_p)
-    chunk = min(num_p, chunk_size or max(256, CHUNK_ELEMENTS // num_q // 256 * 256))
+    chunk = min(num_p, setup.chunk_size or max(256, CHUNK_ELEMENTS // num_q // 256 * 256))
     buffer = torch.empty(num_q, chunk, device=q.device, dtype=q.dtype)
     dq_acc = torch.zeros(num_q, dim, device=q.device, dtype=torch.float32)
     dp = torch.empty_like(p)
@@ -320,10 +336,10 @@ def _backward_chunked(q, p, labels, row_stats, temperature, spec, config, scale,
         count = min(chunk, num_p - start)
         g = buffer[:, :count]
         args = (q, p, labels, q_pos, p_ids, mask, *row_stats, g, num_q, num_p, dim, q.stride(0), p.stride(0),
-                stride_mask, buffer.stride(0), scale2, start, count, size_class)
+                stride_mask, buffer.stride(0), setup.scale2, start, count, size_class)
         _launch("infonce_grad_tile",
                 lambda meta, count=count: (-(-num_q // meta["BLOCK_M"]), -(-count // meta["BLOCK_N"])),
-                args, config, False, mode, precision)
+                args, setup.config, False, setup.exclude_mode, _precision(q))
         dq_acc.add_(torch.mm(g, p[start:start + count]))
         dp[start:start + count] = torch.mm(g.t(), q).to(torch.float32).mul_(scale)
     return dq_acc.mul_(scale).to(q.dtype), dp

@@ -32,15 +32,16 @@ sys.path.insert(0, str(ROOT))
 
 
 def run_hopscotch(args) -> dict:
-    from hopscotch.retriever.index.encode import encode_corpus
+    from hopscotch.retriever.index.encode import EncodeOptions, encode_corpus
     from hopscotch.retriever.model.dense_encoder import DenseEncoder
 
     out = Path(args.work) / "index"
     shutil.rmtree(out, ignore_errors=True)
     encoder = DenseEncoder(args.model, max_length=args.max_length, batch_size=args.batch_size, device="cpu")
     t0 = time.perf_counter()
-    result = encode_corpus(args.corpus_file, args.model, out, shard_size=args.shard_size, batch_size=args.batch_size,
-                           max_length=args.max_length, encoder=encoder, show_progress=False)
+    result = encode_corpus(args.corpus_file, args.model, out,
+                           EncodeOptions(shard_size=args.shard_size, batch_size=args.batch_size,
+                                         max_length=args.max_length, show_progress=False), encoder=encoder)
     seconds = time.perf_counter() - t0
     return {"seconds": seconds, "docs": result.meta.num_docs}
 

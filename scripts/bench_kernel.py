@@ -16,8 +16,11 @@ Two phases, one table each:
 
 Usage::
 
-    bash scripts/gpu_check.sh                              # on a CUDA machine: both phases
+    python scripts/bench_kernel.py --device cuda           # on a CUDA machine: both phases
     python scripts/bench_kernel.py --device cpu --dry-run  # CPU, Triton interpreter, tiny sizes
+
+``bash scripts/gpu_check.sh`` runs both as part of its section 1 (the check's cases in parallel
+processes, through ``check_cases`` and ``run_check(only=...)``).
 
 Exit status: 0 when the check passed, 1 when it failed.
 """
@@ -113,10 +116,10 @@ def _relative_error(a, b) -> float:
     return (a - b).norm().item() / scale if scale > 0 else (a - b).norm().item()
 
 
-def run_check(device, dry_run: bool) -> bool:
+def check_cases(dry_run: bool) -> list:
+    """The check's cases: ``(B, N, d, dtype, exclusion, backward, temperature, tiles)``."""
     import torch
 
-    from hopscotch import kernels
     from hopscotch.kernels.infonce import KernelConfig
 
     f32, bf16, f16 = torch.float32, torch.bfloat16, torch.float16
@@ -139,12 +142,24 @@ def run_check(device, dry_run: bool) -> bool:
     if dry_run:
         cases = [c for c in cases if c[0] * c[1] <= 64 * 513]
         cases.append((40, 300, 48, bf16, "all-but-positive", "chunked", 0.01, None))
+    return cases
+
+
+def run_check(device, dry_run: bool, only=None) -> bool:
+    """Print the check table; ``only``: indices into :func:`check_cases` to run (all when None), so
+    that scripts/gpu_check.py can run the cases in parallel processes."""
+    import torch
+
+    from hopscotch import kernels
+
+    f32 = torch.float32
+    cases = [(i, c) for i, c in enumerate(check_cases(dry_run)) if only is None or i in only]
     seed = int.from_bytes(os.urandom(4), "little") >> 1
     print(f"\n## check (seed {seed})\n")
     print("| B | N | d | dtype | exclude | backward | tiles | t | loss err | dQ err | dP err | result |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     all_ok = True
-    for index, (num_q, num_p, dim, dtype, exclusion, backward, temperature, tiles) in enumerate(cases):
+    for index, (num_q, num_p, dim, dtype, exclusion, backward, temperature, tiles) in cases:
         q, p, labels, exclude = _random_case(torch, device, seed + index, num_q, num_p, dim, dtype, exclusion)
         try:
             options = {"backward": backward, "config": tiles}

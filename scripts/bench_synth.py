@@ -168,7 +168,7 @@ def accuracy(path: Path, truth: dict) -> float:
 
 def label_accuracy(data: Path, tmp: Path, rerankers: list[str]) -> dict:
     from hopscotch.data_synth.config import SynthConfig
-    from hopscotch.data_synth.pipeline import synthesize
+    from hopscotch.data_synth.pipeline import SynthInputs, synthesize
 
     out = {}
     for name, (qa_dir, traces, truth) in {"world (200 q)": world_case(tmp), "MuSiQue hops": musique_case(data, tmp)}.items():
@@ -179,7 +179,7 @@ def label_accuracy(data: Path, tmp: Path, rerankers: list[str]) -> dict:
         res["naive answer-bearing negatives"] = naive
         for rr in rerankers:
             t0 = time.perf_counter()
-            stats = synthesize(qa_dir, traces=[traces], out=tmp / f"acc_{rr}.jsonl",
+            stats = synthesize(SynthInputs(qa_dir, traces=[traces]), out=tmp / f"acc_{rr}.jsonl",
                                config=SynthConfig(reranker=rr, show_progress=False, fresh=True))
             res[f"dr-synth {rr}"] = round(accuracy(tmp / f"acc_{rr}.jsonl", truth), 4)
             res[f"dr-synth {rr} seconds"] = round(time.perf_counter() - t0, 1)

@@ -73,11 +73,11 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def _small_world_dense_index(small_world, tiny_bert_dir, tmp_path_factory) -> Path:
-    from hopscotch.retriever.index.encode import encode_corpus
+    from hopscotch.retriever.index.encode import EncodeOptions, encode_corpus
 
     out = tmp_path_factory.mktemp("dense_index") / "idx"
-    encode_corpus(small_world / "corpus.jsonl", tiny_bert_dir, out, shard_size=64, batch_size=32, max_length=64,
-                  show_progress=False)
+    encode_corpus(small_world / "corpus.jsonl", tiny_bert_dir, out,
+                  EncodeOptions(shard_size=64, batch_size=32, max_length=64, show_progress=False))
     return out
 
 

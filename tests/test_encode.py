@@ -15,7 +15,7 @@ import pytest
 
 from hopscotch.retriever.errors import FormatError, UsageError
 from hopscotch.retriever.index.docstore import DocStore
-from hopscotch.retriever.index.encode import encode_corpus
+from hopscotch.retriever.index.encode import EncodeOptions, encode_corpus
 from hopscotch.retriever.index.layout import (
     IndexMeta,
     done_shards,
@@ -26,6 +26,10 @@ from hopscotch.retriever.index.layout import (
 from hopscotch.retriever.io.corpus import read_corpus
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def quiet(**kw) -> EncodeOptions:
+    return EncodeOptions(show_progress=False, **kw)
 
 
 def all_docids(index_dir, meta) -> list[str]:
@@ -49,8 +53,7 @@ def test_encode_writes_complete_float16_shards(small_world, tiny_bert_dir, tmp_p
 
     corpus = small_world / "corpus.jsonl"
     out = tmp_path / "idx"
-    result = encode_corpus(corpus, tiny_bert_dir, out, shard_size=64, batch_size=16, max_length=64,
-                           show_progress=False)
+    result = encode_corpus(corpus, tiny_bert_dir, out, quiet(shard_size=64, batch_size=16, max_length=64))
     docs = list(read_corpus(corpus))
     meta = result.meta
     assert meta is not None and meta.num_docs == len(docs) == 300
@@ -73,14 +76,13 @@ def test_encode_writes_complete_float16_shards(small_world, tiny_bert_dir, tmp_p
 def test_rerun_skips_finished_shards_and_redoes_a_broken_one(small_world, tiny_bert_dir, tmp_path):
     corpus = small_world / "corpus.jsonl"
     out = tmp_path / "idx"
-    encode_corpus(corpus, tiny_bert_dir, out, shard_size=64, batch_size=16, max_length=64, show_progress=False)
+    encode_corpus(corpus, tiny_bert_dir, out, quiet(shard_size=64, batch_size=16, max_length=64))
     # a crash while writing shard 2: marker gone, embeddings half written, a temp file left behind
     os.unlink(shard_file(out, 2, "done.json"))
     shard_file(out, 2, "emb.npy").write_bytes(b"\x93NUMPY garbage")
     (out / "shards" / ".shard_00002.ids.npy.abc.tmp").write_bytes(b"partial")
     before = {s: shard_file(out, s, "emb.npy").stat().st_mtime_ns for s in (0, 1, 3, 4)}
-    again = encode_corpus(corpus, tiny_bert_dir, out, shard_size=64, batch_size=16, max_length=64,
-                          show_progress=False)
+    again = encode_corpus(corpus, tiny_bert_dir, out, quiet(shard_size=64, batch_size=16, max_length=64))
     assert again.encoded_shards == [2] and again.skipped_shards == [0, 1, 3, 4]
     assert {s: shard_file(out, s, "emb.npy").stat().st_mtime_ns for s in (0, 1, 3, 4)} == before
     assert not list((out / "shards").glob(".shard_00002.*"))
@@ -88,17 +90,16 @@ def test_rerun_skips_finished_shards_and_redoes_a_broken_one(small_world, tiny_b
     assert len(ids) == len(set(ids)) == 300
     assert load_shard_embeddings(out, 2).shape == (64, 32)
     # a third run has nothing to do and does not load the model
-    third = encode_corpus(corpus, tiny_bert_dir, out, shard_size=64, show_progress=False, max_length=64,
-                          batch_size=16)
+    third = encode_corpus(corpus, tiny_bert_dir, out, quiet(shard_size=64, max_length=64, batch_size=16))
     assert third.encoded_shards == [] and third.meta.num_docs == 300
 
 
 def test_killed_job_resumes_with_every_docid_exactly_once(small_world, tiny_bert_dir, tmp_path):
     corpus = big_corpus(small_world, tmp_path / "corpus.jsonl", copies=10)  # 3,000 documents
     out = tmp_path / "idx"
-    code = ("import sys; from hopscotch.retriever.index.encode import encode_corpus; "
-            "encode_corpus(sys.argv[1], sys.argv[2], sys.argv[3], shard_size=50, batch_size=16, max_length=64, "
-            "show_progress=False)")
+    code = ("import sys; from hopscotch.retriever.index.encode import EncodeOptions, encode_corpus; "
+            "encode_corpus(sys.argv[1], sys.argv[2], sys.argv[3], EncodeOptions(shard_size=50, batch_size=16, "
+            "max_length=64, show_progress=False))")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, "-c", code, str(corpus), str(tiny_bert_dir), str(out)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -111,8 +112,7 @@ def test_killed_job_resumes_with_every_docid_exactly_once(small_world, tiny_bert
         proc.wait()
     finished = done_shards(out)
     assert 3 <= len(finished) < 60, "the job must be killed part way"
-    result = encode_corpus(corpus, tiny_bert_dir, out, shard_size=50, batch_size=16, max_length=64,
-                           show_progress=False)
+    result = encode_corpus(corpus, tiny_bert_dir, out, quiet(shard_size=50, batch_size=16, max_length=64))
     assert sorted(result.encoded_shards + result.skipped_shards) == list(range(60))
     assert set(result.skipped_shards) == set(finished)  # nothing finished before the kill is encoded again
     ids = all_docids(out, result.meta)
@@ -122,12 +122,12 @@ def test_killed_job_resumes_with_every_docid_exactly_once(small_world, tiny_bert
 def test_ranks_split_the_shards(small_world, tiny_bert_dir, tmp_path):
     corpus = small_world / "corpus.jsonl"
     out = tmp_path / "idx"
-    r1 = encode_corpus(corpus, tiny_bert_dir, out, shard_size=64, batch_size=16, max_length=64, rank=1,
-                       world_size=2, show_progress=False)
+    r1 = encode_corpus(corpus, tiny_bert_dir, out,
+                       quiet(shard_size=64, batch_size=16, max_length=64, rank=1, world_size=2))
     assert r1.encoded_shards == [2, 3, 4] and r1.meta is None  # rank 1 does not finish the index
     assert not (out / "index.json").exists()
-    r0 = encode_corpus(corpus, tiny_bert_dir, out, shard_size=64, batch_size=16, max_length=64, rank=0,
-                       world_size=2, show_progress=False, wait_timeout=5)
+    r0 = encode_corpus(corpus, tiny_bert_dir, out,
+                       quiet(shard_size=64, batch_size=16, max_length=64, rank=0, world_size=2, wait_timeout=5))
     assert r0.encoded_shards == [0, 1]
     assert all_docids(out, r0.meta) == [d.docid for d in read_corpus(corpus)]
 
@@ -141,31 +141,28 @@ def test_a_rank_reads_only_the_files_of_its_block(tiny_bert_dir, tmp_path):
             lines[3] = "{ this line is not JSON"  # only rank 0's block contains it
         (folder / f"part_{part:05d}.jsonl").write_text("\n".join(lines) + "\n")
     out = tmp_path / "idx"
-    r1 = encode_corpus(folder, tiny_bert_dir, out, shard_size=10, max_length=16, rank=1, world_size=2,
-                       show_progress=False)
+    r1 = encode_corpus(folder, tiny_bert_dir, out, quiet(shard_size=10, max_length=16, rank=1, world_size=2))
     assert r1.encoded_shards == [2, 3]
     assert json.loads((out / "corpus_counts.json").read_text())["counts"] == [10, 10, 10, 10]
     with pytest.raises(FormatError, match=r"part_00000.jsonl:4"):
-        encode_corpus(folder, tiny_bert_dir, out, shard_size=10, max_length=16, rank=0, world_size=2,
-                      show_progress=False)
+        encode_corpus(folder, tiny_bert_dir, out, quiet(shard_size=10, max_length=16, rank=0, world_size=2))
 
 
 def test_rank0_times_out_when_other_ranks_never_finish(small_world, tiny_bert_dir, tmp_path):
     with pytest.raises(UsageError, match="not finished by the other ranks"):
-        encode_corpus(small_world / "corpus.jsonl", tiny_bert_dir, tmp_path / "idx", shard_size=64, max_length=64,
-                      rank=0, world_size=2, show_progress=False, wait_timeout=0.2, poll_seconds=0.05)
+        encode_corpus(small_world / "corpus.jsonl", tiny_bert_dir, tmp_path / "idx",
+                      quiet(shard_size=64, max_length=64, rank=0, world_size=2, wait_timeout=0.2, poll_seconds=0.05))
 
 
 def test_other_settings_on_the_same_folder_are_refused(small_world, tiny_bert_dir, tmp_path):
     corpus = small_world / "corpus.jsonl"
     out = tmp_path / "idx"
-    encode_corpus(corpus, tiny_bert_dir, out, shard_size=64, max_length=64, show_progress=False)
+    encode_corpus(corpus, tiny_bert_dir, out, quiet(shard_size=64, max_length=64))
     with pytest.raises(UsageError, match="shard_size"):
-        encode_corpus(corpus, tiny_bert_dir, out, shard_size=100, max_length=64, show_progress=False)
+        encode_corpus(corpus, tiny_bert_dir, out, quiet(shard_size=100, max_length=64))
     from hopscotch.retriever.index.faiss_index import build_faiss_index
     build_faiss_index(out, "IVF2,Flat", layout="shards", show_progress=False)
-    result = encode_corpus(corpus, tiny_bert_dir, out, shard_size=100, max_length=64, overwrite=True,
-                           show_progress=False)
+    result = encode_corpus(corpus, tiny_bert_dir, out, quiet(shard_size=100, max_length=64, overwrite=True))
     assert result.meta.num_shards == 3 and done_shards(out) == [0, 1, 2]
     assert not (out / "faiss").exists() and result.meta.faiss == {}  # nothing built on the old shards survives
 
@@ -179,8 +176,7 @@ def test_climbmix_parquet_shards_get_positional_ids(tiny_bert_dir, tmp_path):
     for shard in range(2):
         texts = [f"document {row} of part {shard} about rivers and mountains" for row in range(7)]
         pq.write_table(pa.table({"text": texts}), folder / f"part_{shard:05d}.parquet")
-    result = encode_corpus(folder, tiny_bert_dir, tmp_path / "idx", shard_size=5, max_length=32,
-                           show_progress=False)
+    result = encode_corpus(folder, tiny_bert_dir, tmp_path / "idx", quiet(shard_size=5, max_length=32))
     ids = all_docids(tmp_path / "idx", result.meta)
     assert ids == [f"shard_{s:05d}_{r}" for s in range(2) for r in range(7)]
     doc = DocStore(tmp_path / "idx").get("shard_00001_3")
@@ -191,23 +187,23 @@ def test_repeated_docids_are_a_format_error(tiny_bert_dir, tmp_path):
     corpus = write_corpus(tmp_path / "c.jsonl", [{"_id": "a", "text": "x y"}, {"_id": "b", "text": "z"},
                                                  {"_id": "a", "text": "w"}])
     with pytest.raises(FormatError, match="unique document ids.*'a'"):
-        encode_corpus(corpus, tiny_bert_dir, tmp_path / "idx", shard_size=2, max_length=16, show_progress=False)
+        encode_corpus(corpus, tiny_bert_dir, tmp_path / "idx", quiet(shard_size=2, max_length=16))
 
 
 def test_empty_corpus_and_bad_sizes_are_usage_errors(tiny_bert_dir, tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     with pytest.raises(UsageError, match="no documents"):
-        encode_corpus(empty, tiny_bert_dir, tmp_path / "idx", show_progress=False)
+        encode_corpus(empty, tiny_bert_dir, tmp_path / "idx", quiet())
     with pytest.raises(UsageError, match="positive"):
-        encode_corpus(empty, tiny_bert_dir, tmp_path / "idx2", shard_size=0, show_progress=False)
+        encode_corpus(empty, tiny_bert_dir, tmp_path / "idx2", quiet(shard_size=0))
 
 
 def test_malformed_corpus_line_names_file_and_line(tiny_bert_dir, tmp_path):
     corpus = tmp_path / "bad.jsonl"
     corpus.write_text('{"_id": "a", "text": "fine"}\n{"_id": "b", "body": "no text"}\n')
     with pytest.raises(FormatError, match=r"bad.jsonl:2"):
-        encode_corpus(corpus, tiny_bert_dir, tmp_path / "idx", shard_size=1, show_progress=False)
+        encode_corpus(corpus, tiny_bert_dir, tmp_path / "idx", quiet(shard_size=1))
 
 
 @pytest.mark.slow
@@ -229,11 +225,11 @@ def test_torchrun_two_processes_build_one_index(small_world, tiny_bert_dir, tmp_
 
 def test_bf16_autocast_stays_close_to_fp32(small_world, tiny_bert_dir, tmp_path):
     corpus = small_world / "corpus.jsonl"
-    kw = dict(shard_size=300, batch_size=32, max_length=64, show_progress=False)
-    a = encode_corpus(corpus, tiny_bert_dir, tmp_path / "fp32", precision="fp32", **kw)
-    b = encode_corpus(corpus, tiny_bert_dir, tmp_path / "bf16", precision="bf16", **kw)
+    kw = dict(shard_size=300, batch_size=32, max_length=64)
+    a = encode_corpus(corpus, tiny_bert_dir, tmp_path / "fp32", quiet(precision="fp32", **kw))
+    b = encode_corpus(corpus, tiny_bert_dir, tmp_path / "bf16", quiet(precision="bf16", **kw))
     x = load_shard_embeddings(a.index_dir, 0).astype(np.float32)
     y = load_shard_embeddings(b.index_dir, 0).astype(np.float32)
     assert not np.array_equal(x, y) and np.min(np.sum(x * y, axis=1)) > 0.98
     with pytest.raises(UsageError, match="precision"):
-        encode_corpus(corpus, tiny_bert_dir, tmp_path / "x", precision="int4", **kw)
+        encode_corpus(corpus, tiny_bert_dir, tmp_path / "x", quiet(precision="int4", **kw))

@@ -16,7 +16,7 @@ from hopscotch.retriever.io.corpus import (
 )
 from hopscotch.retriever.io.qrels import expand_qrels_with_duplicates, read_qrels
 from hopscotch.retriever.io.queries import read_queries
-from hopscotch.retriever.io.runs import read_run, write_run
+from hopscotch.retriever.io.runs import RunWriter, read_run, write_run
 
 
 def write(path, text):
@@ -175,6 +175,28 @@ def test_run_roundtrip_and_order(tmp_path):
     lines = (tmp_path / "r.trec").read_text().splitlines()
     assert lines[:3] == ["q1 Q0 d2 1 2.000000 t", "q1 Q0 d0 2 0.500000 t", "q1 Q0 d1 3 0.500000 t"]
     assert read_run(tmp_path / "r.trec") == run
+
+
+def test_run_writer_streams_the_same_bytes_as_write_run(tmp_path):
+    run = {"q1": {"d1": 0.5, "d2": 2.0, "d0": 0.5}, "q2": {"x": 1.0, "y": -3.25, "z": 1.0}}
+    write_run(tmp_path / "whole.trec", run, tag="t", k=2)
+    with RunWriter(tmp_path / "streamed.trec", tag="t", k=2) as out:
+        assert not (tmp_path / "streamed.trec").exists()  # appears only when the block ends
+        out.write("q1", run["q1"])
+        out.write("q2", list(run["q2"].items()))  # (docid, score) pairs work too
+    assert (tmp_path / "streamed.trec").read_bytes() == (tmp_path / "whole.trec").read_bytes()
+    assert read_run(tmp_path / "streamed.trec") == {"q1": {"d2": 2.0, "d0": 0.5}, "q2": {"x": 1.0, "z": 1.0}}
+
+
+def test_run_writer_leaves_nothing_on_error(tmp_path):
+    write_run(tmp_path / "r.trec", {"q": {"d": 1.0}})
+    with pytest.raises(KeyError), RunWriter(tmp_path / "r.trec") as out:
+        out.write("q", {"other": 2.0})
+        raise KeyError("boom")
+    assert read_run(tmp_path / "r.trec") == {"q": {"d": 1.0}}  # the old file is untouched
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.trec"]  # no temporary left behind
+    with pytest.raises(RuntimeError, match="outside"):
+        out.write("q", {"d": 1.0})
 
 
 def test_run_malformed(tmp_path):

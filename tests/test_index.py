@@ -13,7 +13,7 @@ from hopscotch.retriever.index.faiss_index import (
     remove_faiss_index,
 )
 from hopscotch.retriever.index.layout import IndexMeta, load_shard_embeddings
-from hopscotch.retriever.index.plan import plan_index, spec_cost
+from hopscotch.retriever.index.plan import PlanOptions, plan_index, spec_cost
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -160,7 +160,7 @@ def test_plan_counts_codes_ids_and_centroids():
     opq = spec_cost("OPQ64,IVF1024,PQ64", 384)
     assert opq.fixed == pytest.approx(ivfpq.fixed + 4 * 384 * 384)
     assert spec_cost("Flat", 384).per_vector == 4 * 384
-    plan = plan_index(1_000_000, 384, "IVF1024,PQ64", shard_size=100_000, layout="merged")
+    plan = plan_index(1_000_000, 384, "IVF1024,PQ64", PlanOptions(shard_size=100_000, layout="merged"))
     assert plan.total("disk") == pytest.approx(2 * 384 * 1e6 + 24e6 + 16e6 + 72e6 + ivfpq.fixed)
     assert plan.total("search memory") == pytest.approx(72e6 + ivfpq.fixed + 12 * 1000 * 100)
 

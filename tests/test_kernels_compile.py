@@ -55,5 +55,6 @@ def test_each_dtype_and_exclusion_mode_compiles_for_sm90(dtype, exclude):
     compile_report = _compile_report()
     for kind in compile_report.KERNELS:
         block_d = 64 if kind.startswith("bwd") else 0
-        report = compile_report.compile_kernel(kind, 64, 64, 64, block_d, 4, 2, dtype=dtype, exclude=exclude)
+        tile = compile_report.Tile(64, 64, 64, block_d, num_warps=4, num_stages=2)
+        report = compile_report.compile_kernel(kind, tile, dtype=dtype, exclude=exclude)
         assert report.shared_bytes <= H100_SHARED_LIMIT, report

@@ -2,12 +2,16 @@
 
 scripts/gpu_check.sh is meant to run first time on a CUDA machine; these tests run every code path
 of scripts/bench_kernel.py that does not need CUDA (the check table, the bench table, the ratios)
-with the Triton interpreter and tiny sizes, and check that the shell script parses and refuses a
-machine without CUDA with exit code 2.
+with the Triton interpreter and tiny sizes, check that the shell script parses, refuses a machine
+without CUDA with exit code 2, and in ``--dry-run`` reports every section skipped and writes its
+table; that every section function of scripts/gpu_check_*.py takes the sizes it is given; and
+(slow) every section end to end on CPU with tiny sizes (``--cpu-smoke``).
 """
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import os
 import shutil
 import subprocess
@@ -24,11 +28,11 @@ def test_bench_kernel_dry_run_prints_both_tables_and_passes():
     env = dict(os.environ, OMP_NUM_THREADS="2")
     env.pop("TRITON_INTERPRET", None)
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_kernel.py"), "--device", "cpu", "--dry-run"],
-                         capture_output=True, text=True, env=env, timeout=300)
+                         capture_output=True, text=True, env=env, timeout=300, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "CHECK: PASS" in out.stdout
     assert "FAIL" not in out.stdout
-    bench_rows = [line for line in out.stdout.splitlines() if line.startswith("| 16 |") or line.startswith("| 48 |")]
+    bench_rows = [line for line in out.stdout.splitlines() if line.startswith(("| 16 |", "| 48 |"))]
     assert len(bench_rows) == 4, out.stdout  # d in {16, 48} x B in {16, 40}
     for row in bench_rows:
         cells = [cell.strip() for cell in row.strip("|").split("|")]
@@ -39,11 +43,68 @@ def test_bench_kernel_dry_run_prints_both_tables_and_passes():
 
 def test_gpu_check_script_parses_and_refuses_a_machine_without_cuda(tmp_path):
     script = ROOT / "scripts" / "gpu_check.sh"
-    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
     if shutil.which("nvidia-smi"):
         pytest.skip("this machine has a GPU")
     # A PATH with only a python that has no CUDA: the script must say so and exit 2, installing nothing.
     env = dict(os.environ, PYTHON=sys.executable, PATH="/usr/bin:/bin")
-    out = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=120)
+    out = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=120, check=False)
     assert out.returncode == 2, out.stdout + out.stderr
     assert "CUDA" in out.stderr
+
+
+def _no_gpu_env() -> dict:
+    """A PATH without nvidia-smi and this test's python: nothing is installed, nothing measured."""
+    return dict(os.environ, PYTHON=sys.executable, PATH="/usr/bin:/bin")
+
+
+def test_gpu_check_dry_run_reports_every_section_skipped_and_writes_the_table(tmp_path):
+    if shutil.which("nvidia-smi"):
+        pytest.skip("this machine has a GPU")
+    out_file = tmp_path / "gpu_check.md"
+    out = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh"), "--dry-run", str(out_file)],
+                         capture_output=True, text=True, env=_no_gpu_env(), timeout=120, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "GPU CHECK: SKIPPED (dry run)"
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        sections = [name for name, *_ in importlib.import_module("gpu_check").SECTIONS]
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    assert sections == ["kernel", "encode", "faiss", "train", "qwen"]
+    table = out_file.read_text()
+    for name in sections:
+        assert f"| {name} | section | skipped: no CUDA | SKIP |" in out.stdout
+        assert f"| {name} | section | skipped: no CUDA | SKIP |" in table
+    assert table.strip().splitlines()[-1] == "GPU CHECK: SKIPPED (dry run)"
+
+
+def test_gpu_check_section_functions_take_their_sizes():
+    """Every section's ``SIZES`` (GPU and CPU-smoke) binds to its function: no typo waits for a GPU."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        gpu_check = importlib.import_module("gpu_check")
+        for name, _, module_name, function, budget in gpu_check.SECTIONS:
+            module = importlib.import_module(module_name)
+            signature = inspect.signature(getattr(module, function))
+            for size in ("full", "tiny"):
+                signature.bind(object(), device="cpu", deadline=None, **module.SIZES[size])
+            assert 0 < budget <= 180, name
+        assert sum(s[-1] for s in gpu_check.SECTIONS) + len(gpu_check.SECTIONS) * gpu_check.GRACE_S < 8 * 60
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+
+
+@pytest.mark.slow
+def test_gpu_check_cpu_smoke_runs_every_section(tmp_path):
+    """Every section end to end on CPU with tiny sizes (the kernels in Triton's interpreter)."""
+    out_file = tmp_path / "smoke.md"
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    env.pop("TRITON_INTERPRET", None)
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_check.py"), "--cpu-smoke", str(out_file)],
+                         capture_output=True, text=True, env=env, timeout=1200, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "GPU CHECK: SKIPPED (CPU smoke run: sections PASS)"
+    table = out_file.read_text()
+    for name in ("kernel", "encode", "faiss", "train", "qwen"):
+        assert f"| {name} | **" in table and "| FAIL |" not in table

@@ -51,8 +51,8 @@ def exact_run(built, texts: list[str], k: int):
 
 def test_dense_search_matches_exact_search(cli, built, tmp_path):
     run_path = tmp_path / "dense.trec"
-    code, out, err = cli("search", "--queries", built["queries"], "--index", built["dense"], "--model",
-                         built["model"], "--k", 10, "--out", run_path)
+    code, _, err = cli("search", "--queries", built["queries"], "--index", built["dense"], "--model",
+                       built["model"], "--k", 10, "--out", run_path)
     assert code == 0, err
     run = read_run(run_path)
     queries = list(read_queries(built["queries"]))
@@ -128,12 +128,12 @@ def test_searcher_objects_share_the_interface(built):
     assert searcher_names() == ["bm25", "dense", "hybrid", "remote"]
     dense = build_searcher("dense", index=built["dense"])
     hits = dense.search("Which city is the shipbuilding company headquartered in?", k=3)
-    assert len(hits) == 3 and set(hits[0]) == {"docid", "score", "snippet"}
+    assert len(hits) == 3 and set(hits[0]) == {"docid", "score", "text", "snippet"}
     doc = dense.get_document(hits[0]["docid"])
     assert doc["docid"] == hits[0]["docid"] and hits[0]["snippet"].startswith(doc["title"])
     assert dense.get_document("not-a-doc") is None
     bm25 = build_searcher("bm25", bm25=built["bm25"], index=built["dense"])
-    assert bm25.search("shipbuilding company", k=2)[0]["snippet"]
+    assert bm25.search("shipbuilding company", k=2)[0]["snippet"] == bm25.search("shipbuilding company", k=2)[0]["text"]
     hybrid = build_searcher("hybrid", bm25=built["bm25"], index=built["dense"], fusion="interp")
     assert len(hybrid.search("shipbuilding company", k=4)) == 4
     assert get_searcher_class("remote").__name__ == "RemoteSearcher"
@@ -141,6 +141,157 @@ def test_searcher_objects_share_the_interface(built):
     queries = list(read_queries(built["queries"]))
     run = search_run(dense, queries, 5, batch_size=7)
     assert [set(run[q.qid]) for q in queries] == [set(e) for e in exact_run(built, [q.text for q in queries], 5)]
+
+
+def test_registry_lists_the_four_backends():
+    from hopscotch.retriever.searchers import SEARCHERS, get_searcher_class, searcher_names
+    from hopscotch.retriever.searchers.bm25 import BM25Searcher
+    from hopscotch.retriever.searchers.remote import RemoteSearcher
+
+    assert list(SEARCHERS) == searcher_names() == ["bm25", "dense", "hybrid", "remote"]
+    assert searcher_names(local_only=True) == ["bm25", "dense", "hybrid"]
+    assert SEARCHERS["bm25"] is BM25Searcher and get_searcher_class("remote") is RemoteSearcher
+    assert "bm25" in SEARCHERS and "splade" not in SEARCHERS and len(SEARCHERS) == 4
+    for name, cls in SEARCHERS.items():
+        assert cls.name == name and isinstance(cls.search_type, str) and cls.search_type  # class-level
+    assert BM25Searcher.search_type == "BM25"
+    from hopscotch.retriever.errors import UsageError
+    with pytest.raises(UsageError, match="unknown searcher 'splade'"):
+        get_searcher_class("splade")
+
+
+def test_registering_a_name_twice_is_refused():
+    from hopscotch.retriever.searchers import register_searcher
+    from hopscotch.retriever.searchers.bm25 import BM25Searcher
+
+    class Other(BM25Searcher):
+        pass
+
+    with pytest.raises(ValueError, match="registered twice"):
+        register_searcher("bm25")(Other)
+
+
+def _option_actions(parser):
+    return [a for a in parser._actions if a.option_strings and a.dest != "help"]
+
+
+@pytest.mark.parametrize("name,flags", [
+    ("bm25", {"--bm25", "--index", "--corpus"}),
+    ("dense", {"--index", "--model", "--instruction", "--nprobe", "--ef-search", "--refine", "--faiss"}),
+    ("hybrid", {"--bm25", "--index", "--corpus", "--model", "--fusion", "--alpha", "--rrf-k", "--depth"}),
+    ("remote", {"--url", "--name", "--token"}),
+])
+def test_each_backend_adds_its_flags_to_a_fresh_parser(name, flags):
+    import argparse
+
+    from hopscotch.retriever.searchers import SEARCHERS
+
+    parser = argparse.ArgumentParser()
+    SEARCHERS[name].parse_args(parser)
+    SEARCHERS[name].parse_args(parser)  # declaring again is a no-op, not an argparse conflict
+    actions = _option_actions(parser)
+    declared = {s for a in actions for s in a.option_strings}
+    assert flags <= declared
+    assert all(a.help for a in actions)
+
+
+def test_all_backends_share_one_parser_and_every_option_has_help():
+    import argparse
+
+    from hopscotch.retriever.cli import build_parser
+    from hopscotch.retriever.searchers import add_searcher_arguments
+    from hopscotch.retriever.searchers.base import add_option
+
+    parser = argparse.ArgumentParser()
+    add_searcher_arguments(parser)
+    strings = [s for a in _option_actions(parser) for s in a.option_strings]
+    assert len(strings) == len(set(strings)) and strings.count("--index") == 1
+    with pytest.raises(ValueError, match="--index is declared twice with different settings"):
+        add_option(parser, "--index", help="something else")
+    sub = build_parser()._subparsers._group_actions[0].choices
+    for command in ("search", "serve"):
+        assert all(a.help for a in _option_actions(sub[command])), command
+    assert sub["search"].parse_args(["--queries", "q", "--out", "o"]).depth == 1000
+    serve = sub["serve"].parse_args([])
+    assert serve.depth == 100 and serve.name == "default" and not hasattr(serve, "url")
+
+
+def test_browsecomp_plus_style_registry_use(built, small_world):
+    import argparse
+
+    from hopscotch.retriever.searchers import SEARCHERS
+
+    cls = SEARCHERS["bm25"]
+    parser = argparse.ArgumentParser()
+    cls.parse_args(parser)
+    searcher = cls.from_args(parser.parse_args(["--bm25", str(built["bm25"]),
+                                                "--corpus", str(small_world / "corpus.jsonl")]))
+    assert searcher.search_type == "BM25" and "top-5" in searcher.search_description(5)
+    assert searcher.get_document_description()
+    hits = searcher.search("shipbuilding company", 5, store_rerank=True)  # AgentIR's extra kwarg is ignored
+    assert len(hits) == 5 and all({"docid", "score", "text", "snippet"} <= set(h) for h in hits)
+    assert hits[0]["text"] and hits[0]["score"] >= hits[-1]["score"]
+    doc = searcher.get_document(hits[0]["docid"])
+    assert doc["docid"] == hits[0]["docid"] and doc["text"] and "title" in doc
+    assert hits[0]["text"].startswith(doc["title"])
+    assert searcher.get_document("not-a-doc") is None
+
+
+def test_dense_and_hybrid_from_args_and_store_rerank(built):
+    import argparse
+
+    from hopscotch.retriever.searchers import SEARCHERS, searcher_from_args
+
+    parser = argparse.ArgumentParser()
+    SEARCHERS["hybrid"].parse_args(parser)
+    args = parser.parse_args(["--bm25", str(built["bm25"]), "--index", str(built["dense"]), "--fusion", "interp",
+                              "--alpha", "0.5", "--depth", "30"])
+    hybrid = SEARCHERS["hybrid"].from_args(args)
+    assert (hybrid.fusion, hybrid.alpha, hybrid.depth) == ("interp", 0.5, 30)
+    assert searcher_from_args(args).name == "hybrid"  # the flags select hybrid
+    hits = hybrid.search("shipbuilding company", k=3, store_rerank=True)
+    assert len(hits) == 3 and all(h["text"] == h["snippet"] and h["text"] for h in hits)
+    dense = SEARCHERS["dense"].from_args(argparse.Namespace(index=str(built["dense"]), refine=2))
+    assert dense.refine == 2 and dense.search("harbour", k=2, store_rerank=True)[0]["text"]
+
+
+def test_build_searcher_takes_flag_destinations(built):
+    from hopscotch.retriever.searchers import build_searcher
+
+    with pytest.raises(TypeError, match="takes no option rrf_k"):
+        build_searcher("bm25", bm25=built["bm25"], rrf_k=3)
+    hybrid = build_searcher("hybrid", bm25=built["bm25"], index=built["dense"], rrf_k=7.0)
+    assert (hybrid.fusion, hybrid.rrf_k, hybrid.depth) == ("rrf", 7.0, 100)
+    shared = build_searcher("dense", index=built["dense"], encoder=hybrid.dense.encoder)
+    assert shared.encoder is hybrid.dense.encoder
+    from hopscotch.retriever.searchers.dense import DenseOptions, DenseSearcher
+
+    plain = DenseSearcher(built["dense"], refine=3, instruction="Find: ", encoder=shared.encoder)  # plain keywords
+    assert (plain.refine, plain.instruction) == (3, "Find: ")
+    with pytest.raises(TypeError, match="not both"):
+        DenseSearcher(built["dense"], options=DenseOptions(), refine=3)
+
+
+def test_search_through_a_remote_service_writes_the_same_run(cli, built, tmp_path):
+    from hopscotch.retriever.searchers import build_searcher
+    from hopscotch.retriever.serving.server import make_server, serve_in_thread
+
+    server = make_server({"wiki": build_searcher("dense", index=built["dense"])}, port=0, token="t0k")
+    serve_in_thread(server)
+    try:
+        local, remote = tmp_path / "local.trec", tmp_path / "remote.trec"
+        assert cli("search", "--queries", built["queries"], "--index", built["dense"], "--k", 5, "--out", local,
+                   "--reasoning")[0] == 0
+        code, out, err = cli("search", "--queries", built["queries"], "--url", server.url, "--name", "wiki",
+                             "--token", "t0k", "--k", 5, "--out", remote, "--reasoning")
+        assert code == 0 and "(remote)" in out, err
+    finally:
+        server.shutdown_and_close()
+    a, b = read_run(local), read_run(remote)
+    assert list(a) == list(b)
+    for qid in a:
+        assert set(a[qid]) == set(b[qid])
+        assert all(b[qid][d] == pytest.approx(s, abs=1e-5) for d, s in a[qid].items())
 
 
 def test_search_errors_are_one_line_exit_2(cli, built, tmp_path):
@@ -152,6 +303,12 @@ def test_search_errors_are_one_line_exit_2(cli, built, tmp_path):
         (("search", "--queries", built["queries"], "--index", tmp_path, "--out", out), "not a Hopscotch dense index"),
         (("search", "--queries", built["queries"], "--bm25", built["bm25"], "--model", "minilm", "--out", out),
          "--model encodes queries for a dense index"),
+        (("search", "--queries", built["queries"], "--bm25", built["bm25"], "--url", "http://127.0.0.1:9",
+          "--out", out), "pick one with --searcher-type"),
+        (("search", "--queries", built["queries"], "--searcher-type", "remote", "--out", out),
+         "the remote searcher needs a service url (--url)"),
+        (("search", "--queries", built["queries"], "--searcher-type", "hybrid", "--index", built["dense"],
+          "--out", out), "the hybrid searcher needs a BM25 index folder (--bm25)"),
     ]:
         code, _, err = cli(*argv)
         assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from hopscotch.data_synth.config import SynthConfig
-from hopscotch.data_synth.pipeline import synthesize
+from hopscotch.data_synth.pipeline import SynthInputs, synthesize
 from hopscotch.data_synth.worker import QuestionWorker
 from hopscotch.retriever.errors import FormatError, UsageError
 
@@ -21,7 +21,7 @@ def quiet(**kw) -> SynthConfig:
 
 
 def run_world(world, out, **kw):
-    return synthesize(world, traces=[world / "traces.jsonl"], out=out, config=quiet(**kw))
+    return synthesize(SynthInputs(world, traces=[world / "traces.jsonl"]), out=out, config=quiet(**kw))
 
 
 def rows(path):
@@ -120,7 +120,7 @@ def test_fresh_discards_other_work(small_world, tmp_path, monkeypatch):
 
 
 def test_question_only_baseline_and_drop_reasons(small_world, tmp_path):
-    stats = synthesize(small_world, out=tmp_path / "q.jsonl", question_only=True, config=quiet())
+    stats = synthesize(SynthInputs(small_world, question_only=True), out=tmp_path / "q.jsonl", config=quiet())
     got = rows(tmp_path / "q.jsonl")
     assert stats["steps_read"] == 40 and all(r["reasoning"] == "" and r["query_id"].endswith("_turn0") for r in got)
     traces = tmp_path / "t.jsonl"
@@ -131,7 +131,7 @@ def test_question_only_baseline_and_drop_reasons(small_world, tmp_path):
         {"question_id": first["question_id"], "reasoning": "r", "query": "  "},
         {"question_id": "not-a-question", "reasoning": "r", "query": "x"},
     ]) + "\n")
-    stats = synthesize(small_world, traces=[traces], out=tmp_path / "d.jsonl", config=quiet())
+    stats = synthesize(SynthInputs(small_world, traces=[traces]), out=tmp_path / "d.jsonl", config=quiet())
     assert stats["steps_read"] == 4 and stats["steps_kept"] == 1
     assert stats["dropped"] == {"duplicate_step": 1, "empty_query": 1, "unknown_question": 1}
 
@@ -141,9 +141,9 @@ def test_failed_tool_calls_are_dropped_unless_asked_for(small_world, tmp_path):
     traces = tmp_path / "tongyi.jsonl"
     traces.write_text(json.dumps({"query_id": q["_id"], "reasoning": "r", "search_query": ["a city", "b country"],
                                   "valid": False}) + "\n")
-    assert synthesize(small_world, traces=[traces], out=tmp_path / "a.jsonl",
-                      config=quiet())["dropped"] == {"failed_tool_call": 2}
-    assert synthesize(small_world, traces=[traces], out=tmp_path / "b.jsonl",
+    inputs = SynthInputs(small_world, traces=[traces])
+    assert synthesize(inputs, out=tmp_path / "a.jsonl", config=quiet())["dropped"] == {"failed_tool_call": 2}
+    assert synthesize(inputs, out=tmp_path / "b.jsonl",
                       config=quiet(include_failed_calls=True))["steps_kept"] == 2
 
 
@@ -152,7 +152,7 @@ def test_duplicate_step_numbers_are_a_format_error(small_world, tmp_path):
     t.write_text('{"question_id": "wq00000", "step": 1, "query": "a"}\n{"question_id": "wq00000", "step": 1, '
                  '"query": "b"}\n')
     with pytest.raises(FormatError, match=r"t\.jsonl:2: expected a unique \(question, step\)"):
-        synthesize(small_world, traces=[t], out=tmp_path / "o.jsonl", config=quiet())
+        synthesize(SynthInputs(small_world, traces=[t]), out=tmp_path / "o.jsonl", config=quiet())
 
 
 def test_cli_synth_preview_and_errors(cli, small_world, tmp_path):
@@ -185,7 +185,7 @@ def hotpot_run(shared_data, tmp_path_factory):
     root = shared_data / "hotpotqa_ircot"
     out = tmp_path_factory.mktemp("hotpot") / "tuples.jsonl"
     t0 = time.perf_counter()
-    stats = synthesize(root, root / "corpus.jsonl", traces=[root / "cot_steps.jsonl"], out=out,
+    stats = synthesize(SynthInputs(root, root / "corpus.jsonl", traces=[root / "cot_steps.jsonl"]), out=out,
                        config=quiet(reranker="lexical", workers=2))
     return root, out, stats, time.perf_counter() - t0
 

@@ -11,14 +11,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from hopscotch.data_synth.config import SynthConfig
-from hopscotch.data_synth.pipeline import synthesize
+from hopscotch.data_synth.pipeline import SynthInputs, synthesize
 from hopscotch.data_synth.rerankers import Candidate, OracleInput
 from hopscotch.data_synth.rerankers.llm import (
     LLMOracle,
     build_messages,
     parse_permutation,
 )
-from hopscotch.data_synth.rerankers.llm_client import ChatClient, LLMError
+from hopscotch.data_synth.rerankers.llm_client import ChatClient, LLMError, Retries
 
 
 def item(n=6, answer="Aurelia") -> OracleInput:
@@ -75,9 +75,10 @@ def test_cross_encoder_oracle_scores_pairs(tiny_cross_encoder_dir):
 
 def test_dense_and_cross_encoder_in_the_pipeline(small_world, tmp_path, tiny_bert_dir, tiny_cross_encoder_dir):
     common = dict(show_progress=False, max_questions=3)
-    a = synthesize(small_world, traces=[small_world / "traces.jsonl"], out=tmp_path / "dense.jsonl",
+    inputs = SynthInputs(small_world, traces=[small_world / "traces.jsonl"])
+    a = synthesize(inputs, out=tmp_path / "dense.jsonl",
                    config=SynthConfig(reranker="dense", encoder=str(tiny_bert_dir), **common))
-    b = synthesize(small_world, traces=[small_world / "traces.jsonl"], out=tmp_path / "ce.jsonl",
+    b = synthesize(inputs, out=tmp_path / "ce.jsonl",
                    config=SynthConfig(reranker="cross-encoder", cross_encoder=str(tiny_cross_encoder_dir), **common))
     assert a["steps_kept"] == a["steps_read"] > 0 and b["steps_kept"] == b["steps_read"]
     assert a["config"]["encoder"] == str(tiny_bert_dir) and "encoder" not in b["config"]
@@ -168,15 +169,15 @@ def test_llm_oracle_slides_a_window_and_puts_the_answer_passage_first(tmp_path):
 def test_chat_client_retries_then_succeeds_and_gives_up_clearly(tmp_path):
     messages = build_messages(item(n=3), [("a", "x Aurelia"), ("b", "y"), ("c", "z")])
     with FakeChatServer(fail_first=2, garbage_first=1) as server:
-        client = ChatClient(server.url, "m", backoff=0.01, max_retries=3)
+        client = ChatClient(server.url, "m", retries=Retries(max_retries=3, backoff=0.01))
         assert client.complete(messages).startswith("Ranking: [1]")
         assert client.requests_sent == 4  # 503, 503, a non-JSON body, then an answer
     with FakeChatServer(fail_first=10) as server:
         with pytest.raises(LLMError, match="gave up after 3 attempts .*HTTP 503"):
-            ChatClient(server.url, "m", backoff=0.01, max_retries=2).complete(messages)
+            ChatClient(server.url, "m", retries=Retries(max_retries=2, backoff=0.01)).complete(messages)
     with FakeChatServer(fail_first=10, status=400) as server:
         with pytest.raises(LLMError, match="HTTP 400"):
-            ChatClient(server.url, "m", backoff=0.01, max_retries=5).complete(messages)
+            ChatClient(server.url, "m", retries=Retries(max_retries=5, backoff=0.01)).complete(messages)
         assert len(server.requests) == 1  # a client error is not retried
 
 

@@ -42,7 +42,7 @@ def step_results(model, batch, backward, no_sync=None):
     import contextlib
 
     from hopscotch.retriever.training.loss import InfoNCELoss
-    from hopscotch.retriever.training.step import cached_step, full_step
+    from hopscotch.retriever.training.step import GradCache, cached_step, full_step
 
     unwrapped = getattr(model, "module", model)
     out = {}
@@ -50,8 +50,8 @@ def step_results(model, batch, backward, no_sync=None):
         if mode == "full":
             loss = full_step(model, batch, InfoNCELoss("reference"), backward)
         else:
-            loss = cached_step(model, batch, InfoNCELoss("reference"), backward, 2, "right", True,
-                               unwrapped.temperature, no_sync=no_sync or contextlib.nullcontext)
+            cache = GradCache(2, "right", learn_temperature=True, no_sync=no_sync or contextlib.nullcontext)
+            loss = cached_step(model, batch, InfoNCELoss("reference"), backward, unwrapped.temperature, cache)
         out[mode] = {"loss": loss, "grads": {n: p.grad.clone() for n, p in unwrapped.named_parameters()
                                                if p.requires_grad}}
         unwrapped.zero_grad(set_to_none=True)

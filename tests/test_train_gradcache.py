@@ -13,7 +13,7 @@ from hopscotch.retriever.model.config import EncoderConfig
 from hopscotch.retriever.model.dual_encoder import DualEncoder
 from hopscotch.retriever.training.batches import Collator, plan_epoch
 from hopscotch.retriever.training.loss import InfoNCELoss
-from hopscotch.retriever.training.step import cached_step, full_step
+from hopscotch.retriever.training.step import GradCache, cached_step, full_step
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma".split()
 
@@ -51,8 +51,8 @@ def backward(loss):
 
 def run_cached(model, batch, chunk):
     c = model.config
-    return cached_step(model, batch, InfoNCELoss("reference"), backward, chunk, c.padding_side,
-                       c.learn_temperature, model.temperature)
+    return cached_step(model, batch, InfoNCELoss("reference"), backward, model.temperature,
+                       GradCache(chunk, c.padding_side, c.learn_temperature))
 
 
 @pytest.mark.parametrize("learn_temperature", [False, True])

@@ -1,5 +1,5 @@
 """The training loop end to end on a tiny model (GradCache, accumulation, dev evaluation keeping the best
-model, a final folder sentence-transformers loads), recipes and overrides, and the two command lines."""
+model, a final folder sentence-transformers loads) and the two command lines; recipes: test_recipe.py."""
 
 from __future__ import annotations
 
@@ -7,12 +7,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
-import yaml
-
-from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.training.recipe import load_recipe, parse_override
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,51 +45,6 @@ def test_train_with_gradcache_accumulation_and_dev_evaluation(tiny_bert_dir, tmp
     assert (tmp_path / "run" / "best" / "modules.json").is_file()
     st_model = SentenceTransformer(final, device="cpu")
     assert st_model.encode(["a passage"]).shape == (1, 32)
-
-
-def test_recipe_defaults_file_and_overrides(tmp_path):
-    path = tmp_path / "r.yaml"
-    path.write_text(yaml.safe_dump({"data": {"train": "a.jsonl"}, "train": {"lr": 1e-4}}))
-    cfg = load_recipe(path, ["train.lr=3e-5", "data.train=[x.jsonl, y.jsonl]", "model.lora.r=8",
-                             "train.max_steps=null", "loss.temperature=1"])
-    assert cfg["train"]["lr"] == 3e-5 and cfg["data"]["train"] == ["x.jsonl", "y.jsonl"]
-    assert cfg["model"]["lora"]["r"] == 8 and cfg["train"]["max_steps"] is None
-    assert cfg["loss"]["temperature"] == 1.0 and isinstance(cfg["loss"]["temperature"], float)
-    assert cfg["model"]["pooling"] == "mean"  # untouched default
-    assert parse_override("eval.metric=ndcg@10") == {"eval": {"metric": "ndcg@10"}}
-
-
-@pytest.mark.parametrize("overrides,message", [
-    (["train.learning_rate=1"], "unknown recipe key 'train.learning_rate'"),
-    (["train.lr=fast"], "train.lr: expected a number"),
-    (["model.normalize=3"], "model.normalize: expected true/false"),
-    (["train=1"], "'train' is a section"),
-    (["lr"], "expected key=value"),
-])
-def test_bad_overrides_name_the_key(overrides, message):
-    with pytest.raises(UsageError, match=message):
-        load_recipe({"data": {"train": "a.jsonl"}}, overrides)
-
-
-def test_recipe_errors(tmp_path):
-    with pytest.raises(UsageError, match="data.train is required"):
-        load_recipe({})
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("train: [1, 2\n")
-    with pytest.raises(UsageError, match="bad.yaml:"):
-        load_recipe(bad)
-    with pytest.raises(UsageError, match="no such file"):
-        load_recipe(tmp_path / "missing.yaml")
-
-
-def test_bundled_recipes_load():
-    for name in ("minilm_hotpot", "qwen3_embedding_4b_agentir"):
-        cfg = load_recipe(ROOT / "recipes" / f"{name}.yaml")
-        assert cfg["data"]["train"] and cfg["train"]["max_steps"] is None or cfg["train"]["max_steps"] > 0
-    agentir = load_recipe(ROOT / "recipes" / "qwen3_embedding_4b_agentir.yaml")
-    assert agentir["model"]["pooling"] == "last" and agentir["loss"]["temperature"] == 0.01
-    assert agentir["model"]["instruction"].startswith("Instruct: Given a user's reasoning")
-    assert agentir["data"]["group_size"] == 8 and agentir["model"]["lora"]["enabled"]
 
 
 def test_cli_and_train_py_report_errors_on_one_line(cli, tmp_path):

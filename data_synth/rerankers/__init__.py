@@ -36,12 +36,13 @@ def build_reranker(spec: RerankerSpec, bm25_index=None) -> Reranker:
         return CrossEncoderOracle(spec.cross_encoder, spec.weights, batch_size=spec.batch_size)
     if spec.name == "llm":
         from hopscotch.data_synth.rerankers.llm import LLMOracle
-        from hopscotch.data_synth.rerankers.llm_client import ChatClient
+        from hopscotch.data_synth.rerankers.llm_client import ChatClient, Retries
 
         if not spec.llm_base_url or not spec.llm_model:
             raise UsageError("--reranker llm needs --llm-base-url and --llm-model")
         client = ChatClient(spec.llm_base_url, spec.llm_model, api_key=os.environ.get(spec.llm_api_key_env),
-                            timeout=spec.llm_timeout, max_retries=spec.llm_max_retries, cache_dir=spec.llm_cache)
+                            timeout=spec.llm_timeout, retries=Retries(max_retries=spec.llm_max_retries),
+                            cache_dir=spec.llm_cache)
         return LLMOracle(client, window=spec.llm_window, stride=spec.llm_stride)
     raise UsageError(f"unknown reranker {spec.name!r}; choose from {', '.join(RERANKERS)}")
 

@@ -15,8 +15,9 @@ with each relevance min-max normalized over the candidate window. They differ on
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 

@@ -31,21 +31,19 @@ class LexicalOracle(FeatureOracle):
     def __init__(self, index: BM25Index, weights: OracleWeights | None = None):
         super().__init__(weights)
         self.index = index
-        self._row = {d: i for i, d in enumerate(index.docids)}
         self._cached_question: tuple[str, np.ndarray] | None = None
 
     def _question_scores(self, item: OracleInput) -> np.ndarray:
         text = question_text(item)
         if self._cached_question is None or self._cached_question[0] != text:
-            tokens = [t for t in self.index.tokenize_queries([text])[0] if t in self.index.model.vocab_dict]
-            scores = (np.asarray(self.index.model.get_scores(tokens), dtype=np.float64) if tokens
-                      else np.zeros(len(self.index.docids)))
+            scores = self.index.corpus_scores(text)
+            scores = np.zeros(len(self.index.docids)) if scores is None else np.asarray(scores, dtype=np.float64)
             self._cached_question = (text, scores)
         return self._cached_question[1]
 
     def relevance(self, item: OracleInput):
         rel_query = [c.bm25 for c in item.candidates]
         all_scores = self._question_scores(item)
-        rel_question = [float(all_scores[self._row[c.docid]]) if c.docid in self._row else 0.0
-                        for c in item.candidates]
+        rows = [self.index.row(c.docid) for c in item.candidates]
+        rel_question = [0.0 if r is None else float(all_scores[r]) for r in rows]
         return rel_query, rel_question

@@ -45,18 +45,18 @@ def _truncate(text: str, max_words: int) -> str:
 def build_messages(item: OracleInput, passages: list[tuple[str, str]], max_words: int = 150) -> list[dict]:
     """The listwise prompt for one window: ``passages`` is ``[(title, text)]`` in current order."""
     answers = "; ".join(item.answers) if item.answers else "unknown"
-    lines = [f"An agent answering the question below issued a search query. I will provide you with "
-             f"{len(passages)} passages, each indicated by a numerical identifier []. Rank the passages by "
-             f"how well each serves this search query, knowing the question and its answer.",
+    lines = [(f"An agent answering the question below issued a search query. I will provide you with "
+              f"{len(passages)} passages, each indicated by a numerical identifier []. Rank the passages by "
+              f"how well each serves this search query, knowing the question and its answer."),
              "", f"Question: {item.question}", f"Answer: {answers}", f"Search query: {item.query}", ""]
     for i, (title, text) in enumerate(passages, start=1):
         body = f"{title}: {text}" if title else text
         lines.append(f"[{i}] {_truncate(body, max_words)}")
     lines += ["", f"Search query: {item.query}",
-              f"Rank the {len(passages)} passages above based on their relevance to the search query. The "
-              "passages should be listed in descending order using identifiers. The most relevant passages "
-              "should be listed first. The output format should be [] > [], e.g., [1] > [2]. Only respond "
-              "with the ranking results, do not say any word or explain."]
+              (f"Rank the {len(passages)} passages above based on their relevance to the search query. The "
+               "passages should be listed in descending order using identifiers. The most relevant passages "
+               "should be listed first. The output format should be [] > [], e.g., [1] > [2]. Only respond "
+               "with the ranking results, do not say any word or explain.")]
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "\n".join(lines)}]
 
 

@@ -19,6 +19,7 @@ import os
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 from hopscotch.retriever.errors import HopscotchError
@@ -31,18 +32,31 @@ class LLMError(HopscotchError):
     """The chat endpoint failed for good (after retries, or with a non-retryable status)."""
 
 
+@dataclass(frozen=True)
+class Retries:
+    """How often a failed request is sent again: ``max_retries`` times, waiting ``backoff * 2 ** attempt``
+    seconds (or what ``Retry-After`` asks) but never more than ``max_backoff``."""
+
+    max_retries: int = 4
+    backoff: float = 1.0
+    max_backoff: float = 30.0
+
+    def wait(self, attempt: int, retry_after: str | None = None) -> float:
+        if retry_after and retry_after.strip().isdigit():
+            return min(self.max_backoff, float(retry_after))
+        return min(self.max_backoff, self.backoff * (2 ** attempt))
+
+
 class ChatClient:
     """Chat completions against an OpenAI-compatible endpoint, cached on disk."""
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout: float = 60.0,
-                 max_retries: int = 4, backoff: float = 1.0, max_backoff: float = 30.0,
-                 cache_dir: str | os.PathLike | None = None, max_tokens: int = 512):
+                 retries: Retries | None = None, cache_dir: str | os.PathLike | None = None, max_tokens: int = 512):
         if not base_url or not model:
             raise LLMError("the llm reranker needs --llm-base-url and --llm-model")
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model, self.api_key = model, api_key
-        self.timeout, self.max_retries = timeout, max_retries
-        self.backoff, self.max_backoff = backoff, max_backoff
+        self.timeout, self.retries = timeout, retries or Retries()
         self.max_tokens = max_tokens
         self.cache_dir = Path(cache_dir) if cache_dir else None
         self.requests_sent = 0
@@ -79,7 +93,7 @@ class ChatClient:
             payload = json.loads(response.read().decode("utf-8"))
         content = payload["choices"][0]["message"]["content"]
         if not isinstance(content, str):
-            raise ValueError("message content is not a string")
+            raise TypeError("message content is not a string")
         return content
 
     def complete(self, messages: list[dict]) -> str:
@@ -90,8 +104,9 @@ class ChatClient:
             self.cache_hits += 1
             return cached
         last_error = "no attempt made"
-        for attempt in range(self.max_retries + 1):
-            wait = min(self.max_backoff, self.backoff * (2 ** attempt))
+        max_retries = self.retries.max_retries
+        for attempt in range(max_retries + 1):
+            retry_after = None
             try:
                 self.requests_sent += 1
                 content = self._post(messages)
@@ -102,12 +117,10 @@ class ChatClient:
                 if exc.code not in RETRY_STATUS:
                     raise LLMError(f"{self.url}: {last_error}") from None
                 retry_after = exc.headers.get("Retry-After") if exc.headers else None
-                if retry_after and retry_after.strip().isdigit():
-                    wait = min(self.max_backoff, float(retry_after))
             except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
                 last_error = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
             except (ValueError, KeyError, IndexError, TypeError) as exc:  # a malformed response body
                 last_error = f"malformed response ({type(exc).__name__}: {exc})"
-            if attempt < self.max_retries:
-                time.sleep(wait)
-        raise LLMError(f"{self.url}: gave up after {self.max_retries + 1} attempts ({last_error})")
+            if attempt < max_retries:
+                time.sleep(self.retries.wait(attempt, retry_after))
+        raise LLMError(f"{self.url}: gave up after {max_retries + 1} attempts ({last_error})")

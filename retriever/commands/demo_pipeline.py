@@ -45,7 +45,7 @@ def eval_sets(world_dir: Path, held_out: list[str]) -> dict[str, tuple[list[Quer
 
 def build_indexes(world_dir: Path, out: Path, model: str, name: str) -> tuple[Path, Path]:
     from hopscotch.retriever.index.bm25 import BM25Index
-    from hopscotch.retriever.index.encode import encode_corpus
+    from hopscotch.retriever.index.encode import EncodeOptions, encode_corpus
     from hopscotch.retriever.index.faiss_index import build_faiss_index
     from hopscotch.retriever.io.corpus import read_corpus
 
@@ -53,8 +53,8 @@ def build_indexes(world_dir: Path, out: Path, model: str, name: str) -> tuple[Pa
     if not (bm25_dir / "docids.txt").exists():
         BM25Index.build(read_corpus(world_dir / "corpus.jsonl"), show_progress=False).save(bm25_dir)
     dense_dir = out / name
-    result = encode_corpus(world_dir / "corpus.jsonl", model, dense_dir, shard_size=1000, max_length=256,
-                           reasoning_aware=True)
+    result = encode_corpus(world_dir / "corpus.jsonl", model, dense_dir,
+                           EncodeOptions(shard_size=1000, max_length=256, reasoning_aware=True))
     if result.meta is not None and not result.meta.faiss:
         build_faiss_index(dense_dir, spec="Flat", show_progress=False)
     print(f"{name}: sharded index in {dense_dir}")
@@ -80,10 +80,10 @@ def run_systems(systems: dict, sets: dict, out: Path) -> dict:
 
 
 def synthesize_tuples(world_dir: Path, out: Path, train_questions: int, bm25_dir: Path) -> Path:
-    from hopscotch.data_synth import SynthConfig, synthesize
+    from hopscotch.data_synth import SynthConfig, SynthInputs, synthesize
 
     tuples = out / "tuples.jsonl"
-    stats = synthesize(world_dir, traces=[world_dir / "traces.jsonl"], out=tuples, bm25_index=bm25_dir,
+    stats = synthesize(SynthInputs(world_dir, traces=[world_dir / "traces.jsonl"], bm25_index=bm25_dir), out=tuples,
                        config=SynthConfig(max_questions=train_questions, show_progress=False))
     print(f"DR-Synth: {stats.get('steps_kept', '?')} tuples from {stats.get('steps_read', '?')} steps "
           f"of {train_questions} training questions -> {tuples}")

@@ -61,7 +61,7 @@ def _layout(args) -> str:
 
 def _run_plan(args) -> int:
     from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.index.plan import plan_index
+    from hopscotch.retriever.index.plan import PlanOptions, plan_index
 
     docs, dim = args.docs, args.dim
     if docs is None:
@@ -77,9 +77,9 @@ def _run_plan(args) -> int:
         dim = int((getattr(m, "get_embedding_dimension", None) or m.get_sentence_embedding_dimension)())
     if docs <= 0 or dim <= 0:
         raise UsageError("--docs and --dim must be positive")
-    print(plan_index(docs, dim, args.spec, shard_size=args.shard_size, layout=_layout(args),
-                     train_size=args.train_size, avg_doc_bytes=args.avg_doc_bytes,
-                     docs_per_second=args.docs_per_second, gpus=args.gpus).format())
+    options = PlanOptions(shard_size=args.shard_size, layout=_layout(args), train_size=args.train_size,
+                          avg_doc_bytes=args.avg_doc_bytes, docs_per_second=args.docs_per_second, gpus=args.gpus)
+    print(plan_index(docs, dim, args.spec, options).format())
     return 0
 
 
@@ -91,7 +91,7 @@ def run(args) -> int:
     missing = [f"--{n}" for n in ("corpus", "model", "out") if not getattr(args, n)]
     if missing:
         raise UsageError(f"missing {', '.join(missing)} (or use --plan)")
-    from hopscotch.retriever.index.encode import encode_corpus
+    from hopscotch.retriever.index.encode import EncodeOptions, encode_corpus
     from hopscotch.retriever.index.faiss_index import (
         build_faiss_index,
         check_spec_syntax,
@@ -99,10 +99,10 @@ def run(args) -> int:
 
     check_spec_syntax(args.spec)  # reject a malformed spec before hours of encoding
     t0 = time.perf_counter()
-    result = encode_corpus(args.corpus, args.model, args.out, shard_size=args.shard_size,
-                           batch_size=args.batch_size, max_length=args.max_length, device=args.device,
-                           docstore=not args.no_docstore, reasoning_aware=args.reasoning_aware,
-                           overwrite=args.overwrite, wait_timeout=args.wait_timeout, precision=args.precision)
+    result = encode_corpus(args.corpus, args.model, args.out, EncodeOptions(
+        shard_size=args.shard_size, batch_size=args.batch_size, max_length=args.max_length, device=args.device,
+        docstore=not args.no_docstore, reasoning_aware=args.reasoning_aware, overwrite=args.overwrite,
+        wait_timeout=args.wait_timeout, precision=args.precision))
     print(f"rank {result.rank}/{result.world_size}: encoded {len(result.encoded_shards)} shards "
           f"({result.encoded_docs:,} documents, {result.docs_per_second:,.0f} docs/s), "
           f"{len(result.skipped_shards)} already done", file=sys.stderr)

@@ -1,7 +1,11 @@
-"""``hopscotch serve``: a Pyserini-compatible REST search service over a dense (or hybrid) index.
+"""``hopscotch serve``: a Pyserini-compatible REST search service over a dense, hybrid or BM25 index.
 
     hopscotch serve --index DIR [--model M] [--bm25 DIR] [--host 127.0.0.1] [--port 8000] [--token T]
                     [--name NAME]
+    hopscotch serve --bm25 DIR [--corpus FILE] ...
+
+The searcher flags are the local backends' own (:mod:`hopscotch.retriever.searchers.registry`), as in
+``hopscotch search``; the remote client's flags are not offered (``--token`` and ``--name`` are the server's).
 
 ``GET /v1/NAME/search?query=...&hits=10&max_doc_length=500[&reason=...]`` and ``GET /v1/NAME/doc/DOCID``;
 see :mod:`hopscotch.retriever.serving.server`. The token may also come from ``$HOPSCOTCH_SERVE_TOKEN``.
@@ -16,28 +20,20 @@ import sys
 
 
 def register(sub) -> None:
+    from hopscotch.retriever.searchers import add_searcher_arguments
+
     p = sub.add_parser("serve", help="serve an index over HTTP (Pyserini-compatible /v1 REST)",
-                       description="Serve a dense index (hybrid with --bm25) over HTTP with the Pyserini /v1 "
-                                   "search and document endpoints.")
-    p.add_argument("--index", required=True, help="dense index folder (hopscotch index)")
-    p.add_argument("--model", help="query encoder (default: the model recorded in --index)")
-    p.add_argument("--bm25", help="BM25 index folder: serve BM25 + dense fused (--fusion)")
-    p.add_argument("--fusion", choices=["rrf", "interp"], help="with --bm25: rrf (default) or interp")
-    p.add_argument("--alpha", type=float, default=1.0)
-    p.add_argument("--rrf-k", type=float, default=60.0)
-    p.add_argument("--depth", type=int, default=100, help="hybrid: candidates from each list before fusing")
-    p.add_argument("--instruction", help="prefix of every encoded query (default: the model's own, else none)")
-    p.add_argument("--nprobe", type=int)
-    p.add_argument("--ef-search", type=int)
-    p.add_argument("--refine", type=int, default=1)
-    p.add_argument("--faiss", dest="faiss_name")
+                       description="Serve a dense index (hybrid with --bm25), or a BM25 index alone, over HTTP "
+                                   "with the Pyserini /v1 search and document endpoints.")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--port", type=int, default=8000, help="TCP port to listen on (0: any free port)")
     p.add_argument("--token", default=os.environ.get("HOPSCOTCH_SERVE_TOKEN"),
                    help="require 'Authorization: Bearer TOKEN' (default $HOPSCOTCH_SERVE_TOKEN)")
     p.add_argument("--name", default="default", help="index name in the URL (/v1/NAME/...)")
     p.add_argument("--max-batch", type=int, default=64, help="most concurrent queries encoded together")
     p.add_argument("--verbose", action="store_true", help="log every request")
+    # --searcher-type, --index, --model, --bm25, --fusion, ...: the local backends' own flags
+    add_searcher_arguments(p, local_only=True)
     p.set_defaults(func=run)
 
 
@@ -49,8 +45,8 @@ def _is_loopback(host: str) -> bool:
 
 
 def run(args) -> int:
-    from hopscotch.retriever.commands.search import build_from_args
     from hopscotch.retriever.errors import UsageError
+    from hopscotch.retriever.searchers import searcher_from_args
     from hopscotch.retriever.serving.server import make_server
 
     if not 0 <= args.port <= 65535:
@@ -60,13 +56,13 @@ def run(args) -> int:
     if not _is_loopback(args.host) and not args.token:
         print(f"hopscotch serve: warning: binding {args.host} without --token: anyone who can reach this "
               "machine can query the index", file=sys.stderr)
-    searcher = build_from_args(args)
+    searcher = searcher_from_args(args, local_only=True)
     try:
         server = make_server({args.name: searcher}, host=args.host, port=args.port, token=args.token,
                              max_batch=args.max_batch, verbose=args.verbose)
     except OSError as exc:
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
-    print(f"serving {searcher.name} index {args.index} as '{args.name}' on {server.url}/v1/{args.name}/search"
+    print(f"serving {searcher.name} index {args.index or args.bm25} as '{args.name}' on {server.url}/v1/{args.name}/search"
           + (" (token required)" if args.token else ""), file=sys.stderr, flush=True)
     try:
         server.serve_forever()

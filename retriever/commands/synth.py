@@ -90,7 +90,7 @@ def parse_weights(text: str | None):
 
 def run(args) -> int:
     from hopscotch.data_synth.config import SynthConfig
-    from hopscotch.data_synth.pipeline import default_stats_path, synthesize
+    from hopscotch.data_synth.pipeline import SynthInputs, default_stats_path, synthesize
     from hopscotch.data_synth.preview import preview, summary_line
     from hopscotch.retriever.errors import UsageError
 
@@ -107,9 +107,9 @@ def run(args) -> int:
             llm_timeout=args.llm_timeout, llm_max_retries=args.llm_max_retries, fresh=args.fresh)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    stats = synthesize(args.qa, args.corpus, traces=args.traces, out=args.out, config=config,
-                       question_only=args.question_only, qrels=args.qrels, stats_path=args.stats,
-                       bm25_index=args.bm25_index)
+    inputs = SynthInputs(args.qa, args.corpus, traces=args.traces or (), question_only=args.question_only,
+                         qrels=args.qrels, bm25_index=args.bm25_index)
+    stats = synthesize(inputs, out=args.out, config=config, stats_path=args.stats)
     if args.preview > 0:
         print(preview(args.out, args.preview))
         print()

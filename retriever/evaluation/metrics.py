@@ -140,5 +140,8 @@ def format_table(rows: list[tuple[str, EvalResult]], metrics) -> str:
     header = ["system"] + list(metrics)
     body = [[name] + [f"{r.mean[m]:.4f} ± {r.ci95[m]:.4f}" for m in metrics] for name, r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(header, *body)]
-    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths))  # noqa: E731
+
+    def line(cells) -> str:
+        return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths))
+
     return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in body])

@@ -14,8 +14,8 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -45,11 +45,12 @@ class BM25Index:
         self.k1, self.b = k1, b
         self.stemmer_language, self.stopwords = stemmer, stopwords
         self._stemmer = _stemmer(stemmer)
+        self._rows: dict[str, int] | None = None
 
     # -- building ---------------------------------------------------------------------------------
     @classmethod
     def build(cls, docs: Iterable[Document], k1: float = 1.5, b: float = 0.75, stemmer: str | None = "english",
-              stopwords: str | None = "en", chunk_size: int = 50_000, show_progress: bool = True) -> "BM25Index":
+              stopwords: str | None = "en", chunk_size: int = 50_000, show_progress: bool = True) -> BM25Index:
         """Index documents (``title + " " + text``); the corpus is tokenized in chunks, never held as text."""
         import bm25s
         from bm25s.tokenization import Tokenizer
@@ -102,7 +103,7 @@ class BM25Index:
             raise
 
     @classmethod
-    def load(cls, folder: str | os.PathLike, mmap: bool = False) -> "BM25Index":
+    def load(cls, folder: str | os.PathLike, mmap: bool = False) -> BM25Index:
         import bm25s
 
         folder = Path(folder)
@@ -141,12 +142,21 @@ class BM25Index:
             out[i] = [(self.docids[j], float(s)) for j, s in zip(idx[row], scores[row]) if s > 0]
         return out
 
+    def row(self, docid: str) -> int | None:
+        """The index row of ``docid`` (None for a document not in the index)."""
+        if self._rows is None:
+            self._rows = {d: i for i, d in enumerate(self.docids)}
+        return self._rows.get(docid)
+
+    def corpus_scores(self, query: str) -> np.ndarray | None:
+        """BM25 scores of ``query`` against every row (None when no query token is in the vocabulary)."""
+        tokens = [t for t in self.tokenize_queries([query])[0] if t in self.model.vocab_dict]
+        return self.model.get_scores(tokens) if tokens else None
+
     def score_documents(self, query: str, docids: Sequence[str]) -> np.ndarray:
         """BM25 scores of ``query`` against the given documents (0 for unknown ones)."""
-        if not hasattr(self, "_row"):
-            self._row = {d: i for i, d in enumerate(self.docids)}
-        tokens = [t for t in self.tokenize_queries([query])[0] if t in self.model.vocab_dict]
-        if not tokens:
+        all_scores = self.corpus_scores(query)
+        if all_scores is None:
             return np.zeros(len(docids), dtype=np.float32)
-        all_scores = self.model.get_scores(tokens)
-        return np.array([all_scores[self._row[d]] if d in self._row else 0.0 for d in docids], dtype=np.float32)
+        rows = [self.row(d) for d in docids]
+        return np.array([0.0 if r is None else all_scores[r] for r in rows], dtype=np.float32)

@@ -18,8 +18,8 @@ from __future__ import annotations
 import gzip
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from hopscotch.retriever.io.common import write_json
 from hopscotch.retriever.io.corpus import Document, corpus_files, iter_file

@@ -27,6 +27,7 @@ from hopscotch.retriever.index.layout import (
     IndexMeta,
     ShardIds,
     load_shard_ids,
+    save_npy,
     shard_file,
 )
 from hopscotch.retriever.io.corpus import Document
@@ -42,8 +43,6 @@ def build_docid_lookup(index_dir: str | os.PathLike, meta: IndexMeta, corpus: st
                        show_progress: bool = True) -> None:
     """Write ``lookup/hashes.npy`` and ``lookup/rows.npy``; raises :class:`FormatError` on repeated docids."""
     from tqdm.auto import tqdm
-
-    from hopscotch.retriever.io.common import atomic_write
 
     index_dir = Path(index_dir)
     hashes = np.empty(meta.num_docs, dtype=np.uint64)
@@ -67,9 +66,8 @@ def build_docid_lookup(index_dir: str | os.PathLike, meta: IndexMeta, corpus: st
                                   f"{a!r} appears at corpus positions {rows[i]} and {rows[i + 1]}")
     folder = index_dir / LOOKUP_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    for name, arr in (("hashes.npy", hashes), ("rows.npy", rows)):
-        with atomic_write(folder / name, "wb", encoding=None) as fh:
-            np.save(fh, arr)
+    save_npy(folder / "hashes.npy", hashes)
+    save_npy(folder / "rows.npy", rows)
 
 
 class DocidLookup:
@@ -100,7 +98,7 @@ class ShardDocWriter:
     """Writes one shard's documents and line offsets (to temporary paths the encoder renames)."""
 
     def __init__(self, docs_path: str | os.PathLike):
-        self.fh = open(docs_path, "wb")
+        self.fh = open(docs_path, "wb")  # noqa: SIM115 - held across add() calls, closed by close()
         self.offsets = [0]
 
     def add(self, doc: Document) -> None:

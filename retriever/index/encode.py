@@ -15,24 +15,22 @@ and writes the manifest (``index.json``) and the docid lookup table.
 
 Example::
 
-    from hopscotch.retriever.index.encode import encode_corpus
-    result = encode_corpus("corpus.jsonl", "minilm", "index_dir", shard_size=100_000,
-                           batch_size=128, max_length=256)
+    from hopscotch.retriever.index.encode import EncodeOptions, encode_corpus
+    result = encode_corpus("corpus.jsonl", "minilm", "index_dir",
+                           EncodeOptions(shard_size=100_000, batch_size=128, max_length=256))
     result.meta.num_docs, result.encoded_shards, result.docs_per_second
 """
 
 from __future__ import annotations
 
-import glob
+import contextlib
 import json
 import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-
-import numpy as np
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.index.corpus_shards import (
@@ -41,7 +39,7 @@ from hopscotch.retriever.index.corpus_shards import (
     num_shards,
     rank_block,
 )
-from hopscotch.retriever.index.docstore import ShardDocWriter, build_docid_lookup
+from hopscotch.retriever.index.docstore import build_docid_lookup
 from hopscotch.retriever.index.layout import (
     ENCODE_CONFIG_FILE,
     FAISS_DIR,
@@ -52,12 +50,14 @@ from hopscotch.retriever.index.layout import (
     done_shards,
     read_done_marker,
     shard_file,
-    shard_name,
 )
-from hopscotch.retriever.io.common import atomic_write, write_json
+from hopscotch.retriever.index.shard_files import shard_complete, write_shard
+from hopscotch.retriever.io.common import write_json
 from hopscotch.retriever.io.corpus import Document, corpus_files
-from hopscotch.retriever.model.config import model_settings
+from hopscotch.retriever.model.config import ModelSettings, model_settings
 from hopscotch.retriever.model.query_template import format_document
+
+PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 
 
 def distributed_context() -> tuple[int, int, int]:
@@ -72,6 +72,37 @@ def distributed_context() -> tuple[int, int, int]:
     rank = env_int("RANK", default=0)
     local = env_int("LOCAL_RANK", default=rank)
     return rank, world, local
+
+
+@dataclass
+class EncodeOptions:
+    """How :func:`encode_corpus` encodes (the ``hopscotch index`` flags).
+
+    :param shard_size: documents per shard (the unit of resumption and of work split across ranks)
+    :param max_length: encoder max tokens per document (None: the model's passage length, else 256)
+    :param docstore: also store the documents so a server can return them by docid
+    :param reasoning_aware: recorded in the manifest: queries for this model use the reasoning template
+    :param precision: ``auto`` (float16 autocast on CUDA, float32 on CPU), ``fp32``, ``fp16`` or ``bf16``
+    :param overwrite: discard shards encoded with other settings (run it with a single process)
+    :param rank, world_size: this process's share; default from ``RANK`` / ``WORLD_SIZE``
+    :param device: torch device; default ``cuda:LOCAL_RANK`` when CUDA is available, else CPU
+    :param wait_timeout: how long rank 0 waits for the other ranks' shards (None: as long as it takes)
+    :param poll_seconds: how often rank 0 looks for them
+    """
+
+    shard_size: int = 100_000
+    batch_size: int = 64
+    max_length: int | None = None
+    docstore: bool = True
+    reasoning_aware: bool = False
+    precision: str = "auto"
+    overwrite: bool = False
+    rank: int | None = None
+    world_size: int | None = None
+    device: str | None = None
+    wait_timeout: float | None = None
+    poll_seconds: float = 2.0
+    show_progress: bool = True
 
 
 @dataclass
@@ -90,6 +121,61 @@ class EncodeResult:
     @property
     def docs_per_second(self) -> float:
         return self.encoded_docs / self.encode_seconds if self.encode_seconds > 0 else 0.0
+
+
+@dataclass
+class _EncodeJob:
+    """One process's resolved share of an :func:`encode_corpus` call: ``options`` has its rank, world
+    size and max length filled in."""
+
+    corpus: str | os.PathLike
+    model: str                  # as given (``minilm`` or a path)
+    settings: ModelSettings
+    out_dir: Path
+    options: EncodeOptions
+    local_rank: int
+
+    @property
+    def reasoning_aware(self) -> bool:
+        return self.options.reasoning_aware or self.settings.reasoning_aware
+
+    def config(self) -> dict:
+        """What ``encode_config.json`` records (a resume must match it)."""
+        o = self.options
+        return {"corpus": str(Path(self.corpus).resolve()), "corpus_files": _corpus_signature(self.corpus),
+                "model_path": str(Path(self.settings.path).resolve()), "max_length": o.max_length,
+                "shard_size": o.shard_size, "docstore": o.docstore,
+                "document_format": f"{self.settings.passage_prefix!r} + title + ' ' + text"}
+
+    def load_encoder(self):
+        from hopscotch.retriever.model.dense_encoder import DenseEncoder
+
+        device = self.options.device
+        if device is None:
+            import torch
+            device = (f"cuda:{self.local_rank % max(torch.cuda.device_count(), 1)}" if torch.cuda.is_available()
+                      else "cpu")
+        return DenseEncoder(self.settings.path, max_length=self.options.max_length,
+                            batch_size=self.options.batch_size, device=device)
+
+
+def _resolve_job(corpus, model, out_dir, options: EncodeOptions) -> _EncodeJob:
+    """Check ``options``, fill in the rank, world size and max length, and create ``out_dir``."""
+    if options.shard_size <= 0 or options.batch_size <= 0:
+        raise UsageError("--shard-size and --batch-size must be positive")
+    if options.precision not in PRECISIONS:
+        raise UsageError(f"precision {options.precision!r}: use auto, fp32, fp16 or bf16")
+    env_rank, env_world, local_rank = distributed_context()
+    rank = env_rank if options.rank is None else options.rank
+    world_size = env_world if options.world_size is None else options.world_size
+    if not 0 <= rank < world_size:
+        raise UsageError(f"rank {rank} outside world size {world_size}")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    settings = model_settings(model)
+    max_length = (settings.passage_max_len or 256) if options.max_length is None else options.max_length
+    options = replace(options, rank=rank, world_size=world_size, max_length=max_length)
+    return _EncodeJob(corpus, str(model), settings, out_dir, options, local_rank)
 
 
 def _corpus_signature(corpus) -> list[dict]:
@@ -122,159 +208,83 @@ def _check_config(out_dir: Path, config: dict, overwrite: bool) -> None:
     write_json(path, config)
 
 
-def _remove_partial(out_dir: Path, shard: int) -> None:
-    """Delete the leftovers of an interrupted write of ``shard`` (temp files and unmarked parts)."""
-    folder = out_dir / SHARD_DIR
-    marker = shard_file(out_dir, shard, "done.json")
-    if marker.exists():
-        os.unlink(marker)  # first, so a crash below can never leave a marker over missing files
-    for f in glob.glob(str(folder / f".{shard_name(shard)}.*")) + glob.glob(str(folder / f"{shard_name(shard)}.*")):
-        os.unlink(f)
-
-
-def _shard_complete(out_dir: Path, shard: int) -> bool:
-    """A shard is done when its marker exists and so do all the files the marker vouches for."""
-    marker = read_done_marker(out_dir, shard)
-    if marker is None:
-        return False
-    needed = ["emb.npy", "ids.npy"] + (["docs.jsonl", "offsets.npy"] if marker.get("docstore") else [])
-    return all(shard_file(out_dir, shard, k).is_file() for k in needed)
-
-
-def _save_npy(path: Path, arr: np.ndarray) -> None:
-    with atomic_write(path, "wb", encoding=None) as fh:
-        np.save(fh, arr)
-
-
-def write_shard(out_dir: Path, shard: int, docs: list[Document], emb: np.ndarray, docstore: bool,
-                seconds: float) -> None:
-    """Write one shard's files atomically, the ``done.json`` marker last."""
-    folder = out_dir / SHARD_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    _remove_partial(out_dir, shard)
-    ids = np.array([d.docid.encode("utf-8") for d in docs], dtype=bytes)
-    _save_npy(shard_file(out_dir, shard, "emb.npy"), emb.astype(np.float16))
-    _save_npy(shard_file(out_dir, shard, "ids.npy"), ids)
-    if docstore:
-        docs_path = shard_file(out_dir, shard, "docs.jsonl")
-        tmp = docs_path.with_name(f".{docs_path.name}.tmp")
-        writer = ShardDocWriter(tmp)
-        try:
-            for d in docs:
-                writer.add(d)
-        finally:
-            offsets = writer.close()
-        os.replace(tmp, docs_path)
-        _save_npy(shard_file(out_dir, shard, "offsets.npy"), offsets)
-    write_json(shard_file(out_dir, shard, "done.json"),
-               {"shard": shard, "num_docs": len(docs), "dim": int(emb.shape[1]), "docstore": docstore,
-                "first_docid": docs[0].docid, "last_docid": docs[-1].docid, "seconds": round(seconds, 3)})
-
-
 def encode_corpus(corpus: str | os.PathLike, model: str | os.PathLike, out_dir: str | os.PathLike,
-                  shard_size: int = 100_000, batch_size: int = 64, max_length: int | None = None, *,
-                  rank: int | None = None, world_size: int | None = None, device: str | None = None,
-                  docstore: bool = True, reasoning_aware: bool = False, overwrite: bool = False,
-                  precision: str = "auto", encoder=None, show_progress: bool = True,
-                  wait_timeout: float | None = None, poll_seconds: float = 2.0) -> EncodeResult:
+                  options: EncodeOptions | None = None, *, encoder=None) -> EncodeResult:
     """Encode ``corpus`` into resumable shards under ``out_dir`` (see the module docstring).
 
     :param corpus: corpus file, BEIR folder or shard folder (JSONL, gzipped JSONL or parquet)
     :param model: ``minilm`` or a sentence-transformers / training output folder (a trained model's passage
         prefix and passage length are used)
-    :param max_length: encoder max tokens per document (None: the model's passage length, else 256)
-    :param shard_size: documents per shard (the unit of resumption and of work split across ranks)
-    :param rank, world_size: this process's share; default from ``RANK`` / ``WORLD_SIZE``
-    :param device: torch device; default ``cuda:LOCAL_RANK`` when CUDA is available, else CPU
-    :param docstore: also store the documents so a server can return them by docid
-    :param reasoning_aware: recorded in the manifest: queries for this model use the reasoning template
-    :param precision: ``auto`` (float16 autocast on CUDA, float32 on CPU), ``fp32``, ``fp16`` or ``bf16``
-    :param encoder: an already-loaded :class:`~hopscotch.retriever.model.dense_encoder.DenseEncoder` to use instead of loading one
-    :param wait_timeout: how long rank 0 waits for the other ranks' shards (None: as long as it takes)
+    :param options: an :class:`EncodeOptions` (default: its defaults)
+    :param encoder: an already-loaded :class:`~hopscotch.retriever.model.dense_encoder.DenseEncoder` to use
+        instead of loading one
     :return: an :class:`EncodeResult`; its ``meta`` is the finished manifest on rank 0
     """
-    if shard_size <= 0 or batch_size <= 0:
-        raise UsageError("--shard-size and --batch-size must be positive")
-    if precision not in ("auto", "fp32", "fp16", "bf16"):
-        raise UsageError(f"precision {precision!r}: use auto, fp32, fp16 or bf16")
-    env_rank, env_world, local_rank = distributed_context()
-    rank = env_rank if rank is None else rank
-    world_size = env_world if world_size is None else world_size
-    if not 0 <= rank < world_size:
-        raise UsageError(f"rank {rank} outside world size {world_size}")
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    settings = model_settings(model)
-    model_path = settings.path
-    if max_length is None:
-        max_length = settings.passage_max_len or 256
-    prefix = settings.passage_prefix
-    config = {"corpus": str(Path(corpus).resolve()), "corpus_files": _corpus_signature(corpus),
-              "model_path": str(Path(model_path).resolve()), "max_length": max_length, "shard_size": shard_size,
-              "docstore": docstore, "document_format": f"{prefix!r} + title + ' ' + text"}
-    _check_config(out_dir, config, overwrite and rank == 0)  # --overwrite: run it with a single process
+    job = _resolve_job(corpus, model, out_dir, options or EncodeOptions())
+    opts = job.options
+    _check_config(job.out_dir, job.config(), opts.overwrite and opts.rank == 0)
+    result = EncodeResult(job.out_dir, opts.rank, opts.world_size)
+    total = _encode_pending_shards(job, result, encoder)
+    if total == 0:
+        raise UsageError(f"{corpus}: the corpus holds no documents")
+    if opts.rank != 0:
+        return result
+    _wait_for_shards(job, num_shards(total, opts.shard_size))
+    if not result.encoded_shards:
+        result.meta = _finished_meta(job, total)
+        if result.meta is not None:
+            return result
+    result.meta = _finalize_index(job, total)
+    return result
 
-    result = EncodeResult(out_dir, rank, world_size)
-    state = {"encoder": encoder}
 
-    def get_encoder():
-        if state["encoder"] is None:
-            from hopscotch.retriever.model.dense_encoder import DenseEncoder
-            dev = device
-            if dev is None:
-                import torch
-                dev = f"cuda:{local_rank % max(torch.cuda.device_count(), 1)}" if torch.cuda.is_available() else "cpu"
-            state["encoder"] = DenseEncoder(model_path, max_length=max_length, batch_size=batch_size, device=dev)
-        return state["encoder"]
-
+def _encode_pending_shards(job: _EncodeJob, result: EncodeResult, encoder) -> int:
+    """Encode this rank's unfinished shards (loading the encoder only if there is one), recording them in
+    ``result``; returns the corpus size (with one rank: as far as it was read, which is all of it)."""
     from tqdm.auto import tqdm
 
+    opts = job.options
     counts, block, total = None, None, 0
-    if world_size > 1:  # count first, then read only this rank's contiguous block of shards
-        counts = file_row_counts(corpus, cache=out_dir / "corpus_counts.json")
+    if opts.world_size > 1:  # count first, then read only this rank's contiguous block of shards
+        counts = file_row_counts(job.corpus, cache=job.out_dir / "corpus_counts.json")
         total = sum(counts)
-        block = rank_block(num_shards(total, shard_size), rank, world_size)
-    bar = tqdm(desc=f"encode rank {rank}/{world_size}", unit="doc", disable=not show_progress,
-               total=None if block is None else min(block.stop * shard_size, total) - block.start * shard_size)
-    pending = (lambda shard: not _shard_complete(out_dir, shard))
-    for shard, docs, size in iter_shards(corpus, shard_size, block, counts, wanted=pending):
+        block = rank_block(num_shards(total, opts.shard_size), opts.rank, opts.world_size)
+    size_of_block = None if block is None else min(block.stop * opts.shard_size, total) - block.start * opts.shard_size
+    bar = tqdm(desc=f"encode rank {opts.rank}/{opts.world_size}", unit="doc", total=size_of_block,
+               disable=not opts.show_progress)
+
+    def pending(shard: int) -> bool:
+        return not shard_complete(job.out_dir, shard)
+
+    for shard, docs, size in iter_shards(job.corpus, opts.shard_size, block, counts, wanted=pending):
         if counts is None:
-            total = shard * shard_size + size
+            total = shard * opts.shard_size + size
         if docs is None:
             result.skipped_shards.append(shard)
             bar.update(size)
             continue
-        enc = get_encoder()
-        t0 = time.perf_counter()
-        with _autocast(enc, precision):
-            emb = enc.encode_texts([prefix + format_document(d.title, d.text) for d in docs], batch_size=batch_size)
-        write_shard(out_dir, shard, docs, emb, docstore, time.perf_counter() - t0)
-        result.encode_seconds += time.perf_counter() - t0
-        result.encoded_shards.append(shard)
-        result.encoded_docs += len(docs)
+        if encoder is None:
+            encoder = job.load_encoder()
+        _encode_shard(job, encoder, shard, docs, result)
         bar.update(size)
         bar.set_postfix(shard=shard, docs_per_s=f"{result.docs_per_second:.0f}")
     bar.close()
-    if total == 0:
-        raise UsageError(f"{corpus}: the corpus holds no documents")
-    if rank != 0:
-        return result
-    _wait_for_shards(out_dir, num_shards(total, shard_size), wait_timeout, poll_seconds, show_progress)
-    if not result.encoded_shards:
-        result.meta = _finished_meta(out_dir, total, shard_size, str(model),
-                                     reasoning_aware or settings.reasoning_aware)
-        if result.meta is not None:
-            return result
-    result.meta = finalize_index(out_dir, corpus, str(model), model_path, max_length, shard_size, total,
-                                 docstore, reasoning_aware or settings.reasoning_aware, show_progress,
-                                 passage_prefix=prefix)
-    return result
+    return total
+
+
+def _encode_shard(job: _EncodeJob, encoder, shard: int, docs: list[Document], result: EncodeResult) -> None:
+    t0 = time.perf_counter()
+    texts = [job.settings.passage_prefix + format_document(d.title, d.text) for d in docs]
+    with _autocast(encoder, job.options.precision):
+        emb = encoder.encode_texts(texts, batch_size=job.options.batch_size)
+    write_shard(job.out_dir, shard, docs, emb, job.options.docstore, time.perf_counter() - t0)
+    result.encode_seconds += time.perf_counter() - t0
+    result.encoded_shards.append(shard)
+    result.encoded_docs += len(docs)
 
 
 def _autocast(encoder, precision: str):
     """Mixed precision for the forward pass: ``auto`` is float16 on CUDA (tensor cores) and float32 on CPU."""
-    import contextlib
-
     import torch
 
     device = torch.device(encoder.device)
@@ -282,52 +292,53 @@ def _autocast(encoder, precision: str):
         precision = "fp16" if device.type == "cuda" else "fp32"
     if precision == "fp32":
         return contextlib.nullcontext()
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
-    if dtype is None:
-        raise UsageError(f"precision {precision!r}: use auto, fp32, fp16 or bf16")
-    return torch.autocast(device.type, dtype=dtype)
+    return torch.autocast(device.type, dtype={"fp16": torch.float16, "bf16": torch.bfloat16}[precision])
 
 
-def _wait_for_shards(out_dir: Path, total_shards: int, timeout: float | None, poll: float, show_progress: bool):
+def _wait_for_shards(job: _EncodeJob, total_shards: int) -> None:
     from tqdm.auto import tqdm
 
+    timeout = job.options.wait_timeout
     deadline = None if timeout is None else time.monotonic() + timeout
-    missing = [s for s in range(total_shards) if not _shard_complete(out_dir, s)]
+    missing = [s for s in range(total_shards) if not shard_complete(job.out_dir, s)]
     if not missing:
         return
     bar = tqdm(total=total_shards, initial=total_shards - len(missing), desc="waiting for other ranks", unit="shard",
-               disable=not show_progress)
+               disable=not job.options.show_progress)
     while missing:
         if deadline is not None and time.monotonic() > deadline:
             bar.close()
-            raise UsageError(f"{out_dir}: shards {missing[:10]} not finished by the other ranks; rerun "
+            raise UsageError(f"{job.out_dir}: shards {missing[:10]} not finished by the other ranks; rerun "
                              "'hopscotch index' with the same flags to encode them")
-        time.sleep(poll)
-        still = [s for s in missing if not _shard_complete(out_dir, s)]
+        time.sleep(job.options.poll_seconds)
+        still = [s for s in missing if not shard_complete(job.out_dir, s)]
         bar.update(len(missing) - len(still))
         missing = still
     bar.close()
 
 
-def _finished_meta(out_dir: Path, num_docs: int, shard_size: int, model: str, reasoning_aware: bool
-                   ) -> IndexMeta | None:
-    """The existing manifest when a rerun found nothing to do (so the lookup table is not rebuilt)."""
+def _load_meta(out_dir: Path) -> IndexMeta | None:
     try:
-        meta = IndexMeta.load(out_dir)
+        return IndexMeta.load(out_dir)
     except UsageError:
         return None
-    if (meta.num_docs, meta.shard_size) != (num_docs, shard_size) or not (out_dir / "lookup" / "rows.npy").is_file():
+
+
+def _finished_meta(job: _EncodeJob, num_docs: int) -> IndexMeta | None:
+    """The existing manifest when a rerun found nothing to do (so the lookup table is not rebuilt)."""
+    meta = _load_meta(job.out_dir)
+    if meta is None or (meta.num_docs, meta.shard_size) != (num_docs, job.options.shard_size):
         return None
-    if (meta.model, meta.reasoning_aware) != (model, reasoning_aware):
-        meta.model, meta.reasoning_aware = model, reasoning_aware
-        meta.save(out_dir)
+    if not (job.out_dir / LOOKUP_DIR / "rows.npy").is_file():
+        return None
+    if (meta.model, meta.reasoning_aware) != (job.model, job.reasoning_aware):
+        meta.model, meta.reasoning_aware = job.model, job.reasoning_aware
+        meta.save(job.out_dir)
     return meta
 
 
-def finalize_index(out_dir: Path, corpus, model: str, model_path: str, max_length: int | None, shard_size: int,
-                   num_docs: int, docstore: bool, reasoning_aware: bool, show_progress: bool = True,
-                   passage_prefix: str = "") -> IndexMeta:
-    """Check every shard, build the docid lookup and write ``index.json``."""
+def _checked_dim(out_dir: Path, num_docs: int, shard_size: int) -> int:
+    """The embedding dimension of the shards, once each of them is checked finished and whole."""
     shards_total = num_shards(num_docs, shard_size)
     dims = set()
     for shard in range(shards_total):
@@ -343,19 +354,23 @@ def finalize_index(out_dir: Path, corpus, model: str, model_path: str, max_lengt
                          "the corpus changed since they were encoded: use --overwrite")
     if len(dims) != 1:
         raise UsageError(f"{out_dir}: shards disagree on the embedding dimension {sorted(dims)}")
-    old = None
-    if (out_dir / META_FILE).is_file():
-        try:
-            old = IndexMeta.load(out_dir)
-        except UsageError:
-            old = None
-    meta = IndexMeta(model=model, model_path=str(model_path), max_length=max_length, dim=dims.pop(),
-                     num_docs=num_docs, num_shards=shards_total, shard_size=shard_size,
-                     reasoning_aware=reasoning_aware, docstore=docstore, corpus=str(corpus),
-                     passage_prefix=passage_prefix,
+    return dims.pop()
+
+
+def _finalize_index(job: _EncodeJob, num_docs: int) -> IndexMeta:
+    """Check every shard, build the docid lookup and write ``index.json`` (keeping the FAISS indexes an
+    earlier manifest recorded over the same documents)."""
+    out_dir, opts = job.out_dir, job.options
+    dim = _checked_dim(out_dir, num_docs, opts.shard_size)
+    old = _load_meta(out_dir) if (out_dir / META_FILE).is_file() else None
+    meta = IndexMeta(model=job.model, model_path=str(job.settings.path), max_length=opts.max_length, dim=dim,
+                     num_docs=num_docs, num_shards=num_shards(num_docs, opts.shard_size),
+                     shard_size=opts.shard_size, reasoning_aware=job.reasoning_aware, docstore=opts.docstore,
+                     corpus=str(job.corpus), passage_prefix=job.settings.passage_prefix,
                      faiss=old.faiss if old is not None and old.num_docs == num_docs else {})
-    build_docid_lookup(out_dir, meta, corpus=str(corpus), show_progress=show_progress)
+    build_docid_lookup(out_dir, meta, corpus=str(job.corpus), show_progress=opts.show_progress)
     meta.save(out_dir)
-    if show_progress:
-        print(f"index manifest: {num_docs:,} documents in {shards_total} shards, dim {meta.dim}", file=sys.stderr)
+    if opts.show_progress:
+        print(f"index manifest: {num_docs:,} documents in {meta.num_shards} shards, dim {meta.dim}",
+              file=sys.stderr)
     return meta

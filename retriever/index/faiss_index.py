@@ -121,14 +121,8 @@ def _sample_rows(meta: IndexMeta, size: int, seed: int) -> np.ndarray:
 
 def default_train_size(index, num_docs: int) -> int:
     """Enough vectors for k-means: 40 per IVF list (FAISS asks for 39), and 10,000 for PQ codebooks."""
-    faiss = _faiss()
-    want = 10_000
-    try:
-        ivf = faiss.extract_index_ivf(index)
-        want = max(want, 40 * ivf.nlist)
-    except RuntimeError:
-        pass
-    return min(num_docs, want)
+    ivf = _ivf_or_none(index)
+    return min(num_docs, 10_000 if ivf is None else max(10_000, 40 * ivf.nlist))
 
 
 def train_index(index_dir, meta: IndexMeta, spec: str, train_size: int | None, seed: int, use_gpu: bool):
@@ -138,16 +132,13 @@ def train_index(index_dir, meta: IndexMeta, spec: str, train_size: int | None, s
     if index.is_trained:
         return index
     size = train_size or default_train_size(index, meta.num_docs)
-    try:
-        nlist = faiss.extract_index_ivf(index).nlist
-    except RuntimeError:
-        nlist = 0
+    ivf = _ivf_or_none(index)
+    nlist = 0 if ivf is None else ivf.nlist
     if size < max(nlist, 1):
         raise UsageError(f"FAISS spec {spec!r} needs at least {nlist} training vectors; the corpus has "
                          f"{meta.num_docs} (use fewer lists, e.g. IVF{max(1, meta.num_docs // 40)})")
     sample = embedding_rows(index_dir, meta, _sample_rows(meta, size, seed))
     if use_gpu and nlist:
-        ivf = faiss.extract_index_ivf(index)
         ivf.clustering_index = faiss.index_cpu_to_all_gpus(faiss.IndexFlatIP(meta.dim))
     index.train(sample)
     return index
@@ -160,8 +151,6 @@ def build_faiss_index(index_dir: str | os.PathLike, spec: str = "Flat", layout: 
 
     :return: the entry recorded in ``index.json`` under ``faiss.built[name]``
     """
-    from tqdm.auto import tqdm
-
     if layout not in LAYOUTS:
         raise UsageError(f"index layout {layout!r}: use one of {', '.join(LAYOUTS)}")
     index_dir = Path(index_dir)
@@ -173,45 +162,79 @@ def build_faiss_index(index_dir: str | os.PathLike, spec: str = "Flat", layout: 
         use_gpu = gpu_count() > 0 if use_gpu is None else use_gpu
         folder = index_dir / FAISS_DIR / name
         folder.mkdir(parents=True, exist_ok=True)
-        faiss = _faiss()
-        trained_path = folder / "trained.faiss"
-        if trained_path.is_file():
-            trained = faiss.read_index(str(trained_path))
-        else:
-            trained = train_index(index_dir, meta, spec, train_size, seed, use_gpu)
-            _write_index(trained, trained_path)
-        parts_dir = folder if layout == "shards" or not _is_ivf(trained) else folder / "parts"
-        if layout == "shards" or _is_ivf(trained):
-            # one file per shard, each written atomically: a killed build resumes at the first missing one
-            parts_dir.mkdir(parents=True, exist_ok=True)
-            todo = [] if (layout == "merged" and (folder / "merged.faiss").is_file()) else range(meta.num_shards)
-            for shard in tqdm(todo, desc=f"faiss {spec}", unit="shard", disable=not show_progress):
-                path = parts_dir / f"{shard_name(shard)}.faiss"
-                if not path.is_file():
-                    index = faiss.clone_index(trained)
-                    index.add(np.asarray(load_shard_embeddings(index_dir, shard), dtype=np.float32))
-                    _write_index(index, path)
-        if layout == "merged" and not (folder / "merged.faiss").is_file():
-            index = faiss.clone_index(trained)
-            for shard in tqdm(range(meta.num_shards), desc=f"merge {spec}", unit="shard", disable=not show_progress):
-                if _is_ivf(trained):  # inverted lists merge; ids shifted to global rows
-                    part = faiss.read_index(str(parts_dir / f"{shard_name(shard)}.faiss"))
-                    faiss.extract_index_ivf(index).merge_from(faiss.extract_index_ivf(part),
-                                                              shard * meta.shard_size)
-                    index.ntotal = faiss.extract_index_ivf(index).ntotal
-                else:                 # HNSW and other graph/flat codes: add in corpus order
-                    index.add(np.asarray(load_shard_embeddings(index_dir, shard), dtype=np.float32))
-            _write_index(index, folder / "merged.faiss")
-            if parts_dir != folder:
-                shutil.rmtree(parts_dir, ignore_errors=True)
+        trained = _trained_index(index_dir, meta, folder / "trained.faiss", spec, train_size, seed, use_gpu)
+        if layout == "shards":
+            _write_shard_indexes(index_dir, meta, trained, folder, spec, show_progress)
+        elif not (folder / "merged.faiss").is_file():
+            _write_merged_index(index_dir, meta, trained, folder, spec, show_progress)
         entry["dir"] = f"{FAISS_DIR}/{name}"
-    meta = IndexMeta.load(index_dir)  # re-read: another build may have recorded its own entry
+    _record_in_manifest(index_dir, name, entry, set_default)
+    return entry
+
+
+def _shard_vectors(index_dir: Path, shard: int) -> np.ndarray:
+    """A shard's float16 embeddings as the float32 array FAISS takes."""
+    return np.asarray(load_shard_embeddings(index_dir, shard), dtype=np.float32)
+
+
+def _trained_index(index_dir: Path, meta: IndexMeta, path: Path, spec: str, train_size: int | None, seed: int,
+                   use_gpu: bool):
+    """The trained empty index saved at ``path``, trained and saved first if it is not there yet."""
+    if path.is_file():
+        return _faiss().read_index(str(path))
+    trained = train_index(index_dir, meta, spec, train_size, seed, use_gpu)
+    _write_index(trained, path)
+    return trained
+
+
+def _write_shard_indexes(index_dir: Path, meta: IndexMeta, trained, folder: Path, spec: str,
+                         show_progress: bool) -> None:
+    """One index file per shard, each written atomically: a killed build resumes at the first missing one."""
+    from tqdm.auto import tqdm
+
+    faiss = _faiss()
+    folder.mkdir(parents=True, exist_ok=True)
+    for shard in tqdm(range(meta.num_shards), desc=f"faiss {spec}", unit="shard", disable=not show_progress):
+        path = folder / f"{shard_name(shard)}.faiss"
+        if not path.is_file():
+            index = faiss.clone_index(trained)
+            index.add(_shard_vectors(index_dir, shard))
+            _write_index(index, path)
+
+
+def _write_merged_index(index_dir: Path, meta: IndexMeta, trained, folder: Path, spec: str,
+                        show_progress: bool) -> None:
+    """``merged.faiss``: IVF inverted lists merged from per-shard parts (resumable, removed once the merged
+    file is written; ids shifted to global rows); HNSW and other graph / flat codes added in corpus order."""
+    from tqdm.auto import tqdm
+
+    faiss = _faiss()
+    ivf = _is_ivf(trained)
+    parts_dir = folder / "parts"
+    if ivf:
+        _write_shard_indexes(index_dir, meta, trained, parts_dir, spec, show_progress)
+    index = faiss.clone_index(trained)
+    for shard in tqdm(range(meta.num_shards), desc=f"merge {spec}", unit="shard", disable=not show_progress):
+        if ivf:
+            part = faiss.read_index(str(parts_dir / f"{shard_name(shard)}.faiss"))
+            faiss.extract_index_ivf(index).merge_from(faiss.extract_index_ivf(part), shard * meta.shard_size)
+            index.ntotal = faiss.extract_index_ivf(index).ntotal
+        else:
+            index.add(_shard_vectors(index_dir, shard))
+    _write_index(index, folder / "merged.faiss")
+    if ivf:
+        shutil.rmtree(parts_dir, ignore_errors=True)
+
+
+def _record_in_manifest(index_dir: Path, name: str, entry: dict, set_default: bool) -> None:
+    """Record ``entry`` as the built FAISS index ``name`` in ``index.json``, re-read first: another build may
+    have recorded its own entry."""
+    meta = IndexMeta.load(index_dir)
     built = dict(meta.faiss.get("built", {}))
     built[name] = entry
     meta.faiss = {"default": name if set_default or "default" not in meta.faiss else meta.faiss["default"],
                   "built": built}
     meta.save(index_dir)
-    return entry
 
 
 def remove_faiss_index(index_dir: str | os.PathLike, name: str) -> None:
@@ -249,7 +272,7 @@ class ShardedFaissIndex:
 
     @classmethod
     def load(cls, index_dir: str | os.PathLike, name: str | None = None, use_gpu: bool | None = None,
-             meta: IndexMeta | None = None, show_progress: bool = False) -> "ShardedFaissIndex":
+             meta: IndexMeta | None = None, show_progress: bool = False) -> ShardedFaissIndex:
         """Load the default (or the named) FAISS index of a finished index folder; ``Flat`` if none was built."""
         from tqdm.auto import tqdm
 
@@ -274,7 +297,7 @@ class ShardedFaissIndex:
             if is_flat(spec):
                 index = faiss.IndexFlatIP(meta.dim)
                 for s in ([shard] if shard is not None else range(meta.num_shards)):
-                    index.add(np.asarray(load_shard_embeddings(index_dir, s), dtype=np.float32))
+                    index.add(_shard_vectors(index_dir, s))
             else:
                 fname = "merged.faiss" if shard is None else f"{shard_name(shard)}.faiss"
                 path = index_dir / entry["dir"] / fname
@@ -351,7 +374,7 @@ class ShardedFaissIndex:
             shards = (range(self.meta.num_shards) if self.layout == "merged"
                       else [self.offsets[part] // self.meta.shard_size])
             for shard in shards:  # float16 -> float32 -> float16 is exact
-                store.add(np.asarray(load_shard_embeddings(self.index_dir, shard), dtype=np.float32))
+                store.add(_shard_vectors(self.index_dir, shard))
             refiner = faiss.IndexRefine(self.parts[part], store)
             refiner.own_fields = refiner.own_refine_index = False
             self._refiners[part] = refiner

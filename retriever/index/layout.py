@@ -1,4 +1,4 @@
-"""The on-disk layout of a sharded dense index folder, and the readers of its parts.
+"""The on-disk layout of a sharded dense index folder, the readers of its parts and their atomic ``.npy`` writer.
 
 A folder written by :func:`hopscotch.retriever.index.encode.encode_corpus` looks like::
 
@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.io.common import write_json
+from hopscotch.retriever.io.common import atomic_write, write_json
 
 META_FILE = "index.json"
 ENCODE_CONFIG_FILE = "encode_config.json"
@@ -94,11 +94,11 @@ class IndexMeta:
     docstore: bool = True
     corpus: str = ""
     passage_prefix: str = ""        # prepended to every document before encoding (trained models)
-    faiss: dict = field(default_factory=dict)   # spec, layout, files (filled by hopscotch.retriever.index.faiss_index)
+    faiss: dict = field(default_factory=dict)   # {default, built: {name: entry}}: see index.faiss_index
     version: int = LAYOUT_VERSION
 
     @classmethod
-    def load(cls, index_dir: str | os.PathLike) -> "IndexMeta":
+    def load(cls, index_dir: str | os.PathLike) -> IndexMeta:
         path = Path(index_dir) / META_FILE
         if not path.is_file():
             hint = (" (its shards are not all encoded yet: rerun 'hopscotch index' with the same flags to resume)"
@@ -123,6 +123,12 @@ class IndexMeta:
         if shard < self.num_shards - 1:
             return self.shard_size
         return self.num_docs - self.shard_size * (self.num_shards - 1)
+
+
+def save_npy(path: str | os.PathLike, arr: np.ndarray) -> None:
+    """Write ``arr`` as a ``.npy`` file atomically (a temp file beside it, then a rename)."""
+    with atomic_write(path, "wb", encoding=None) as fh:
+        np.save(fh, arr)
 
 
 def load_shard_embeddings(index_dir: str | os.PathLike, shard: int, mmap: bool = True) -> np.ndarray:

@@ -5,7 +5,7 @@ list count, OPQ matrix, HNSW links), so any spec FAISS accepts can be planned.
 
 Example::
 
-    plan = plan_index(553_000_000, 384, "OPQ64,IVF262144,PQ64", shard_size=1_000_000)
+    plan = plan_index(553_000_000, 384, "OPQ64,IVF262144,PQ64", PlanOptions(shard_size=1_000_000))
     print(plan.format())
 """
 
@@ -87,8 +87,8 @@ class IndexPlan:
         return sum(b for s, _, b in self.rows if s == section)
 
     def format(self) -> str:
-        lines = [f"plan: {self.docs:,} documents, dim {self.dim}, spec {self.spec!r}, "
-                 f"{-(-self.docs // self.shard_size):,} shards of {self.shard_size:,} ({self.layout} layout)"]
+        lines = [(f"plan: {self.docs:,} documents, dim {self.dim}, spec {self.spec!r}, "
+                  f"{-(-self.docs // self.shard_size):,} shards of {self.shard_size:,} ({self.layout} layout)")]
         phases = ("encode memory", "finalize memory", "faiss training memory", "faiss adding memory")
         peak = max(self.total(p) for p in phases)
         for section in ("disk", *phases, "search memory"):
@@ -104,56 +104,91 @@ class IndexPlan:
         return "\n".join(lines)
 
 
-def plan_index(docs: int, dim: int, spec: str = "Flat", shard_size: int = 1_000_000, layout: str = "shards",
-               train_size: int | None = None, docid_bytes: int = 24, avg_doc_bytes: int = 0,
-               docs_per_second: float | None = None, gpus: int = 1) -> IndexPlan:
-    """Memory and disk of encoding ``docs`` documents into shards and building/searching ``spec`` over them.
+@dataclass
+class PlanOptions:
+    """How the index of :func:`plan_index` is built and used.
 
     :param docid_bytes: bytes per stored docid (fixed-width per shard)
     :param avg_doc_bytes: average JSON size of a document for the docstore (0: no docstore counted)
     :param docs_per_second: measured encoder throughput of one GPU/process, to estimate encode time
+    :param gpus: processes encoding at that rate
     """
+
+    shard_size: int = 1_000_000
+    layout: str = "shards"
+    train_size: int | None = None
+    docid_bytes: int = 24
+    avg_doc_bytes: int = 0
+    docs_per_second: float | None = None
+    gpus: int = 1
+
+    def index_parts(self, docs: int) -> int:
+        """FAISS indexes the layout builds: one per shard, or one merged."""
+        return -(-docs // self.shard_size) if self.layout == "shards" else 1
+
+
+def plan_index(docs: int, dim: int, spec: str = "Flat", options: PlanOptions | None = None) -> IndexPlan:
+    """Memory and disk of encoding ``docs`` documents into shards and building/searching ``spec`` over them."""
+    o = options or PlanOptions()
     cost = spec_cost(spec, dim)
-    shard = min(shard_size, docs)
-    parts = -(-docs // shard_size) if layout == "shards" else 1
+    parts = o.index_parts(docs)
+    rows = _storage_rows(docs, dim, o)
     notes = list(cost.notes)
-    rows = [
-        ("disk", "float16 shard embeddings", 2.0 * dim * docs),
-        ("disk", "docids", float(docid_bytes) * docs),
-        ("disk", "docid lookup table (hash + row)", 16.0 * docs),
-    ]
-    if avg_doc_bytes:
-        rows.append(("disk", "docstore (document text)", float(avg_doc_bytes) * docs))
-        rows.append(("disk", "docstore line offsets", 8.0 * docs))
-    else:
+    if not o.avg_doc_bytes:
         notes.append("docstore text not counted: pass --avg-doc-bytes (or build with --no-docstore)")
     if not is_flat(spec):
-        rows.append(("disk", f"FAISS index files ({spec})", cost.per_vector * docs + cost.fixed * parts))
-        size = train_size or default_train_size(make_index(spec, dim), docs)
-        rows.append(("faiss training memory", f"training sample ({size:,} x float32)", 4.0 * dim * size))
-        if cost.nlist:
-            rows.append(("faiss training memory", "k-means centroids and assignments",
-                         4.0 * dim * cost.nlist + 8.0 * size))
-        rows.append(("faiss adding memory", "one shard as float32 while adding", 4.0 * dim * shard))
-        held = cost.per_vector * (shard if layout == "shards" else docs) + cost.fixed
-        rows.append(("faiss adding memory", "index under construction", held))
-    rows.append(("encode memory", "one shard's embeddings (float32) and texts", 4.0 * dim * shard
-                 + float(avg_doc_bytes or 1000) * shard))
-    rows.append(("finalize memory", "docid lookup sort (hash + row + order)", 24.0 * docs))
-    if not is_flat(spec):
-        if layout == "merged" and cost.nlist:
-            notes.append("a merged IVF index is built from per-shard parts: they take about the index's size on "
-                         "disk until the merged file is written")
-        if parts > 1 and cost.fixed * parts > 0.1 * cost.per_vector * docs:
-            notes.append(f"the shards layout repeats the {human(cost.fixed)} of centroids/codebooks in each of "
-                         f"{parts:,} shard indexes (and searches each with its own nprobe): use --layout merged")
-    rows.append(("search memory", f"index in RAM ({spec})", cost.per_vector * docs + cost.fixed * parts))
-    rows.append(("search memory", "per-shard top-k buffers (1,000 queries, k=100)", 12.0 * 1000 * 100 * parts))
+        rows += _faiss_build_rows(docs, dim, spec, cost, o)
+        notes += _faiss_layout_notes(docs, cost, parts, o.layout)
+    shard = min(o.shard_size, docs)
+    rows += [
+        ("encode memory", "one shard's embeddings (float32) and texts",
+         4.0 * dim * shard + float(o.avg_doc_bytes or 1000) * shard),
+        ("finalize memory", "docid lookup sort (hash + row + order)", 24.0 * docs),
+        ("search memory", f"index in RAM ({spec})", cost.per_vector * docs + cost.fixed * parts),
+        ("search memory", "per-shard top-k buffers (1,000 queries, k=100)", 12.0 * 1000 * 100 * parts),
+    ]
     notes.append("docids, docstore and lookup table are memory-mapped at search time (page cache, not RAM)")
     if not is_flat(spec):
         notes.append(f"search --refine R re-scores candidates against a float16 copy held in RAM: "
                      f"{human(2.0 * dim * docs)} more")
-    hours = None
-    if docs_per_second:
-        hours = docs / (docs_per_second * max(gpus, 1)) / 3600
-    return IndexPlan(docs, dim, spec, shard_size, layout, rows, notes, hours)
+    hours = docs / (o.docs_per_second * max(o.gpus, 1)) / 3600 if o.docs_per_second else None
+    return IndexPlan(docs, dim, spec, o.shard_size, o.layout, rows, notes, hours)
+
+
+def _storage_rows(docs: int, dim: int, o: PlanOptions) -> list[tuple[str, str, float]]:
+    """Disk of the shards: embeddings, docids, the docid lookup and (when sized) the docstore."""
+    rows = [
+        ("disk", "float16 shard embeddings", 2.0 * dim * docs),
+        ("disk", "docids", float(o.docid_bytes) * docs),
+        ("disk", "docid lookup table (hash + row)", 16.0 * docs),
+    ]
+    if o.avg_doc_bytes:
+        rows.append(("disk", "docstore (document text)", float(o.avg_doc_bytes) * docs))
+        rows.append(("disk", "docstore line offsets", 8.0 * docs))
+    return rows
+
+
+def _faiss_build_rows(docs: int, dim: int, spec: str, cost: SpecCost, o: PlanOptions
+                      ) -> list[tuple[str, str, float]]:
+    """Disk of a trained FAISS index and the memory of training it and adding the shards to it."""
+    shard, parts = min(o.shard_size, docs), o.index_parts(docs)
+    size = o.train_size or default_train_size(make_index(spec, dim), docs)
+    rows = [("disk", f"FAISS index files ({spec})", cost.per_vector * docs + cost.fixed * parts),
+            ("faiss training memory", f"training sample ({size:,} x float32)", 4.0 * dim * size)]
+    if cost.nlist:
+        rows.append(("faiss training memory", "k-means centroids and assignments", 4.0 * dim * cost.nlist + 8.0 * size))
+    held = cost.per_vector * (shard if o.layout == "shards" else docs) + cost.fixed
+    rows += [("faiss adding memory", "one shard as float32 while adding", 4.0 * dim * shard),
+             ("faiss adding memory", "index under construction", held)]
+    return rows
+
+
+def _faiss_layout_notes(docs: int, cost: SpecCost, parts: int, layout: str) -> list[str]:
+    notes = []
+    if layout == "merged" and cost.nlist:
+        notes.append("a merged IVF index is built from per-shard parts: they take about the index's size on "
+                     "disk until the merged file is written")
+    if parts > 1 and cost.fixed * parts > 0.1 * cost.per_vector * docs:
+        notes.append(f"the shards layout repeats the {human(cost.fixed)} of centroids/codebooks in each of "
+                     f"{parts:,} shard indexes (and searches each with its own nprobe): use --layout merged")
+    return notes

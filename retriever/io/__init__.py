@@ -1,1 +1,2 @@
-"""Streaming readers and writers for the file formats of the field (see :mod:`hopscotch.retriever.formats`)."""
+"""Streaming readers and writers for the file formats of the field: corpora, queries, qrels, TREC runs,
+training tuples and agent run records."""

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from hopscotch.retriever.errors import FormatError, UsageError
 from hopscotch.retriever.io.common import parse_nested, read_jsonl

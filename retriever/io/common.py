@@ -8,8 +8,9 @@ import gzip
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 from hopscotch.retriever.errors import FormatError
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from hopscotch.retriever.errors import FormatError
 from hopscotch.retriever.io.common import first_key, read_jsonl
@@ -65,7 +65,7 @@ def _iter_parquet_corpus(path: Path, shard: int, batch_size: int = 4096) -> Iter
 
     try:
         pf = pq.ParquetFile(path)
-    except Exception as exc:  # pyarrow raises several types for a bad file
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a bad file
         raise FormatError(path, None, "a readable parquet file", str(exc)) from None
     names = set(pf.schema_arrow.names)
     if not names & set(TEXT_KEYS):

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from hopscotch.retriever.errors import FormatError
 from hopscotch.retriever.io.common import first_key, iter_lines, read_jsonl
@@ -56,8 +56,3 @@ def read_queries(path: str | os.PathLike) -> Iterator[Query]:
             raise FormatError(p, lineno, "a string 'reasoning'", type(reasoning).__name__)
         extra = {k: v for k, v in obj.items() if k not in (*QID_KEYS, *QTEXT_KEYS, "reasoning")}
         yield Query(str(qid), text, reasoning, extra)
-
-
-def load_queries(path: str | os.PathLike) -> dict[str, Query]:
-    """All queries of a file as ``{qid: Query}`` (order kept)."""
-    return {q.qid: q for q in read_queries(path)}

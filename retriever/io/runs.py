@@ -1,11 +1,16 @@
-"""TREC run files: ``qid Q0 docid rank score tag``, read and written."""
+"""TREC run files: ``qid Q0 docid rank score tag``, read and written (whole, or streamed with :class:`RunWriter`)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from hopscotch.retriever.errors import FormatError
 from hopscotch.retriever.io.common import atomic_write, iter_lines
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 Run = dict[str, dict[str, float]]
 
@@ -30,9 +35,40 @@ def ranked(docs: dict[str, float]) -> list[tuple[str, float]]:
     return sorted(docs.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
+class RunWriter:
+    """Stream a run to ``path`` one query at a time; the file appears (atomically) only when the ``with``
+    block ends without an exception.
+
+    Example::
+
+        with RunWriter("bm25.trec", tag="bm25") as out:
+            for qid, hits in iter_search(searcher, queries, k=100):
+                out.write(qid, hits)          # {docid: score} or [(docid, score), ...]
+    """
+
+    def __init__(self, path: str | os.PathLike, tag: str = "hopscotch", k: int | None = None):
+        self.path, self.tag, self.k = path, tag, k
+        self._context = self._fh = None
+
+    def __enter__(self) -> Self:
+        self._context = atomic_write(self.path)
+        self._fh = self._context.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> bool | None:
+        context, self._context, self._fh = self._context, None, None
+        return context.__exit__(*exc)
+
+    def write(self, qid: str, docs: dict[str, float] | Iterable[tuple[str, float]]) -> None:
+        """One query's documents, ranked by descending score (ties by docid), ranks from 1, cut to ``k``."""
+        if self._fh is None:
+            raise RuntimeError("RunWriter.write outside its 'with' block")
+        for rank, (docid, score) in enumerate(ranked(dict(docs))[:self.k], start=1):
+            self._fh.write(f"{qid} Q0 {docid} {rank} {score:.6f} {self.tag}\n")
+
+
 def write_run(path: str | os.PathLike, run: Run, tag: str = "hopscotch", k: int | None = None) -> None:
     """Atomically write a run as TREC 6-column lines, ranks from 1."""
-    with atomic_write(path) as fh:
+    with RunWriter(path, tag=tag, k=k) as out:
         for qid, docs in run.items():
-            for rank, (docid, score) in enumerate(ranked(docs)[:k], start=1):
-                fh.write(f"{qid} Q0 {docid} {rank} {score:.6f} {tag}\n")
+            out.write(qid, docs)

@@ -12,15 +12,15 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from hopscotch.retriever.errors import FormatError, UsageError
 from hopscotch.retriever.io.common import read_jsonl
 from hopscotch.retriever.io.docids import signed_docid_hash
 
-_AGENTIR_QUERY = re.compile(r"^\s*Reasoning:\s*(.*?)\n\nQuery:\s*(.*)$", re.S)
+_AGENTIR_QUERY = re.compile(r"^\s*Reasoning:\s*(.*?)\n\nQuery:\s*(.*)$", re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +123,6 @@ def read_training_tuples(sources: str | os.PathLike | Sequence[str | os.PathLike
     if not tuples:
         raise UsageError(f"data.train: no training tuples in {list(map(str, sources))}")
     return tuples
-
-
 
 
 def passage_dict(docid: str, title: str | None, text: str) -> dict:

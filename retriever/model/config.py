@@ -29,26 +29,36 @@ POOLINGS = ("cls", "mean", "last")
 
 @dataclass
 class EncoderConfig:
-    """What the model needs besides weights; saved as ``hopscotch_config.json`` next to them."""
+    """What the model needs besides weights; saved as ``hopscotch_config.json`` next to them.
 
-    pooling: str = "mean"
-    normalize: bool = True
-    query_max_len: int = 128
-    passage_max_len: int = 256
-    instruction: str = ""
-    passage_prefix: str = ""
-    reasoning_aware: bool = True
-    temperature: float = 0.05
-    learn_temperature: bool = False
-    shared_towers: bool = True
-    padding_side: str = "right"
-    lora: dict = field(default_factory=dict)
+    These fields are also the knobs of a training recipe's ``model`` section (``temperature`` and
+    ``learn_temperature`` sit in its ``loss`` section): the recipe derives them from this class, so each
+    is defined here only.
+    """
+
+    pooling: str = "mean"            # cls | mean | last
+    normalize: bool = True           # L2-normalise embeddings (scores are cosines)
+    query_max_len: int = 128         # tokens; the reasoning is cut from the left to fit, the query survives
+    passage_max_len: int = 256       # tokens; passages are cut from the right
+    instruction: str = ""            # prefix of every query (AgentIR: 'Instruct: ...\nQuery: ')
+    passage_prefix: str = ""         # prefix of every passage
+    reasoning_aware: bool = True     # 'Reasoning: ...\n\nQuery: ...' inputs; False: the query only
+    temperature: float = 0.05        # InfoNCE temperature (the starting value when learnt)
+    learn_temperature: bool = False  # learn log(temperature) with the weights
+    shared_towers: bool = True       # one backbone for queries and passages; False: a separate query tower
+    padding_side: str | None = None  # left | right; None: left for 'last' pooling, right otherwise
+    lora: dict = field(default_factory=dict)  # peft LoRA {r, alpha, dropout, target_modules}; {}: none
 
     def __post_init__(self):
         if self.pooling not in POOLINGS:
             raise UsageError(f"model.pooling: expected one of {POOLINGS}, got {self.pooling!r}")
         if not self.temperature > 0:
             raise UsageError(f"loss.temperature: expected a number > 0, got {self.temperature}")
+        for name in ("query_max_len", "passage_max_len"):
+            if not getattr(self, name) >= 1:
+                raise UsageError(f"model.{name}: expected a whole number >= 1, got {getattr(self, name)!r}")
+        if self.padding_side is None:
+            self.padding_side = "left" if self.pooling == "last" else "right"
         if self.padding_side not in ("left", "right"):
             raise UsageError(f"model.padding_side: expected 'left' or 'right', got {self.padding_side!r}")
 
@@ -73,7 +83,7 @@ def read_saved_config(path: str | os.PathLike):
     modules = json.loads((path / "modules.json").read_text()) if (path / "modules.json").is_file() else []
     normalize = any("Normalize" in m.get("type", "") for m in modules)
     pooling = _ST_MODE_TO_POOLING.get(mode if isinstance(mode, str) else mode[0], "mean")
-    return EncoderConfig(pooling=pooling, normalize=normalize, padding_side="left" if pooling == "last" else "right")
+    return EncoderConfig(pooling=pooling, normalize=normalize)  # padding: left for last-token pooling
 
 
 @dataclass

@@ -11,7 +11,7 @@ Example::
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -74,12 +74,12 @@ class DenseEncoder:
                 ids = tok(texts[start:start + chunk], truncation=max_len is not None, max_length=max_len,
                           return_attention_mask=False, return_token_type_ids=False)["input_ids"]
                 lengths[start:start + len(ids)] = [len(x) for x in ids]
-        except Exception:  # an unusual processor: order by characters as sentence-transformers does
+        except Exception:  # noqa: BLE001 - an unusual processor: order by characters as sentence-transformers does
             return np.array([len(t) for t in texts], dtype=np.int64)
         return lengths
 
     def encode_documents(self, docs, show_progress: bool = True, batch_size: int | None = None) -> np.ndarray:
-        """Encode :class:`~hopscotch.retriever.formats.Document` records as ``title + " " + text``."""
+        """Encode :class:`~hopscotch.retriever.io.corpus.Document` records as ``title + " " + text``."""
         return self.encode_texts([format_document(d.title, d.text) for d in docs], batch_size=batch_size,
                                  show_progress=show_progress, desc="encode docs")
 

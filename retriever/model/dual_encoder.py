@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Sequence
 
 import torch
 from torch import nn
@@ -67,7 +67,7 @@ class DualEncoder(nn.Module):
     @classmethod
     def from_pretrained(cls, name: str | os.PathLike, config: EncoderConfig | None = None, *,
                         dtype: str | torch.dtype = "float32", gradient_checkpointing: bool = False,
-                        attn_implementation: str | None = None) -> "DualEncoder":
+                        attn_implementation: str | None = None) -> DualEncoder:
         """Load a backbone (``minilm``, an HF folder, a sentence-transformers folder or a saved model).
 
         ``config.lora`` (``{r, alpha, dropout, target_modules}``) wraps the backbone(s) in peft LoRA.

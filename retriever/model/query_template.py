@@ -10,7 +10,7 @@ Documents encode as ``title + " " + text`` (just ``text`` when there is no title
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 EMPTY_REASONING = "Empty"
 

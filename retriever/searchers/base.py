@@ -1,16 +1,21 @@
 """The searcher interface an agent harness talks to (BrowseComp-Plus style).
 
-A searcher answers ``search(query, k) -> [{"docid", "score", "snippet"}]`` and
+A searcher answers ``search(query, k) -> [{"docid", "score", "text", "snippet"}]`` and
 ``get_document(docid) -> {"docid", "title", "text"} | None``; batch callers (the CLI, the server) use
 ``search_batch`` which returns ranked ``(docid, score)`` lists. A query can carry the agent's reasoning:
 with ``reasoning_aware`` the dense encoder sees
 ``{instruction}Reasoning: {reasoning or 'Empty'}\\n\\nQuery: {query}``, otherwise ``{instruction}{query}``.
+
+Each backend also owns its command-line flags (:meth:`BaseSearcher.parse_args`) and is built from the
+parsed flags (:meth:`BaseSearcher.from_args`); see :mod:`hopscotch.retriever.searchers.registry`.
 """
 
 from __future__ import annotations
 
+import argparse
 from abc import ABC, abstractmethod
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 Ranked = list[tuple[str, float]]
 
@@ -34,13 +39,57 @@ def snippet_of(text: str, max_chars: int | None) -> str:
     return cut[:space] if space > max_chars * 0.8 else cut
 
 
-class BaseSearcher(ABC):
-    """Abstract searcher. Subclasses implement :meth:`search_batch` and :meth:`get_document`."""
+def add_option(parser: argparse.ArgumentParser, *flags: str, **spec) -> None:
+    """``parser.add_argument(*flags, **spec)``, once per parser.
 
-    #: registry name (``bm25``, ``dense``, ``hybrid``, ``remote``)
+    Backends compose each other's flags (hybrid adds the BM25 and the dense ones) and share some
+    (``--index``), so a flag may be declared several times; the first declaration adds it, later ones
+    must be identical and add nothing. A differing redeclaration is a programming error (ValueError).
+    """
+    declared = parser.__dict__.setdefault("_hopscotch_options", {})
+    if flags in declared:
+        if declared[flags] != spec:
+            raise ValueError(f"{flags[0]} is declared twice with different settings")
+        return
+    parser.add_argument(*flags, **spec)
+    declared[flags] = spec
+
+
+def add_index_option(parser: argparse.ArgumentParser) -> None:
+    """``--index``: the dense index folder (vectors for dense search, documents for any backend)."""
+    add_option(parser, "--index", help="dense index folder (hopscotch index)")
+
+
+class BaseSearcher(ABC):
+    """Abstract searcher. Subclasses implement :meth:`search_batch`, :meth:`get_document`,
+    :meth:`parse_args` and :meth:`from_args`, and register with
+    :func:`~hopscotch.retriever.searchers.registry.register_searcher`."""
+
+    #: registry name (``bm25``, ``dense``, ``hybrid``, ``remote``), set by ``register_searcher``
     name: str = ""
-    #: characters of document text returned as ``snippet`` by :meth:`search`
+    #: BrowseComp-Plus's name for the kind of search (class-level; set by ``register_searcher``)
+    search_type: str = ""
+    #: whether the searcher answers from local index files (``hopscotch serve`` can serve it)
+    local: bool = True
+    #: keyword options :func:`~hopscotch.retriever.searchers.registry.build_searcher` accepts beyond the flags
+    extra_options: tuple[str, ...] = ()
+    #: characters of document text returned as ``text`` / ``snippet`` by :meth:`search`
     snippet_chars: int | None = 1000
+
+    @classmethod
+    def parse_args(cls, parser: argparse.ArgumentParser) -> None:
+        """Add this backend's flags to ``parser`` (through :func:`add_option`, so that shared flags are
+        declared once). Every flag is optional at the parser level; :meth:`from_args` checks them."""
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> BaseSearcher:
+        """Build the searcher from parsed flags (those :meth:`parse_args` added; others are ignored)."""
+        raise NotImplementedError(f"{cls.__name__} cannot be built from flags")
+
+    @classmethod
+    def selected_by(cls, args: argparse.Namespace) -> bool:
+        """Whether the given flags ask for this backend when no ``--searcher-type`` is given."""
+        return False
 
     @abstractmethod
     def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
@@ -51,22 +100,15 @@ class BaseSearcher(ABC):
     def get_document(self, docid: str) -> dict[str, Any] | None:
         """``{"docid", "title", "text"}`` or None when the docid is unknown."""
 
-    @property
-    def search_type(self) -> str:
-        return self.name
+    def search(self, query: str, k: int = 10, reasoning: str | None = None, **kwargs) -> list[dict[str, Any]]:
+        """BrowseComp-Plus-style hits: ``[{"docid", "score", "text", "snippet"}]``, best first.
 
-    def search(self, query: str, k: int = 10, reasoning: str | None = None) -> list[dict[str, Any]]:
-        """BrowseComp-Plus-style hits: ``[{"docid", "score", "snippet"}]``, best first.
-
-        The query is encoded reasoning-aware exactly when ``reasoning`` is given.
+        ``text`` and ``snippet`` both hold the document's ``title text`` cut to :attr:`snippet_chars`.
+        The query is encoded reasoning-aware exactly when ``reasoning`` is given. Other keyword arguments
+        (e.g. AgentIR's ``store_rerank=True``) are accepted and ignored.
         """
         hits = self.search_batch([query], k, [reasoning], reasoning_aware=reasoning is not None)[0]
-        out = []
-        for docid, score in hits:
-            doc = self.get_document(docid)
-            text = "" if doc is None else (f"{doc['title']} {doc['text']}" if doc.get("title") else doc["text"])
-            out.append({"docid": docid, "score": float(score), "snippet": snippet_of(text, self.snippet_chars)})
-        return out
+        return [hit_dict(docid, score, self.get_document(docid), self.snippet_chars) for docid, score in hits]
 
     def search_description(self, k: int = 10) -> str:
         return (f"Search the document collection. Returns the top-{k} hits with docid, score and a snippet of "
@@ -85,6 +127,14 @@ class BaseSearcher(ABC):
         self.close()
 
 
+def hit_dict(docid: str, score: float, doc: dict[str, Any] | None, max_chars: int | None) -> dict[str, Any]:
+    """One :meth:`BaseSearcher.search` result from a document dict (or None: empty text)."""
+    doc = doc or {}
+    text = f"{doc['title']} {doc.get('text', '')}" if doc.get("title") else doc.get("text", "")
+    text = snippet_of(text, max_chars)
+    return {"docid": docid, "score": float(score), "text": text, "snippet": text}
+
+
 def iter_search(searcher: BaseSearcher, queries, k: int, reasoning_aware: bool = False, batch_size: int = 256):
     """Yield ``(qid, [(docid, score), ...])`` for :class:`~hopscotch.retriever.formats.Query` records, ``batch_size``
     queries per ``search_batch`` call; with ``reasoning_aware`` each query's ``reasoning`` is used."""
@@ -98,5 +148,5 @@ def iter_search(searcher: BaseSearcher, queries, k: int, reasoning_aware: bool =
 
 def search_run(searcher: BaseSearcher, queries, k: int, reasoning_aware: bool = False, batch_size: int = 256
                ) -> dict[str, dict[str, float]]:
-    """A whole run ``{qid: {docid: score}}`` (what :func:`hopscotch.retriever.formats.write_run` writes)."""
+    """A whole run ``{qid: {docid: score}}`` (what :func:`hopscotch.retriever.io.runs.write_run` writes)."""
     return {qid: dict(hits) for qid, hits in iter_search(searcher, queries, k, reasoning_aware, batch_size)}

@@ -4,23 +4,29 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from hopscotch.retriever.searchers.base import BaseSearcher, Ranked
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_index_option, add_option
+from hopscotch.retriever.searchers.registry import register_searcher
 
 
 def document_dict(doc) -> dict[str, Any] | None:
     return None if doc is None else {"docid": doc.docid, "title": doc.title, "text": doc.text}
 
 
+@register_searcher("bm25")
 class BM25Searcher(BaseSearcher):
     """:param bm25: a BM25 index folder or a loaded :class:`~hopscotch.retriever.index.bm25.BM25Index`
     :param docstore: where documents come from for snippets and ``get_document``: a
         :class:`~hopscotch.retriever.index.docstore.DocStore` (a dense index folder's), an
         :class:`~hopscotch.retriever.index.docstore.InMemoryDocStore`, or None (hits without text)
+
+    Flags: ``--bm25 DIR`` and, for documents, ``--index DIR`` (its docstore) or ``--corpus FILE``.
     """
 
-    name = "bm25"
+    search_type = "BM25"
 
     def __init__(self, bm25, docstore=None):
         from hopscotch.retriever.index.bm25 import BM25Index
@@ -29,6 +35,28 @@ class BM25Searcher(BaseSearcher):
         self.docstore = docstore
         self._lock = threading.Lock()  # bm25s retrieval is not documented as thread-safe
 
+    @classmethod
+    def parse_args(cls, parser) -> None:
+        add_option(parser, "--bm25", help="BM25 index folder (hopscotch bm25-index)")
+        add_index_option(parser)
+        add_option(parser, "--corpus", help="bm25 without --index: corpus read into memory for document text "
+                                            "(snippets, get_document)")
+
+    @classmethod
+    def selected_by(cls, args) -> bool:
+        return bool(getattr(args, "bm25", None)) and not getattr(args, "index", None)
+
+    @classmethod
+    def from_args(cls, args) -> BM25Searcher:
+        if not getattr(args, "bm25", None):
+            raise UsageError("the bm25 searcher needs a BM25 index folder (--bm25)")
+        if getattr(args, "model", None):
+            raise UsageError("--model encodes queries for a dense index: add --index DIR"
+                             if not getattr(args, "index", None) else "the bm25 searcher takes no --model")
+        if getattr(args, "fusion", None):
+            raise UsageError("--fusion needs both --bm25 and --index")
+        return cls(args.bm25, docstore=docstore_from_args(args))
+
     def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
                      reasoning_aware: bool | Sequence[bool] = False) -> list[Ranked]:
         with self._lock:
@@ -36,3 +64,14 @@ class BM25Searcher(BaseSearcher):
 
     def get_document(self, docid: str) -> dict[str, Any] | None:
         return None if self.docstore is None else document_dict(self.docstore.get(docid))
+
+
+def docstore_from_args(args):
+    """Documents for a BM25 searcher: ``--index``'s docstore, else ``--corpus`` in memory, else None."""
+    if getattr(args, "index", None):
+        from hopscotch.retriever.index.docstore import DocStore
+        return DocStore(args.index)
+    if getattr(args, "corpus", None):
+        from hopscotch.retriever.index.docstore import InMemoryDocStore
+        return InMemoryDocStore(args.corpus)
+    return None

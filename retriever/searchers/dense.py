@@ -4,55 +4,116 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, per_query
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_index_option, add_option, per_query
 from hopscotch.retriever.searchers.bm25 import document_dict
+from hopscotch.retriever.searchers.registry import register_searcher
 
 
-class DenseSearcher(BaseSearcher):
-    """:param index_dir: a finished index folder
-    :param model: encoder for queries; default the model recorded in the index
+@dataclass
+class DenseOptions:
+    """Query-time settings of a :class:`DenseSearcher`.
+
     :param faiss_name: which built FAISS index to use (default: the folder's default, else exact Flat)
     :param nprobe, ef_search, refine: query-time FAISS parameters (see :mod:`hopscotch.retriever.index.faiss_index`)
     :param instruction: prefix of every encoded query (None: the trained model's own instruction, else "")
+    :param batch_size, device: for the query encoder it loads; ``use_gpu``: for FAISS (None: when available)
+    """
+
+    faiss_name: str | None = None
+    nprobe: int | None = None
+    ef_search: int | None = None
+    refine: int = 1
+    instruction: str | None = None
+    batch_size: int = 64
+    device: str | None = None
+    use_gpu: bool | None = None
+
+
+@register_searcher("dense")
+class DenseSearcher(BaseSearcher):
+    """:param index_dir: a finished index folder
+    :param model: encoder for queries; default the model recorded in the index
+    :param options: a :class:`DenseOptions`, or its fields as keywords (``DenseSearcher(d, nprobe=64)``)
     :param encoder: an already-loaded :class:`~hopscotch.retriever.model.dense_encoder.DenseEncoder` (shares a model in-process)
 
     Reasoning-aware queries follow :func:`~hopscotch.retriever.model.query_template.format_query_truncated`: when the
     reasoning does not fit the query length (a trained model's ``query_max_len``, else the encoder's max
     length) its *earliest* words are dropped, so the query itself is never cut. A trained model with
     separate towers encodes queries with its ``query_encoder/``.
+
+    Flags: ``--index DIR [--model M] [--instruction TEXT] [--nprobe N] [--ef-search N] [--refine R]
+    [--faiss NAME]``; :func:`~hopscotch.retriever.searchers.registry.build_searcher` also takes ``encoder=``.
     """
 
-    name = "dense"
+    extra_options = ("encoder",)
 
     def __init__(self, index_dir: str | os.PathLike, model: str | os.PathLike | None = None,
-                 faiss_name: str | None = None, nprobe: int | None = None, ef_search: int | None = None,
-                 refine: int = 1, instruction: str | None = None, batch_size: int = 64, device: str | None = None,
-                 encoder=None, use_gpu: bool | None = None):
+                 options: DenseOptions | None = None, encoder=None, **settings):
         from hopscotch.retriever.index.faiss_index import ShardedFaissIndex
         from hopscotch.retriever.index.layout import IndexMeta, ShardIds
         from hopscotch.retriever.model.config import model_settings
         from hopscotch.retriever.model.dense_encoder import DenseEncoder
 
+        if options is not None and settings:
+            raise TypeError("give DenseOptions or its fields as keywords, not both")
+        opts = options or DenseOptions(**settings)
         self.meta = IndexMeta.load(index_dir)
         self.index_dir = index_dir
         model = model or self.meta.model_path
         self.settings = model_settings(model)
         if encoder is None:
             tower = self.settings.query_tower or model
-            encoder = DenseEncoder(tower, max_length=self.meta.max_length, batch_size=batch_size, device=device)
+            encoder = DenseEncoder(tower, max_length=self.meta.max_length, batch_size=opts.batch_size,
+                                   device=opts.device)
         self.encoder = encoder
         self.query_max_len = self.settings.query_max_len or self.encoder.model.max_seq_length
         if self.encoder.dim != self.meta.dim:
-            from hopscotch.retriever.errors import UsageError
             raise UsageError(f"model {model} encodes {self.encoder.dim}-d vectors but {index_dir} holds "
                              f"{self.meta.dim}-d ones (built with {self.meta.model})")
-        self.index = ShardedFaissIndex.load(index_dir, name=faiss_name, use_gpu=use_gpu, meta=self.meta)
+        self.index = ShardedFaissIndex.load(index_dir, name=opts.faiss_name, use_gpu=opts.use_gpu, meta=self.meta)
         self.ids = ShardIds(index_dir, self.meta)
-        self.nprobe, self.ef_search, self.refine = nprobe, ef_search, refine
-        self.instruction = self.settings.instruction if instruction is None else instruction
+        self.nprobe, self.ef_search, self.refine = opts.nprobe, opts.ef_search, opts.refine
+        self.instruction = self.settings.instruction if opts.instruction is None else opts.instruction
         self._docstore = None
+
+    @classmethod
+    def parse_args(cls, parser) -> None:
+        add_index_option(parser)
+        add_option(parser, "--model", help="query encoder (default: the model recorded in --index)")
+        add_option(parser, "--instruction", help="prefix of every encoded query (default: a trained model's own "
+                                                 "instruction, else none)")
+        add_option(parser, "--nprobe", type=int, help="IVF lists probed per query")
+        add_option(parser, "--ef-search", type=int, help="HNSW search breadth")
+        add_option(parser, "--refine", type=int, default=1,
+                   help="re-score k*R approximate hits exactly from the shards")
+        add_option(parser, "--faiss", "--faiss-name", dest="faiss_name",
+                   help="which FAISS index of --index (default: the last built)")
+
+    @classmethod
+    def selected_by(cls, args) -> bool:
+        return bool(getattr(args, "index", None)) and not getattr(args, "bm25", None)
+
+    @classmethod
+    def from_args(cls, args) -> DenseSearcher:
+        if getattr(args, "fusion", None):
+            raise UsageError("--fusion needs both --bm25 and --index")
+        return cls.component_from_args(args, "dense")
+
+    @classmethod
+    def component_from_args(cls, args, kind: str) -> DenseSearcher:
+        """The dense searcher of a ``kind`` (``dense`` or ``hybrid``) searcher's flags."""
+        if not getattr(args, "index", None):
+            raise UsageError(f"the {kind} searcher needs a dense index folder (--index)")
+        options = DenseOptions(faiss_name=getattr(args, "faiss_name", None), nprobe=getattr(args, "nprobe", None),
+                               ef_search=getattr(args, "ef_search", None), refine=getattr(args, "refine", 1),
+                               instruction=getattr(args, "instruction", None))
+        return cls(args.index, model=getattr(args, "model", None), options=options,
+                   encoder=getattr(args, "encoder", None))
 
     @property
     def docstore(self):

@@ -18,7 +18,7 @@ Example::
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from hopscotch.retriever.errors import UsageError
 

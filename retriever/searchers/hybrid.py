@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from hopscotch.retriever.searchers.base import BaseSearcher, Ranked
-from hopscotch.retriever.searchers.fusion import fuse
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option
+from hopscotch.retriever.searchers.bm25 import BM25Searcher
+from hopscotch.retriever.searchers.dense import DenseSearcher
+from hopscotch.retriever.searchers.fusion import FUSION_METHODS, fuse
+from hopscotch.retriever.searchers.registry import register_searcher
 
 
+@register_searcher("hybrid")
 class HybridSearcher(BaseSearcher):
     """:param bm25: a :class:`~hopscotch.retriever.searchers.bm25.BM25Searcher`
     :param dense: a :class:`~hopscotch.retriever.searchers.dense.DenseSearcher`
@@ -15,20 +21,44 @@ class HybridSearcher(BaseSearcher):
     :param alpha: interpolation weight on the (normalised) BM25 score: ``alpha * bm25 + dense``
     :param rrf_k: the RRF constant
     :param depth: candidates taken from each list before fusing (at least ``k``)
+
+    Flags: the BM25 and the dense searchers' flags plus ``--fusion rrf|interp``, ``--alpha``, ``--rrf-k``,
+    ``--depth``; the BM25 side reads its documents from the dense index.
     """
 
-    name = "hybrid"
+    extra_options = DenseSearcher.extra_options
 
     def __init__(self, bm25, dense, fusion: str = "rrf", alpha: float = 1.0, rrf_k: float = 60, depth: int = 100):
-        from hopscotch.retriever.errors import UsageError
-        from hopscotch.retriever.searchers.fusion import FUSION_METHODS
-
         if fusion not in FUSION_METHODS:
             raise UsageError(f"unknown fusion {fusion!r}: use one of {', '.join(FUSION_METHODS)}")
         self.bm25, self.dense = bm25, dense
         self.fusion, self.alpha, self.rrf_k, self.depth = fusion, alpha, rrf_k, depth
         if getattr(self.bm25, "docstore", None) is None:
             self.bm25.docstore = dense.docstore
+
+    @classmethod
+    def parse_args(cls, parser) -> None:
+        BM25Searcher.parse_args(parser)
+        DenseSearcher.parse_args(parser)
+        add_option(parser, "--fusion", choices=list(FUSION_METHODS),
+                   help="how BM25 and dense lists are fused (default rrf)")
+        add_option(parser, "--alpha", type=float, default=1.0,
+                   help="interp: weight of the normalised BM25 score (score = alpha * bm25 + dense)")
+        add_option(parser, "--rrf-k", type=float, default=60.0, help="rrf: the constant k in 1 / (k + rank)")
+        add_option(parser, "--depth", type=int, default=100, help="hybrid: candidates from each list before fusing")
+
+    @classmethod
+    def selected_by(cls, args) -> bool:
+        return bool(getattr(args, "bm25", None)) and bool(getattr(args, "index", None))
+
+    @classmethod
+    def from_args(cls, args) -> HybridSearcher:
+        if getattr(args, "index", None) and not getattr(args, "bm25", None):  # check before loading a model
+            raise UsageError("the hybrid searcher needs a BM25 index folder (--bm25)")
+        dense = DenseSearcher.component_from_args(args, "hybrid")
+        sparse = BM25Searcher(args.bm25, docstore=dense.docstore)
+        return cls(sparse, dense, fusion=getattr(args, "fusion", None) or "rrf", alpha=getattr(args, "alpha", 1.0),
+                   rrf_k=getattr(args, "rrf_k", 60.0), depth=getattr(args, "depth", 100))
 
     def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
                      reasoning_aware: bool | Sequence[bool] = False, show_progress: bool = False) -> list[Ranked]:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Sequence
+from typing import Any
 from urllib.error import HTTPError, URLError
 from urllib.parse import quote, urlencode
 from urllib.request import Request, urlopen
 
-from hopscotch.retriever.errors import HopscotchError
-from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, per_query
+from hopscotch.retriever.errors import HopscotchError, UsageError
+from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, hit_dict, per_query
+from hopscotch.retriever.searchers.registry import register_searcher
 
 
 class RemoteSearchError(HopscotchError):
@@ -21,18 +23,39 @@ class RemoteSearchError(HopscotchError):
         self.status = status
 
 
+@register_searcher("remote")
 class RemoteSearcher(BaseSearcher):
     """:param url: the service root, e.g. ``http://127.0.0.1:8000``
     :param name: the index name the service serves (``default``)
     :param token: bearer token when the service was started with ``--token``
     :param threads: parallel requests for :meth:`search_batch` (the service batches them again)
+
+    Flags: ``--url URL [--name NAME] [--token T]``, named like ``hopscotch serve``'s own.
     """
 
-    name = "remote"
+    local = False
 
     def __init__(self, url: str, index: str = "default", token: str | None = None, timeout: float = 60,
                  threads: int = 8):
         self.url, self.index, self.token, self.timeout, self.threads = url.rstrip("/"), index, token, timeout, threads
+
+    @classmethod
+    def parse_args(cls, parser) -> None:
+        add_option(parser, "--url", help="remote: root of a hopscotch serve (or Pyserini /v1) service, "
+                                         "e.g. http://127.0.0.1:8000")
+        add_option(parser, "--name", default="default", help="remote: the index name the service serves "
+                                                             "(/v1/NAME/...)")
+        add_option(parser, "--token", help="remote: bearer token when the service requires one")
+
+    @classmethod
+    def selected_by(cls, args) -> bool:
+        return bool(getattr(args, "url", None))
+
+    @classmethod
+    def from_args(cls, args) -> RemoteSearcher:
+        if not getattr(args, "url", None):
+            raise UsageError("the remote searcher needs a service url (--url)")
+        return cls(args.url, index=getattr(args, "name", None) or "default", token=getattr(args, "token", None))
 
     def _get(self, path: str, params: dict | None = None) -> dict:
         url = f"{self.url}{path}" + (f"?{urlencode(params)}" if params else "")
@@ -73,15 +96,11 @@ class RemoteSearcher(BaseSearcher):
         with ThreadPoolExecutor(max_workers=max(1, min(self.threads, len(queries)))) as pool:
             return list(pool.map(one, range(len(queries))))
 
-    def search(self, query: str, k: int = 10, reasoning: str | None = None) -> list[dict[str, Any]]:
-        """One request: the service returns the document text with each hit."""
+    def search(self, query: str, k: int = 10, reasoning: str | None = None, **kwargs) -> list[dict[str, Any]]:
+        """One request: the service returns each hit's document text, already cut to :attr:`snippet_chars`.
+        Other keyword arguments are accepted and ignored, as in :meth:`BaseSearcher.search`."""
         answer = self.search_raw(query, k, reasoning, max_doc_length=self.snippet_chars)
-        out = []
-        for c in answer["candidates"]:
-            doc = c.get("doc") or {}
-            text = f"{doc.get('title')} {doc.get('text', '')}" if doc.get("title") else doc.get("text", "")
-            out.append({"docid": c["docid"], "score": float(c["score"]), "snippet": text})
-        return out
+        return [hit_dict(c["docid"], c["score"], c.get("doc"), None) for c in answer["candidates"]]
 
     def get_document(self, docid: str) -> dict[str, Any] | None:
         try:

@@ -16,8 +16,8 @@ needs. Resuming at ``(epoch, batch)`` replays the same plan and skips the batche
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 
@@ -67,6 +67,26 @@ def _length_grouped(order: list[int], tuples, batch: int, mega: int = 32) -> lis
     return out
 
 
+class _Filling:
+    """A global batch being filled: groups that clash with it (a passage already in it, or one of its
+    tuples' positives) are set aside."""
+
+    def __init__(self):
+        self.groups: list[Group] = []
+        self.clashing: list[Group] = []
+        self.used: set[str] = set()        # docids of the batch's passages
+        self.positives: set[str] = set()   # all positive docids of the batch's tuples
+
+    def offer(self, g: Group) -> None:
+        ids = {p.docid for p in g.passages}
+        if ids & self.used or g.positive_ids & self.used or ids & self.positives:
+            self.clashing.append(g)
+            return
+        self.groups.append(g)
+        self.used.update(ids)
+        self.positives.update(g.positive_ids)
+
+
 def plan_epoch(tuples: Sequence[TrainingTuple], epoch: int, seed: int, group_size: int, global_batch: int,
                length_grouping: bool = True) -> list[list[Group]]:
     """The epoch's global batches (lists of ``global_batch`` groups), without duplicate passages."""
@@ -82,35 +102,22 @@ def plan_epoch(tuples: Sequence[TrainingTuple], epoch: int, seed: int, group_siz
     stream = (make_group(tuples[i], i, epoch, seed, group_size) for i in order)
     exhausted = False
     while True:
-        current: list[Group] = []
-        used: set[str] = set()        # docids of the batch's passages
-        positives: set[str] = set()   # all positive docids of the batch's tuples
-        still: list[Group] = []
-
-        def offer(g: Group) -> None:
-            ids = {p.docid for p in g.passages}
-            if ids & used or g.positive_ids & used or ids & positives:
-                still.append(g)
-                return
-            current.append(g)
-            used.update(ids)
-            positives.update(g.positive_ids)
-
+        batch = _Filling()
         for g in waiting:
-            if len(current) < global_batch:
-                offer(g)
+            if len(batch.groups) < global_batch:
+                batch.offer(g)
             else:
-                still.append(g)
-        while len(current) < global_batch and not exhausted:
+                batch.clashing.append(g)
+        while len(batch.groups) < global_batch and not exhausted:
             g = next(stream, None)
             if g is None:
                 exhausted = True
             else:
-                offer(g)
-        waiting = still
-        if len(current) < global_batch:
+                batch.offer(g)
+        waiting = batch.clashing
+        if len(batch.groups) < global_batch:
             break  # the rest cannot fill a batch without a duplicate: dropped this epoch
-        batches.append(current)
+        batches.append(batch.groups)
     rng.shuffle(batches)
     return batches
 
@@ -125,8 +132,10 @@ class Batch:
     q_pos_ids: torch.Tensor   # docid hash of each query's positive
     p_ids: torch.Tensor       # docid hash of each passage
 
-    def to(self, device) -> "Batch":
-        move = lambda d: {k: v.to(device) for k, v in d.items()}  # noqa: E731
+    def to(self, device) -> Batch:
+        def move(features: dict) -> dict:
+            return {k: v.to(device) for k, v in features.items()}
+
         return Batch(move(self.queries), move(self.passages), self.labels.to(device), self.q_pos_ids.to(device),
                      self.p_ids.to(device))
 

@@ -31,7 +31,7 @@ class TrainerState:
     best_step: int | None = None
 
     @classmethod
-    def read(cls, folder: Path) -> "TrainerState":
+    def read(cls, folder: Path) -> TrainerState:
         path = folder / STATE_FILE
         try:
             data = json.loads(path.read_text())

@@ -21,7 +21,7 @@ def world() -> tuple[int, int]:
 
 def gather_sizes(n: int, device) -> list[int]:
     """The first-dimension size of every process's shard."""
-    rank, size = world()
+    _, size = world()
     if size == 1:
         return [n]
     t = torch.tensor([n], dtype=torch.int64, device=device)
@@ -66,7 +66,7 @@ def gather_with_grad(t: torch.Tensor, sizes: list[int] | None = None) -> tuple[t
 
 def gather_no_grad(t: torch.Tensor, sizes: list[int] | None = None) -> torch.Tensor:
     """Concatenate every process's ``t`` (ids, labels) along dim 0."""
-    rank, size = world()
+    _, size = world()
     if size == 1:
         return t
     sizes = sizes or gather_sizes(t.shape[0], t.device)

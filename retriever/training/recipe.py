@@ -1,150 +1,285 @@
-"""Recipes: YAML experiment files (model + data + loss + schedule) with ``key=value`` overrides.
+"""Recipes: a typed :class:`Recipe` read from a YAML experiment file plus ``key=value`` overrides.
 
-Every key has a default (:data:`DEFAULTS`); a recipe sets some, the command line overrides any::
+A recipe has five sections, one dataclass each: ``model`` (:class:`ModelRecipe`, with ``model.lora``:
+:class:`LoraRecipe`), ``loss`` (:class:`LossRecipe`), ``data`` (:class:`DataRecipe`), ``train``
+(:class:`TrainRecipe`) and ``eval`` (:class:`EvalRecipe`). Every key has a default; a recipe sets some,
+the command line overrides any::
 
     train.py --recipe recipes/minilm_hotpot.yaml --output out train.lr=3e-5 data.train=tuples.jsonl
 
+    recipe = load_recipe("recipes/minilm_hotpot.yaml", ["train.lr=3e-5"])
+    recipe.train.lr, recipe.model.pooling, recipe.encoder_config()
+
 Values on the command line are parsed as YAML (``3e-5`` a float, ``[a.jsonl, b.jsonl]`` a list,
-``null`` None). An unknown key or a value of the wrong type is an error naming the key.
+``null`` None). An unknown key (with the closest known names), a value of the wrong type or one out
+of range is an error naming the key. The encoder's own settings (pooling, lengths, instruction,
+temperature, ...) are not spelled here: the ``model`` and ``loss`` sections take those fields, with
+their types and defaults, from :class:`~hopscotch.retriever.model.config.EncoderConfig`, and
+:meth:`Recipe.encoder_config` maps them back. ``dataclasses.asdict(recipe)`` is the resolved recipe
+as the nested dict that ``train_summary.json`` stores.
 """
 
 from __future__ import annotations
 
-import copy
+import dataclasses
+import difflib
+import functools
+import operator
 import os
+import types
+import typing
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Literal, Union
 
 import yaml
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.model.config import EncoderConfig
+from hopscotch.retriever.training.loss import BACKENDS
 
-DEFAULTS: dict = {
-    "model": {
-        "name": "minilm",              # 'minilm', or a local HF / sentence-transformers folder
-        "pooling": "mean",             # cls | mean | last
-        "normalize": True,
-        "shared_towers": True,
-        "query_max_len": 128,
-        "passage_max_len": 256,
-        "instruction": "",             # prefix of every query (AgentIR: 'Instruct: ...\nQuery: ')
-        "passage_prefix": "",
-        "reasoning_aware": True,       # 'Reasoning: ...\n\nQuery: ...' inputs; False: query only
-        "padding_side": None,          # None: left for 'last' pooling, right otherwise
-        "dtype": "float32",            # weights: float32 | bfloat16 | float16
-        "attn_implementation": None,
-        "gradient_checkpointing": False,
-        "lora": {"enabled": False, "r": 16, "alpha": 32, "dropout": 0.1, "target_modules": None},
-    },
-    "loss": {
-        "temperature": 0.05,
-        "learn_temperature": False,
-        "backend": "auto",             # auto (fused on CUDA) | fused | reference
-        "exclude_positive_duplicates": True,
-        "cross_process_negatives": True,
-    },
-    "data": {
-        "train": None,                 # a tuple file, a folder, or a list of them
-        "group_size": 8,               # passages per query: 1 positive + group_size-1 hard negatives
-        "length_grouping": True,
-        "pad_to_multiple_of": 8,
-        "max_tuples": None,
-    },
-    "train": {
-        "seed": 42,
-        "batch_size": 16,              # queries per process per step (per micro-step with accumulation)
-        "grad_accum_steps": 1,
-        "gradcache_chunk_size": None,  # GradCache mini-batch size; None: encode the batch at once
-        "encode_chunk_size": None,     # length-sorted sub-batches within one forward (no caching)
-        "lr": 2e-5,
-        "weight_decay": 0.01,
-        "optimizer": "adamw",
-        "scheduler": "linear",         # linear | cosine | constant
-        "warmup_ratio": 0.1,
-        "warmup_steps": None,          # overrides warmup_ratio
-        "epochs": 1,
-        "max_steps": None,             # overrides epochs
-        "max_grad_norm": 1.0,
-        "mixed_precision": "no",       # no | bf16 | fp16
-        "threads": None,               # torch.set_num_threads on CPU
-        "log_every": 10,
-        "save_every": 500,             # checkpoint every N optimizer steps (0: only at the end)
-        "save_total_limit": 2,
-        "report_to": "none",           # none | wandb (WANDB_MODE=offline|disabled from the environment)
-        "run_name": None,
-    },
-    "eval": {
-        "queries": None,               # dev queries (JSONL with optional 'reasoning')
-        "corpus": None,
-        "qrels": None,
-        "every": 0,                    # evaluate every N steps (0: only at the end when a dev set is given)
-        "metric": "ndcg@10",
-        "batch_size": 64,
-        "max_queries": None,
-    },
-}
+SCHEDULERS = ("linear", "cosine", "constant")
+_MISSING = dataclasses.MISSING
 
 
-# keys whose default is None but whose value, when set, is a whole number
-_INT_KEYS = {"train.max_steps", "train.warmup_steps", "train.gradcache_chunk_size", "train.encode_chunk_size",
-             "train.threads", "data.max_tuples", "eval.max_queries"}
+def knob(default, *, gt=None, ge=None, le=None, lt=None):
+    """A recipe field: its default and the range :func:`load_recipe` enforces (a None value always passes)."""
+    bounds = {op: limit for op, limit in (("gt", gt), ("ge", ge), ("le", le), ("lt", lt)) if limit is not None}
+    return field(default=default, metadata={"bounds": bounds})
 
 
-def _number(value, key: str, kind):
+# Where a recipe keeps each EncoderConfig field: in ``model`` unless listed here. The temperature scales
+# the loss, so recipes set it under ``loss``; ``lora`` (a plain dict in EncoderConfig) is the typed
+# section ``model.lora``.
+_ENCODER_FIELD_SECTION = {"temperature": "loss", "learn_temperature": "loss", "lora": "model.lora"}
+
+
+def _encoder_fields(section: str) -> list[tuple]:
+    """The EncoderConfig fields a section carries, with their types and defaults, for ``make_dataclass``."""
+    hints = typing.get_type_hints(EncoderConfig)
+    return [(f.name, hints[f.name], field(default=f.default, default_factory=f.default_factory))
+            for f in fields(EncoderConfig) if _ENCODER_FIELD_SECTION.get(f.name, "model") == section]
+
+
+def _encoder_base(name: str, section: str) -> type:
+    return dataclasses.make_dataclass(name, _encoder_fields(section), namespace={"__module__": __name__})
+
+
+@dataclass
+class LoraRecipe:
+    """``model.lora``: peft LoRA adapters on the backbone; merged into the weights when the model is saved."""
+
+    enabled: bool = False
+    r: int = knob(16, ge=1)                         # adapter rank
+    alpha: int = knob(32, ge=1)                     # scaling numerator (scale = alpha / r)
+    dropout: float = knob(0.1, ge=0, lt=1)
+    target_modules: list[str] | str | None = None   # module names or a regex; None: peft's default for the model
+
+
+@dataclass
+class ModelRecipe(_encoder_base("_EncoderModelFields", "model")):
+    """``model``: the backbone and how it is loaded, plus every :class:`EncoderConfig` field but the
+    temperature's (``pooling``, ``normalize``, ``query_max_len``, ``instruction``, ``padding_side``, ...):
+    their types, defaults and meaning are EncoderConfig's."""
+
+    name: str = "minilm"                   # 'minilm' (bundled), or a local HF / sentence-transformers folder
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"   # of the weights
+    attn_implementation: str | None = None  # e.g. sdpa, flash_attention_2; None: transformers' default
+    gradient_checkpointing: bool = False    # recompute activations in backward: less memory, more time
+    lora: LoraRecipe = field(default_factory=LoraRecipe)
+
+
+@dataclass
+class LossRecipe(_encoder_base("_EncoderLossFields", "loss")):
+    """``loss``: InfoNCE over in-batch, hard and cross-process negatives; ``temperature`` and
+    ``learn_temperature`` are EncoderConfig's fields."""
+
+    backend: Literal[BACKENDS] = "auto"      # auto (fused on CUDA, reference elsewhere) | fused | reference
+    exclude_positive_duplicates: bool = True  # a copy of a query's positive is not one of its negatives
+    cross_process_negatives: bool = True      # score against every process's passages
+
+
+@dataclass
+class DataRecipe:
+    """``data``: the training tuples and how they are grouped into batches."""
+
+    train: str | list[str] | None = None     # required: a tuple file, a folder, org/name[:split], or a list
+    group_size: int = knob(8, ge=1)           # passages per query: 1 positive + group_size-1 hard negatives
+    length_grouping: bool = True              # batches of similar lengths (sorted within mega-batches)
+    pad_to_multiple_of: int | None = knob(8, ge=1)   # round padded lengths up; None: no rounding
+    max_tuples: int | None = knob(None, ge=1)        # read only the first N tuples
+
+
+@dataclass
+class TrainRecipe:
+    """``train``: optimisation, schedule, precision, logging and checkpoints."""
+
+    seed: int = knob(42, ge=0)                        # initial weights (LoRA, temperature), data order, dropout
+    batch_size: int = knob(16, ge=1)                  # queries per process per step (per micro-step)
+    grad_accum_steps: int = knob(1, ge=1)             # global batches per optimizer step
+    gradcache_chunk_size: int | None = knob(None, ge=1)   # GradCache mini-batch size; None: the batch at once
+    encode_chunk_size: int | None = knob(None, ge=1)  # length-sorted sub-batches within one forward
+    lr: float = knob(2e-5, gt=0)                      # peak learning rate
+    weight_decay: float = knob(0.01, ge=0)            # not on biases, norms and the temperature
+    optimizer: Literal["adamw"] = "adamw"             # the only one so far
+    scheduler: Literal[SCHEDULERS] = "linear"         # after warmup: linear or cosine decay, or constant
+    warmup_ratio: float = knob(0.1, ge=0, le=1)       # of the total steps
+    warmup_steps: int | None = knob(None, ge=0)       # overrides warmup_ratio
+    epochs: int = knob(1, ge=1)                       # passes over the tuples
+    max_steps: int | None = knob(None, ge=1)          # overrides epochs
+    max_grad_norm: float | None = knob(1.0, ge=0)     # 0 or None: no clipping
+    mixed_precision: Literal["no", "bf16", "fp16"] = "no"   # accelerate's autocast; write "no" quoted in YAML
+    threads: int | None = knob(None, ge=1)            # torch.set_num_threads on CPU; None: $OMP_NUM_THREADS
+    log_every: int = knob(10, ge=0)                   # optimizer steps between logged losses (0: never)
+    save_every: int = knob(500, ge=0)                 # checkpoint every N optimizer steps (0: only the final model)
+    save_total_limit: int | None = knob(2, ge=0)      # checkpoints kept (0 or None: all)
+    report_to: Literal["none", "wandb"] = "none"      # wandb: WANDB_MODE=offline|disabled from the environment
+    run_name: str | None = None                       # the wandb run's name
+
+
+@dataclass
+class EvalRecipe:
+    """``eval``: a dev set scored during training; the best model is kept in ``OUTPUT/best``."""
+
+    queries: str | None = None     # dev queries (JSONL with optional 'reasoning'); None: no dev evaluation
+    corpus: str | None = None      # required with queries
+    qrels: str | None = None       # required with queries
+    every: int = knob(0, ge=0)     # evaluate every N steps (0: only at the end)
+    metric: str = "ndcg@10"        # the metric that picks the best model
+    batch_size: int = knob(64, ge=1)  # texts per forward when embedding the dev set
+    max_queries: int | None = knob(None, ge=1)  # score only the first N dev queries that have qrels
+
+
+@dataclass
+class Recipe:
+    """A whole recipe; :func:`load_recipe` builds and checks one."""
+
+    model: ModelRecipe = field(default_factory=ModelRecipe)
+    loss: LossRecipe = field(default_factory=LossRecipe)
+    data: DataRecipe = field(default_factory=DataRecipe)
+    train: TrainRecipe = field(default_factory=TrainRecipe)
+    eval: EvalRecipe = field(default_factory=EvalRecipe)
+
+    def encoder_config(self) -> EncoderConfig:
+        """The model's :class:`EncoderConfig`: each field read from the section that holds it."""
+        sections = {"model": self.model, "loss": self.loss}
+        values = {f.name: getattr(sections[_ENCODER_FIELD_SECTION.get(f.name, "model")], f.name)
+                  for f in fields(EncoderConfig) if f.name != "lora"}
+        lora = self.model.lora
+        return EncoderConfig(**values, lora=dataclasses.asdict(lora) if lora.enabled else {})
+
+
+# -- checking values -------------------------------------------------------------------------------
+
+_NONE = type(None)
+_NAMES = {bool: "true/false", int: "a whole number", float: "a number", str: "a string", _NONE: "null"}
+_LIMITS = {"gt": (">", operator.gt), "ge": (">=", operator.ge), "le": ("<=", operator.le), "lt": ("<", operator.lt)}
+
+
+@functools.cache
+def _schema(cls: type) -> dict[str, tuple[object, dict]]:
+    """``{field: (type, bounds)}`` of a section."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: (hints[f.name], f.metadata.get("bounds", {})) for f in fields(cls)}
+
+
+@functools.cache
+def recipe_keys() -> tuple[str, ...]:
+    """Every dotted recipe key (``model.lora.r``, ``train.lr``, ...)."""
+    def walk(cls, prefix):
+        for name, (tp, _) in _schema(cls).items():
+            yield from walk(tp, f"{prefix}{name}.") if dataclasses.is_dataclass(tp) else [prefix + name]
+    return tuple(walk(Recipe, ""))
+
+
+def _describe(tp) -> str:
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (Union, types.UnionType):
+        return " or ".join(_describe(a) for a in args)
+    if origin is Literal:
+        return "one of " + ", ".join(map(repr, args))
+    if origin is list:
+        return "a list of strings" if args == (str,) else "a list"
+    return _NAMES.get(tp, getattr(tp, "__name__", str(tp)))
+
+
+def _number(value, kind: type):
     if isinstance(value, str):  # YAML 1.1 reads '3e-5' (no dot) as a string
         try:
             value = float(value)
         except ValueError:
-            pass
+            return _MISSING
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise UsageError(f"recipe key {key}: expected a number, got {value!r}")
+        return _MISSING
     if kind is int:
-        if float(value) != int(value):
-            raise UsageError(f"recipe key {key}: expected a whole number, got {value!r}")
-        return int(value)
-    return float(value) if kind is float else value
+        return int(value) if float(value) == int(value) else _MISSING
+    return float(value)
 
 
-def _check(value, default, key: str):
-    if value is None:
-        return value
-    if default is None:
-        return _number(value, key, int) if key in _INT_KEYS else value
-    if isinstance(default, bool):
-        if not isinstance(value, bool):
-            raise UsageError(f"recipe key {key}: expected true/false, got {value!r}")
-    elif isinstance(default, (int, float)):
-        value = _number(value, key, type(default) if isinstance(default, float) else None)
-    elif isinstance(default, str) and not isinstance(value, str):
-        raise UsageError(f"recipe key {key}: expected a string, got {value!r}")
-    return value
+def _coerce(value, tp):
+    """``value`` as type ``tp`` (numbers also from YAML strings such as '3e-5'), or ``_MISSING``."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (Union, types.UnionType):
+        if value is None:
+            return None if _NONE in args else _MISSING
+        for alternative in (a for a in args if a is not _NONE):
+            if (out := _coerce(value, alternative)) is not _MISSING:
+                return out
+        return _MISSING
+    if origin is Literal:
+        return value if isinstance(value, str) and value in args else _MISSING
+    if origin is list:
+        items = [_coerce(v, args[0]) for v in value] if isinstance(value, list) else [_MISSING]
+        return _MISSING if any(item is _MISSING for item in items) else items
+    if tp is bool:
+        return value if isinstance(value, bool) else _MISSING
+    if tp in (int, float):
+        return _number(value, tp)
+    if tp is str:
+        return os.fspath(value) if isinstance(value, (str, os.PathLike)) else _MISSING
+    raise TypeError(f"recipe fields of type {tp!r} are not supported")
 
 
-def _merge(base: dict, update: dict, where: str, prefix: str = "") -> None:
-    for key, value in update.items():
-        full = f"{prefix}{key}"
-        if key not in base:
-            known = ", ".join(sorted(f"{prefix}{k}" for k in base))
-            raise UsageError(f"{where}: unknown recipe key {full!r} (known: {known})")
-        if isinstance(base[key], dict):
-            if not isinstance(value, dict):
-                raise UsageError(f"{where}: recipe key {full!r} is a section; expected a mapping, got {value!r}")
-            _merge(base[key], value, where, full + ".")
-        else:
-            base[key] = _check(value, DEFAULTS_FLAT.get(full), full)
-
-
-def _flatten(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
+def _checked(value, tp, bounds: dict, key: str, where: str):
+    out = _coerce(value, tp)
+    if out is _MISSING:
+        hint = " (YAML reads yes/no/on/off as true/false: quote the word)" if isinstance(value, bool) else ""
+        raise UsageError(f"{where}: recipe key {key}: expected {_describe(tp)}, got {value!r}{hint}")
+    if out is not None and not all(_LIMITS[op][1](out, limit) for op, limit in bounds.items()):
+        kind = "a whole number" if isinstance(out, int) else "a number"
+        limits = " and ".join(f"{_LIMITS[op][0]} {limit}" for op, limit in bounds.items())
+        raise UsageError(f"{where}: recipe key {key}: expected {kind} {limits}, got {out!r}")
     return out
 
 
-DEFAULTS_FLAT = _flatten(DEFAULTS)
+def _unknown(key: str, known: list[str], where: str) -> UsageError:
+    close = difflib.get_close_matches(key, recipe_keys(), n=2, cutoff=0.75)
+    guess = f", did you mean {' or '.join(map(repr, close))}?" if close else ""
+    return UsageError(f"{where}: unknown recipe key {key!r}{guess} (known: {', '.join(known)})")
 
+
+def _merge(cls: type, values: dict, update: dict, where: str, prefix: str = "") -> None:
+    """Check ``update`` against section ``cls`` and write its values into ``values`` (a nested dict)."""
+    schema = _schema(cls)
+    for key, value in update.items():
+        full = f"{prefix}{key}"
+        if key not in schema:
+            raise _unknown(full, sorted(prefix + k for k in schema), where)
+        tp, bounds = schema[key]
+        if dataclasses.is_dataclass(tp):
+            if not isinstance(value, dict):
+                raise UsageError(f"{where}: recipe key {full!r} is a section; expected a mapping, got {value!r}")
+            _merge(tp, values[key], value, where, full + ".")
+        else:
+            values[key] = _checked(value, tp, bounds, full, where)
+
+
+def _build(cls: type, values: dict):
+    return cls(**{name: _build(tp, values[name]) if dataclasses.is_dataclass(tp) else values[name]
+                  for name, (tp, _) in _schema(cls).items()})
+
+
+# -- reading ---------------------------------------------------------------------------------------
 
 def parse_override(item: str) -> dict:
     """``'train.lr=3e-5'`` -> ``{'train': {'lr': 3e-05}}``."""
@@ -164,26 +299,37 @@ def parse_override(item: str) -> dict:
     return out
 
 
-def load_recipe(recipe: str | os.PathLike | dict | None, overrides: list[str] | tuple = ()) -> dict:
-    """Defaults, then the recipe (a YAML path or a dict), then ``key=value`` overrides."""
-    config = copy.deepcopy(DEFAULTS)
-    if isinstance(recipe, dict):
-        _merge(config, recipe, "recipe")
+def _read_yaml(recipe: str | os.PathLike) -> tuple[dict, str]:
+    path = Path(recipe)
+    if not path.is_file():
+        raise UsageError(f"--recipe {recipe}: no such file")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark else ""
+        raise UsageError(f"{path}{line}: expected a YAML mapping of sections ({exc})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: expected a YAML mapping of sections, got {type(data).__name__}")
+    return data, str(path)
+
+
+def load_recipe(recipe: str | os.PathLike | dict | Recipe | None, overrides: list[str] | tuple = ()) -> Recipe:
+    """Defaults, then the recipe (a YAML path, a nested dict or a :class:`Recipe`), then ``key=value``
+    overrides; every value checked for its key's type and range."""
+    values = dataclasses.asdict(Recipe())
+    if isinstance(recipe, Recipe):
+        _merge(Recipe, values, dataclasses.asdict(recipe), "recipe")
+    elif isinstance(recipe, dict):
+        _merge(Recipe, values, recipe, "recipe")
     elif recipe is not None:
-        path = Path(recipe)
-        if not path.is_file():
-            raise UsageError(f"--recipe {recipe}: no such file")
-        try:
-            data = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = f":{mark.line + 1}" if mark else ""
-            raise UsageError(f"{path}{line}: expected a YAML mapping of sections ({exc})") from None
-        if not isinstance(data, dict):
-            raise UsageError(f"{path}: expected a YAML mapping of sections, got {type(data).__name__}")
-        _merge(config, data, str(path))
+        _merge(Recipe, values, *_read_yaml(recipe))
     for item in overrides:
-        _merge(config, parse_override(item), "command line")
-    if not config["data"]["train"]:
+        _merge(Recipe, values, parse_override(item), "command line")
+    out = _build(Recipe, values)
+    if not out.data.train:
         raise UsageError("recipe key data.train is required (a tuple file or a list of them)")
-    return config
+    if out.eval.queries and not (out.eval.corpus and out.eval.qrels):
+        raise UsageError("recipe keys eval.corpus and eval.qrels are required with eval.queries")
+    out.encoder_config()  # EncoderConfig checks pooling, lengths, padding side and temperature
+    return out

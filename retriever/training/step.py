@@ -15,7 +15,8 @@ one forward so that a single synchronising backward touches every parameter.
 from __future__ import annotations
 
 import contextlib
-from typing import Callable
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -58,41 +59,62 @@ def _cache(model, chunks, side: str, device, total: int):
     return reps, states
 
 
-def cached_step(model, batch: Batch, loss_fn, backward: Callable, chunk_size: int, padding_side: str,
-                learn_temperature: bool, temperature: torch.Tensor, sync: bool = True,
-                no_sync: Callable = contextlib.nullcontext, loss_scale: float = 1.0) -> float:
-    """GradCache step; ``no_sync()`` is the wrapped model's context that skips gradient all-reduce.
+@dataclass(frozen=True)
+class GradCache:
+    """How :func:`cached_step` runs: the mini-batch size, the model's padding side and whether its
+    temperature is learnt, the wrapped model's ``no_sync()`` context (skips the gradient all-reduce)
+    and the loss scale."""
+
+    chunk_size: int
+    padding_side: str = "right"
+    learn_temperature: bool = False
+    no_sync: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
+    loss_scale: float = 1.0
+
+
+def cached_step(model, batch: Batch, loss_fn, backward: Callable, temperature: torch.Tensor, cache: GradCache,
+                sync: bool = True) -> float:
+    """GradCache step; returns the global mean loss.
 
     ``temperature`` is the current value (only its gradient is computed here); ``sync=False`` keeps
     the final backward local too (a non-final gradient-accumulation micro-step).
     """
     device = batch.labels.device
-    q_chunks = _chunks(batch.queries, chunk_size, padding_side)
-    p_chunks = _chunks(batch.passages, chunk_size, padding_side)
+    q_chunks = _chunks(batch.queries, cache.chunk_size, cache.padding_side)
+    p_chunks = _chunks(batch.passages, cache.chunk_size, cache.padding_side)
     q_reps, q_states = _cache(model, q_chunks, "queries", device, batch.num_queries)
     p_reps, p_states = _cache(model, p_chunks, "passages", device, batch.p_ids.shape[0])
-
-    q_reps.requires_grad_(True)
-    p_reps.requires_grad_(True)
-    t = temperature.detach().clone().requires_grad_(learn_temperature)
-    out = loss_fn(q_reps, p_reps, batch.labels, t if learn_temperature else float(t), batch.q_pos_ids, batch.p_ids)
-    (out.loss * loss_scale).backward()
-    q_grad, p_grad = q_reps.grad, p_reps.grad
-    t_grad = t.grad if learn_temperature else None
-
-    for side, chunks, states, grad in (("queries", q_chunks, q_states, q_grad), ("passages", p_chunks, p_states, p_grad)):
-        rng_key = "query_rng" if side == "queries" else "passage_rng"
-        for (rows, features), state in zip(chunks[:-1], states[:-1]):
-            with no_sync():
-                q, p, _ = model(**{side: features, rng_key: state})
-                emb = q if side == "queries" else p
-                backward(torch.sum(emb * grad[rows].to(emb.dtype)))
+    value, q_grad, p_grad, t_grad = _embedding_grads(loss_fn, batch, q_reps, p_reps, temperature, cache)
+    _replay(model, backward, cache.no_sync, "queries", q_chunks[:-1], q_states[:-1], q_grad)
+    _replay(model, backward, cache.no_sync, "passages", p_chunks[:-1], p_states[:-1], p_grad)
 
     (q_rows, q_feat), (p_rows, p_feat) = q_chunks[-1], p_chunks[-1]
-    with (contextlib.nullcontext() if sync else no_sync()):
+    with (contextlib.nullcontext() if sync else cache.no_sync()):
         q, p, temp = model(queries=q_feat, passages=p_feat, query_rng=q_states[-1], passage_rng=p_states[-1])
         surrogate = torch.sum(q * q_grad[q_rows].to(q.dtype)) + torch.sum(p * p_grad[p_rows].to(p.dtype))
         if t_grad is not None:
             surrogate = surrogate + temp * t_grad
         backward(surrogate)
-    return out.value
+    return value
+
+
+def _embedding_grads(loss_fn, batch: Batch, q_reps, p_reps, temperature: torch.Tensor, cache: GradCache):
+    """The loss over the cached embeddings and its gradient w.r.t. them (and to a learnt temperature)."""
+    q_reps.requires_grad_(True)
+    p_reps.requires_grad_(True)
+    t = temperature.detach().clone().requires_grad_(cache.learn_temperature)
+    out = loss_fn(q_reps, p_reps, batch.labels, t if cache.learn_temperature else float(t), batch.q_pos_ids,
+                  batch.p_ids)
+    (out.loss * cache.loss_scale).backward()
+    return out.value, q_reps.grad, p_reps.grad, t.grad if cache.learn_temperature else None
+
+
+def _replay(model, backward: Callable, no_sync: Callable, side: str, chunks, states, grad) -> None:
+    """Re-embed each chunk with gradients (its RNG state restored) and back-propagate its cached gradient,
+    without synchronising."""
+    rng_key = "query_rng" if side == "queries" else "passage_rng"
+    for (rows, features), state in zip(chunks, states):
+        with no_sync():
+            q, p, _ = model(**{side: features, rng_key: state})
+            emb = q if side == "queries" else p
+            backward(torch.sum(emb * grad[rows].to(emb.dtype)))

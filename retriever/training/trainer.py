@@ -17,148 +17,241 @@ import argparse
 import contextlib
 import os
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from hopscotch.retriever.errors import UsageError
 
+if TYPE_CHECKING:  # the CLI imports this module for its flags: no torch until a run starts
+    from hopscotch.retriever.training.checkpoint import TrainerState
+    from hopscotch.retriever.training.recipe import Recipe
 
-def train(recipe: str | os.PathLike | dict | None, output_dir: str | os.PathLike, overrides: Sequence[str] = (),
-          resume: bool = False, on_step_end: Callable | None = None, show_progress: bool = True) -> str:
-    """Train from ``recipe`` (a YAML path or dict) plus ``key=value`` overrides; returns ``OUTPUT/final``.
+
+def train(recipe: str | os.PathLike | dict | Recipe | None, output_dir: str | os.PathLike,
+          overrides: Sequence[str] = (), resume: bool = False, on_step_end: Callable | None = None,
+          show_progress: bool = True) -> str:
+    """Train from ``recipe`` (a YAML path, a dict or a :class:`Recipe`) plus ``key=value`` overrides;
+    returns ``OUTPUT/final``.
 
     ``resume=True`` continues from the newest ``OUTPUT/checkpoint-*`` (a fresh start when there is
     none). ``on_step_end(state, loss)`` is called after every optimizer step.
     """
+    from hopscotch.retriever.training.recipe import load_recipe
+
+    run = _start(load_recipe(recipe, list(overrides)), Path(output_dir), resume)
+    started = _loop(run, on_step_end, show_progress)
+    return _finish(run, started)
+
+
+@dataclass
+class _Run:
+    """A run once set up: the recipe, the prepared objects and the trainer state."""
+
+    recipe: Recipe
+    output_dir: Path
+    accelerator: Any
+    model: Any                  # as prepared: DDP / DeepSpeed wrapper, or the model itself
+    unwrapped: Any              # the DualEncoder
+    optimizer: Any
+    scheduler: Any
+    loss_fn: Any
+    collate: Callable
+    plan: Callable[[int], list]  # epoch -> its global batches
+    total_steps: int
+    global_batch: int           # queries per global batch (all processes)
+    loss_scale: float
+    deepspeed: bool
+    dev: Any                    # DevEvaluator or None
+    state: TrainerState
+
+
+def _start(recipe: Recipe, output_dir: Path, resume: bool) -> _Run:
+    """Accelerator, model, data plan, optimizer, schedule, loss, checkpoint state and dev set, in the
+    order that fixes the RNG draws (a resumed run must replay them)."""
     from accelerate.utils import set_seed
-    from tqdm.auto import tqdm
 
     from hopscotch.retriever.io.tuples import read_training_tuples
     from hopscotch.retriever.training import checkpoint as ckpt
     from hopscotch.retriever.training import setup
-    from hopscotch.retriever.training.batches import Collator, local_share, plan_epoch
-    from hopscotch.retriever.training.recipe import load_recipe
-    from hopscotch.retriever.training.step import cached_step, full_step
+    from hopscotch.retriever.training.batches import Collator, plan_epoch
 
-    cfg = load_recipe(recipe, list(overrides))
-    tr, data = cfg["train"], cfg["data"]
-    output_dir = Path(output_dir)
-    accelerator = setup.build_accelerator(cfg, output_dir)
-    deepspeed = setup.uses_deepspeed()
-    if deepspeed and tr["gradcache_chunk_size"]:
-        raise UsageError("train.gradcache_chunk_size: GradCache needs DDP or one process, not DeepSpeed")
-    loss_scale = 1.0 if deepspeed else 1.0 / tr["grad_accum_steps"]  # accelerate divides under DeepSpeed
-    if deepspeed:  # no prepared DataLoader to infer it from
-        accelerator.state.deepspeed_plugin.deepspeed_config["train_micro_batch_size_per_gpu"] = tr["batch_size"]
-    setup.set_threads(cfg)
-    set_seed(tr["seed"])
-    model = setup.build_model(cfg)
-    unwrapped = model
-    tuples = read_training_tuples(data["train"])[:data["max_tuples"]]
-    rank, world = accelerator.process_index, accelerator.num_processes
-    global_batch, accum = tr["batch_size"] * world, tr["grad_accum_steps"]
-    plan = lambda epoch: plan_epoch(tuples, epoch, tr["seed"], data["group_size"], global_batch,  # noqa: E731
-                                    data["length_grouping"])
+    tr, data = recipe.train, recipe.data
+    accelerator, deepspeed = _accelerator(recipe, output_dir)
+    setup.set_threads(tr)
+    set_seed(tr.seed)
+    model = unwrapped = setup.build_model(recipe)
+    tuples = read_training_tuples(data.train)[:data.max_tuples]
+    global_batch, accum = tr.batch_size * accelerator.num_processes, tr.grad_accum_steps
+
+    def plan(epoch: int) -> list:
+        return plan_epoch(tuples, epoch, tr.seed, data.group_size, global_batch, data.length_grouping)
+
     steps_per_epoch = len(plan(0)) // accum
     if steps_per_epoch == 0:
         raise UsageError(f"data.train: {len(tuples)} tuples make no full step of {global_batch * accum} queries "
                          "(train.batch_size x processes x train.grad_accum_steps)")
-    total_steps = tr["max_steps"] or tr["epochs"] * steps_per_epoch
-    optimizer = setup.build_optimizer(model, cfg)
-    scheduler = setup.build_scheduler(optimizer, cfg, total_steps)
+    total_steps = tr.max_steps or tr.epochs * steps_per_epoch
+    optimizer = setup.build_optimizer(model, tr)
+    scheduler = setup.build_scheduler(optimizer, tr, total_steps)
     model, optimizer = accelerator.prepare(model, optimizer)
     accelerator.register_for_checkpointing(scheduler)
-    loss_fn = setup.build_loss(cfg)
-    collate = Collator(unwrapped, data["pad_to_multiple_of"])
-    state = ckpt.TrainerState()
+    loss_scale = 1.0 if deepspeed else 1.0 / accum  # accelerate divides the loss itself under DeepSpeed
+    run = _Run(recipe=recipe, output_dir=output_dir, accelerator=accelerator, model=model, unwrapped=unwrapped,
+               optimizer=optimizer, scheduler=scheduler, loss_fn=setup.build_loss(recipe.loss),
+               collate=Collator(unwrapped, data.pad_to_multiple_of), plan=plan, total_steps=total_steps,
+               global_batch=global_batch, loss_scale=loss_scale, deepspeed=deepspeed, dev=None,
+               state=ckpt.TrainerState())
     latest = ckpt.latest_checkpoint(output_dir) if resume else None
     if latest is not None:
-        state = ckpt.load_checkpoint(accelerator, latest)
-        accelerator.print(f"resuming from {latest} (step {state.step})")
-    dev = None
-    if cfg["eval"]["queries"]:
-        from hopscotch.retriever.training.evaluation import DevEvaluator
+        run.state = ckpt.load_checkpoint(accelerator, latest)
+        accelerator.print(f"resuming from {latest} (step {run.state.step})")
+    run.dev = _dev_evaluator(recipe)
+    if tr.report_to == "wandb":
+        accelerator.init_trackers("hopscotch", config=asdict(recipe),
+                                  init_kwargs={"wandb": {"name": tr.run_name, "dir": str(output_dir)}})
+    return run
 
-        ev = cfg["eval"]
-        dev = DevEvaluator(ev["queries"], ev["corpus"], ev["qrels"], ev["metric"], ev["batch_size"], ev["max_queries"])
-    if tr["report_to"] == "wandb":
-        accelerator.init_trackers("hopscotch", config=cfg, init_kwargs={"wandb": {"name": tr["run_name"],
-                                                                                 "dir": str(output_dir)}})
 
-    def evaluate_and_keep_best():
-        if dev is None:
-            return
-        with setup.full_parameters(unwrapped):
-            if accelerator.is_main_process:
-                result = dev(unwrapped)
-                value = result.mean[dev.metric]
-                accelerator.log({f"dev/{m}": v for m, v in result.mean.items()}, step=state.step)
-                accelerator.print(f"step {state.step}: dev {dev.metric} = {value:.4f}")
-                if state.best_metric is None or value > state.best_metric:
-                    state.best_metric, state.best_step = value, state.step
-                    unwrapped.save(output_dir / "best")
-            accelerator.wait_for_everyone()
-        if world > 1:  # every process keeps the same best metric in its trainer state
-            from accelerate.utils import broadcast_object_list
+def _accelerator(recipe: Recipe, output_dir: Path):
+    """The ``Accelerator`` and whether it runs DeepSpeed (told the micro-batch size; no GradCache)."""
+    from hopscotch.retriever.training import setup
 
-            best = broadcast_object_list([(state.best_metric, state.best_step)])[0]
-            state.best_metric, state.best_step = best
+    accelerator = setup.build_accelerator(recipe, output_dir)
+    deepspeed = setup.uses_deepspeed()
+    if deepspeed and recipe.train.gradcache_chunk_size:
+        raise UsageError("train.gradcache_chunk_size: GradCache needs DDP or one process, not DeepSpeed")
+    if deepspeed:  # no prepared DataLoader to infer it from
+        plugin = accelerator.state.deepspeed_plugin
+        plugin.deepspeed_config["train_micro_batch_size_per_gpu"] = recipe.train.batch_size
+    return accelerator, deepspeed
 
-    def one_batch(groups, sync: bool) -> float:
-        batch = collate(local_share(groups, rank, world)).to(accelerator.device)
-        if tr["gradcache_chunk_size"]:
-            return cached_step(model, batch, loss_fn, accelerator.backward, tr["gradcache_chunk_size"],
-                               unwrapped.config.padding_side, unwrapped.config.learn_temperature,
-                               unwrapped.temperature, sync=sync, no_sync=lambda: accelerator.no_sync(model),
-                               loss_scale=loss_scale)
-        with accelerator.no_sync(model) if not sync and not deepspeed else contextlib.nullcontext():
-            return full_step(model, batch, loss_fn, accelerator.backward, loss_scale, tr["encode_chunk_size"])
 
-    model.train()
-    bar = tqdm(total=total_steps, initial=state.step, desc="train", unit="step",
-               disable=not (show_progress and accelerator.is_main_process))
+def _dev_evaluator(recipe: Recipe):
+    """The dev-set scorer when ``eval.queries`` is set, else None."""
+    if not recipe.eval.queries:
+        return None
+    from hopscotch.retriever.training.evaluation import DevEvaluator
+
+    ev = recipe.eval
+    return DevEvaluator(ev.queries, ev.corpus, ev.qrels, ev.metric, ev.batch_size, ev.max_queries)
+
+
+def _loop(run: _Run, on_step_end: Callable | None, show_progress: bool) -> float:
+    """Optimizer steps until ``total_steps``, epoch after epoch, from the state's data position;
+    returns when the steps started (``time.perf_counter()``)."""
+    from tqdm.auto import tqdm
+
+    state, accum = run.state, run.recipe.train.grad_accum_steps
+    run.model.train()
+    bar = tqdm(total=run.total_steps, initial=state.step, desc="train", unit="step",
+               disable=not (show_progress and run.accelerator.is_main_process))
     started, start_samples = time.perf_counter(), state.samples
-    while state.step < total_steps:
-        batches = plan(state.epoch)
-        while state.batch_in_epoch + accum <= len(batches) and state.step < total_steps:
-            micro = batches[state.batch_in_epoch:state.batch_in_epoch + accum]
-            loss = sum(one_batch(g, sync=i == accum - 1) for i, g in enumerate(micro)) / accum
-            if tr["max_grad_norm"]:
-                accelerator.clip_grad_norm_(model.parameters(), tr["max_grad_norm"])
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            state.step += 1
-            state.batch_in_epoch += accum
-            state.samples += global_batch * accum
+    while state.step < run.total_steps:
+        batches = run.plan(state.epoch)
+        while state.batch_in_epoch + accum <= len(batches) and state.step < run.total_steps:
+            loss = _optimizer_step(run, batches[state.batch_in_epoch:state.batch_in_epoch + accum])
             rate = (state.samples - start_samples) / max(time.perf_counter() - started, 1e-9)
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.4f}", samples_s=f"{rate:.1f}")
-            if tr["log_every"] and state.step % tr["log_every"] == 0:
-                accelerator.log({"train/loss": loss, "train/lr": scheduler.get_last_lr()[0],
-                                 "train/samples_per_s": rate, "train/temperature": float(unwrapped.temperature)},
-                                step=state.step)
-            if cfg["eval"]["every"] and state.step % cfg["eval"]["every"] == 0:
-                evaluate_and_keep_best()
-            if tr["save_every"] and state.step % tr["save_every"] == 0 and state.step < total_steps:
-                ckpt.save_checkpoint(accelerator, output_dir, state, tr["save_total_limit"])
+            _after_step(run, loss, rate)
             if on_step_end is not None:
                 on_step_end(state, loss)
-        if state.step < total_steps:
+        if state.step < run.total_steps:
             state.epoch, state.batch_in_epoch = state.epoch + 1, 0
     bar.close()
-    if dev is not None and (not cfg["eval"]["every"] or state.step % cfg["eval"]["every"]):
-        evaluate_and_keep_best()
-    final = output_dir / "final"
-    with setup.full_parameters(unwrapped):
-        if accelerator.is_main_process:
-            unwrapped.save(final)
-            from hopscotch.retriever.io.common import write_json
+    return started
 
-            write_json(output_dir / "train_summary.json", {
+
+def _optimizer_step(run: _Run, micro: list) -> float:
+    """One optimizer step over ``grad_accum_steps`` global batches; returns their mean loss."""
+    accum, state, tr = len(micro), run.state, run.recipe.train
+    loss = sum(_micro_step(run, groups, sync=i == accum - 1) for i, groups in enumerate(micro)) / accum
+    if tr.max_grad_norm:
+        run.accelerator.clip_grad_norm_(run.model.parameters(), tr.max_grad_norm)
+    run.optimizer.step()
+    run.scheduler.step()
+    run.optimizer.zero_grad(set_to_none=True)
+    state.step += 1
+    state.batch_in_epoch += accum
+    state.samples += run.global_batch * accum
+    return loss
+
+
+def _micro_step(run: _Run, groups: list, sync: bool) -> float:
+    """Forward and backward of this process's share of one global batch."""
+    from hopscotch.retriever.training.batches import local_share
+    from hopscotch.retriever.training.step import GradCache, cached_step, full_step
+
+    accelerator, model, tr = run.accelerator, run.model, run.recipe.train
+    share = local_share(groups, accelerator.process_index, accelerator.num_processes)
+    batch = run.collate(share).to(accelerator.device)
+    if tr.gradcache_chunk_size:
+        config = run.unwrapped.config
+        cache = GradCache(tr.gradcache_chunk_size, config.padding_side, config.learn_temperature,
+                          lambda: accelerator.no_sync(model), run.loss_scale)
+        return cached_step(model, batch, run.loss_fn, accelerator.backward, run.unwrapped.temperature, cache,
+                           sync=sync)
+    with accelerator.no_sync(model) if not sync and not run.deepspeed else contextlib.nullcontext():
+        return full_step(model, batch, run.loss_fn, accelerator.backward, run.loss_scale, tr.encode_chunk_size)
+
+
+def _after_step(run: _Run, loss: float, rate: float) -> None:
+    """Log, evaluate on the dev set and save a checkpoint when their step comes."""
+    from hopscotch.retriever.training import checkpoint as ckpt
+
+    state, tr, every = run.state, run.recipe.train, run.recipe.eval.every
+    if tr.log_every and state.step % tr.log_every == 0:
+        run.accelerator.log({"train/loss": loss, "train/lr": run.scheduler.get_last_lr()[0],
+                             "train/samples_per_s": rate, "train/temperature": float(run.unwrapped.temperature)},
+                            step=state.step)
+    if every and state.step % every == 0:
+        _evaluate_and_keep_best(run)
+    if tr.save_every and state.step % tr.save_every == 0 and state.step < run.total_steps:
+        ckpt.save_checkpoint(run.accelerator, run.output_dir, state, tr.save_total_limit)
+
+
+def _evaluate_and_keep_best(run: _Run) -> None:
+    """Score the dev set on the main process; save ``OUTPUT/best`` when the metric improves."""
+    from hopscotch.retriever.training.setup import full_parameters
+
+    dev, state, accelerator = run.dev, run.state, run.accelerator
+    if dev is None:
+        return
+    with full_parameters(run.unwrapped):
+        if accelerator.is_main_process:
+            result = dev(run.unwrapped)
+            value = result.mean[dev.metric]
+            accelerator.log({f"dev/{m}": v for m, v in result.mean.items()}, step=state.step)
+            accelerator.print(f"step {state.step}: dev {dev.metric} = {value:.4f}")
+            if state.best_metric is None or value > state.best_metric:
+                state.best_metric, state.best_step = value, state.step
+                run.unwrapped.save(run.output_dir / "best")
+        accelerator.wait_for_everyone()
+    if accelerator.num_processes > 1:  # every process keeps the same best metric in its trainer state
+        from accelerate.utils import broadcast_object_list
+
+        best = broadcast_object_list([(state.best_metric, state.best_step)])[0]
+        state.best_metric, state.best_step = best
+
+
+def _finish(run: _Run, started: float) -> str:
+    """A last dev evaluation when due, ``OUTPUT/final`` and ``train_summary.json``; returns the final folder."""
+    from hopscotch.retriever.io.common import write_json
+    from hopscotch.retriever.training.setup import full_parameters
+
+    state, every, accelerator = run.state, run.recipe.eval.every, run.accelerator
+    if run.dev is not None and (not every or state.step % every):
+        _evaluate_and_keep_best(run)
+    final = run.output_dir / "final"
+    with full_parameters(run.unwrapped):
+        if accelerator.is_main_process:
+            run.unwrapped.save(final)
+            write_json(run.output_dir / "train_summary.json", {
                 "steps": state.step, "samples": state.samples, "epochs_started": state.epoch + 1,
                 "best_metric": state.best_metric, "best_step": state.best_step,
-                "seconds": time.perf_counter() - started, "recipe": cfg})
+                "seconds": time.perf_counter() - started, "recipe": asdict(run.recipe)})
         accelerator.wait_for_everyone()
     accelerator.end_training()
     return str(final)

@@ -1,0 +1,127 @@
+"""The searcher registry: backends register themselves by name and own their flags (BrowseComp-Plus style).
+
+A backend is one module of this package whose class is decorated with :func:`register_searcher`;
+:data:`BACKEND_MODULES` lists the modules imported (lazily, on first use of the registry) to register
+them. Importing a backend module loads no model library: BM25 never imports torch.
+
+Example::
+
+    cls = SEARCHERS["bm25"]                   # or get_searcher_class("bm25")
+    parser = argparse.ArgumentParser()
+    cls.parse_args(parser)                    # --bm25, --corpus, --index
+    searcher = cls.from_args(parser.parse_args(["--bm25", "idx/bm25"]))
+
+    add_searcher_arguments(parser)            # --searcher-type plus every backend's flags, each once
+    searcher = searcher_from_args(parser.parse_args([...]))
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Callable, Iterator, Mapping
+
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.searchers.base import BaseSearcher, add_option
+
+#: modules of ``hopscotch.retriever.searchers`` that register a backend when imported, in listing order
+BACKEND_MODULES = ("bm25", "dense", "hybrid", "remote")
+
+_CLASSES: dict[str, type[BaseSearcher]] = {}
+
+
+def register_searcher(name: str) -> Callable[[type[BaseSearcher]], type[BaseSearcher]]:
+    """Class decorator: register a :class:`BaseSearcher` subclass as ``name`` (sets ``name`` and, unless
+    the class sets its own, ``search_type``)."""
+
+    def decorate(cls: type[BaseSearcher]) -> type[BaseSearcher]:
+        if _CLASSES.get(name, cls) is not cls:
+            raise ValueError(f"searcher {name!r} is registered twice ({_CLASSES[name].__name__}, {cls.__name__})")
+        cls.name = name
+        if not cls.__dict__.get("search_type"):
+            cls.search_type = name
+        _CLASSES[name] = cls
+        return cls
+
+    return decorate
+
+
+class SearcherRegistry(Mapping):
+    """Read-only ``name -> searcher class`` mapping that imports :data:`BACKEND_MODULES` on first use."""
+
+    def _load(self) -> dict[str, type[BaseSearcher]]:
+        for module in BACKEND_MODULES:
+            importlib.import_module(f"{__package__}.{module}")
+        return _CLASSES
+
+    def __getitem__(self, name: str) -> type[BaseSearcher]:
+        return self._load()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._load()))
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+
+SEARCHERS = SearcherRegistry()
+
+
+def searcher_names(local_only: bool = False) -> list[str]:
+    """Registered backend names; with ``local_only`` those over local index files (what ``serve`` serves)."""
+    return [name for name, cls in SEARCHERS.items() if cls.local or not local_only]
+
+
+def get_searcher_class(name: str) -> type[BaseSearcher]:
+    """The class registered as ``name``."""
+    if name not in SEARCHERS:
+        raise UsageError(f"unknown searcher {name!r}: use one of {', '.join(SEARCHERS)}")
+    return SEARCHERS[name]
+
+
+def add_searcher_arguments(parser: argparse.ArgumentParser, local_only: bool = False) -> None:
+    """Add ``--searcher-type`` and every backend's flags to ``parser`` (shared flags once).
+
+    With ``local_only`` only the backends over local index files (``hopscotch serve``, whose own
+    ``--token`` and ``--name`` would clash with the remote client's).
+    """
+    names = searcher_names(local_only)
+    add_option(parser, "--searcher-type", choices=names,
+               help="the searcher backend (default: chosen from the flags given: --bm25 and/or --index"
+                    + (", or --url" if "remote" in names else "") + ")")
+    for name in names:
+        SEARCHERS[name].parse_args(parser)
+
+
+def searcher_from_args(args: argparse.Namespace, local_only: bool = False) -> BaseSearcher:
+    """The searcher ``args`` describe: ``--searcher-type``, else the one backend the flags select."""
+    kind = getattr(args, "searcher_type", None)
+    if not kind:
+        names = searcher_names(local_only)
+        chosen = [name for name in names if SEARCHERS[name].selected_by(args)]
+        if not chosen:
+            raise UsageError("give --bm25 DIR, --index DIR, or both (hybrid)"
+                             + (", or --url URL (remote)" if "remote" in names else ""))
+        if len(chosen) > 1:
+            raise UsageError(f"the flags fit several searchers ({', '.join(chosen)}): pick one with --searcher-type")
+        kind = chosen[0]
+    return get_searcher_class(kind).from_args(args)
+
+
+def build_searcher(kind: str, /, **options) -> BaseSearcher:
+    """Build a searcher in Python from keyword options named like its flags' destinations.
+
+    Unset options take the flags' defaults; an option the backend does not declare is a TypeError.
+    Example: ``build_searcher("hybrid", bm25="idx/bm25", index="idx/dense", fusion="interp", alpha=0.5)``;
+    a dense or hybrid searcher also takes ``encoder=`` (an already-loaded DenseEncoder).
+    """
+    cls = get_searcher_class(kind)
+    parser = argparse.ArgumentParser(add_help=False)
+    cls.parse_args(parser)
+    args = parser.parse_args([])
+    unknown = sorted(set(options) - set(vars(args)) - set(getattr(cls, "extra_options", ())))
+    if unknown:
+        raise TypeError(f"the {kind} searcher takes no option {', '.join(unknown)} (it takes "
+                        f"{', '.join(sorted(vars(args)))})")
+    vars(args).update(options)
+    return cls.from_args(args)

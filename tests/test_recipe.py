@@ -1,0 +1,142 @@
+"""Recipes: typed sections with EncoderConfig's defaults, YAML files and ``key=value`` overrides, and
+errors that name the key (unknown keys with a guess, wrong types, values out of range)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.model.config import EncoderConfig
+from hopscotch.retriever.training.recipe import (
+    LoraRecipe,
+    Recipe,
+    load_recipe,
+    parse_override,
+    recipe_keys,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+MINIMAL = {"data": {"train": "a.jsonl"}}
+
+
+def test_defaults_file_and_overrides(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump({"data": {"train": "a.jsonl"}, "train": {"lr": 1e-4}}))
+    r = load_recipe(path, ["train.lr=3e-5", "data.train=[x.jsonl, y.jsonl]", "model.lora.r=8",
+                           "train.max_steps=null", "loss.temperature=1", "train.epochs=2.0"])
+    assert isinstance(r, Recipe) and isinstance(r.model.lora, LoraRecipe)
+    assert r.train.lr == 3e-5 and r.data.train == ["x.jsonl", "y.jsonl"]
+    assert r.model.lora.r == 8 and r.train.max_steps is None
+    assert r.loss.temperature == 1.0 and isinstance(r.loss.temperature, float)
+    assert r.train.epochs == 2 and isinstance(r.train.epochs, int)
+    assert r.model.pooling == "mean" and r.train.batch_size == 16  # untouched defaults
+    assert parse_override("eval.metric=ndcg@10") == {"eval": {"metric": "ndcg@10"}}
+    assert load_recipe(MINIMAL, ["train.lr=3e-5"]).train.lr == 3e-5  # YAML 1.1 reads '3e-5' as a string
+
+
+def test_the_model_knobs_are_encoder_configs():
+    """``model`` and ``loss`` carry every EncoderConfig field (lora as a typed section) with its default."""
+    defaults, encoder = Recipe(), EncoderConfig()
+    for f in dataclasses.fields(EncoderConfig):
+        if f.name == "lora":
+            continue
+        section = defaults.loss if f.name in ("temperature", "learn_temperature") else defaults.model
+        expected = None if f.name == "padding_side" else getattr(encoder, f.name)  # None: resolved by pooling
+        assert getattr(section, f.name) == expected, f.name
+    keys = set(recipe_keys())
+    assert {"model.pooling", "model.query_max_len", "loss.temperature", "model.lora.r", "train.lr"} <= keys
+    assert "model.temperature" not in keys and "model.lora" not in keys
+
+
+def test_encoder_config_maps_the_sections():
+    r = load_recipe(MINIMAL, ["model.pooling=last", "loss.temperature=0.02", "loss.learn_temperature=true",
+                              "model.query_max_len=64", "model.lora.enabled=true", "model.lora.target_modules=[q]"])
+    c = r.encoder_config()
+    assert (c.pooling, c.padding_side, c.temperature, c.learn_temperature, c.query_max_len) == \
+        ("last", "left", 0.02, True, 64)
+    assert c.lora == {"enabled": True, "r": 16, "alpha": 32, "dropout": 0.1, "target_modules": ["q"]}
+    assert load_recipe(MINIMAL).encoder_config().lora == {}
+    assert load_recipe(MINIMAL, ["model.padding_side=left"]).encoder_config().padding_side == "left"
+
+
+def test_recipe_round_trips_through_asdict():
+    r = load_recipe(ROOT / "recipes" / "qwen3_embedding_4b_agentir.yaml")
+    assert load_recipe(dataclasses.asdict(r)) == r
+    assert load_recipe(r, ["train.lr=1e-3"]).train.lr == 1e-3 and r.train.lr == 1e-4
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["train.learning_rate=1"], "unknown recipe key 'train.learning_rate'"),
+    (["train.batchsize=4"], "did you mean 'train.batch_size'"),
+    (["model.temperature=0.1"], "did you mean 'loss.temperature'"),
+    (["train.lr=fast"], "train.lr: expected a number, got 'fast'"),
+    (["train.batch_size=2.5"], "train.batch_size: expected a whole number"),
+    (["model.normalize=3"], "model.normalize: expected true/false"),
+    (["model.name=3"], "model.name: expected a string"),
+    (["data.train=[a.jsonl, 3]"], "data.train: expected a string or a list of strings or null"),
+    (["train.scheduler=step"], "train.scheduler: expected one of 'linear', 'cosine', 'constant'"),
+    (["train.mixed_precision=no"], "quote the word"),
+    (["train=1"], "'train' is a section"),
+    (["model.lora=1"], "'model.lora' is a section"),
+    (["lr"], "expected key=value"),
+    (["train.lr=0"], "train.lr: expected a number > 0, got 0.0"),
+    (["train.max_steps=0"], "train.max_steps: expected a whole number >= 1, got 0"),
+    (["train.batch_size=0"], "train.batch_size: expected a whole number >= 1"),
+    (["train.warmup_ratio=1.5"], "train.warmup_ratio: expected a number >= 0 and <= 1"),
+    (["model.lora.dropout=1"], "model.lora.dropout: expected a number >= 0 and < 1"),
+    (["loss.temperature=0"], "loss.temperature: expected a number > 0"),
+    (["model.query_max_len=0"], "model.query_max_len: expected a whole number >= 1"),
+    (["model.pooling=max"], "model.pooling: expected one of"),
+    (["eval.queries=q.jsonl"], "eval.corpus and eval.qrels are required"),
+])
+def test_bad_values_name_the_key(overrides, message):
+    with pytest.raises(UsageError, match=message.replace("[", r"\[")):
+        load_recipe(MINIMAL, overrides)
+
+
+def test_errors_say_where(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text("data: {train: a.jsonl}\ntrain: {lr: -1}\n")
+    with pytest.raises(UsageError, match=r"r.yaml: recipe key train.lr: expected a number > 0"):
+        load_recipe(path)
+    with pytest.raises(UsageError, match=r"^command line: unknown recipe key 'eval.nope'"):
+        load_recipe(MINIMAL, ["eval.nope=1"])
+
+
+def test_recipe_errors(tmp_path):
+    with pytest.raises(UsageError, match="data.train is required"):
+        load_recipe({})
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("train: [1, 2\n")
+    with pytest.raises(UsageError, match="bad.yaml:"):
+        load_recipe(bad)
+    bad.write_text("- a\n- b\n")
+    with pytest.raises(UsageError, match="expected a YAML mapping of sections, got list"):
+        load_recipe(bad)
+    with pytest.raises(UsageError, match="no such file"):
+        load_recipe(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "recipes").glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_bundled_recipe_loads(path):
+    r = load_recipe(path)
+    assert r.data.train and (r.train.max_steps is None or r.train.max_steps > 0)
+    r.encoder_config()
+
+
+def test_agentir_recipe_values():
+    agentir = load_recipe(ROOT / "recipes" / "qwen3_embedding_4b_agentir.yaml")
+    assert agentir.model.pooling == "last" and agentir.loss.temperature == 0.01
+    assert agentir.model.instruction.startswith("Instruct: Given a user's reasoning")
+    assert agentir.data.group_size == 8 and agentir.model.lora.enabled and agentir.model.lora.alpha == 64
+    assert agentir.encoder_config().padding_side == "left"
+
+
+def test_cli_reports_a_range_error_on_one_line(cli, tmp_path):
+    code, _, err = cli("train", "--recipe", ROOT / "recipes" / "minilm_hotpot.yaml", "--output", tmp_path / "o",
+                       "train.lr=-1")
+    assert code == 2 and err.strip().count("\n") == 0 and "train.lr: expected a number > 0" in err
