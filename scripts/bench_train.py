@@ -48,23 +48,14 @@ def planned_groups(tuples_path: str, batch: int, group: int, steps: int):
 def run_sentence_transformers(args) -> list[float]:
     import torch
     from datasets import Dataset
-    from sentence_transformers import (
-        SentenceTransformer,
-        SentenceTransformerTrainer,
-        losses,
-    )
+    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, losses
     from sentence_transformers.base.sampler import DefaultBatchSampler
-    from sentence_transformers.sentence_transformer.training_args import (
-        SentenceTransformerTrainingArguments,
-    )
+    from sentence_transformers.sentence_transformer.training_args import SentenceTransformerTrainingArguments
     from torch.utils.data import SequentialSampler
     from transformers import TrainerCallback
 
     from hopscotch.retriever.model.loading import bundled_minilm_path
-    from hopscotch.retriever.model.query_template import (
-        format_document,
-        format_query_truncated,
-    )
+    from hopscotch.retriever.model.query_template import format_document, format_query_truncated
 
     model = SentenceTransformer(bundled_minilm_path(), device="cpu")
     model.max_seq_length = args.max_len

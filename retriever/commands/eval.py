@@ -19,11 +19,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from hopscotch.retriever.evaluation.metrics import (
-        compare_runs,
-        evaluate,
-        format_table,
-    )
+    from hopscotch.retriever.evaluation.metrics import compare_runs, evaluate, format_table
     from hopscotch.retriever.io.common import write_json
     from hopscotch.retriever.io.qrels import expand_qrels_with_duplicates, read_qrels
     from hopscotch.retriever.io.runs import read_run

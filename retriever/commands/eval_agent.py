@@ -16,10 +16,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from hopscotch.retriever.evaluation.agent_runs import (
-        evaluate_agent_runs,
-        format_report,
-    )
+    from hopscotch.retriever.evaluation.agent_runs import evaluate_agent_runs, format_report
     from hopscotch.retriever.io.common import write_json
     from hopscotch.retriever.io.qrels import expand_qrels_with_duplicates, read_qrels
 

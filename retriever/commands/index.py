@@ -92,10 +92,7 @@ def run(args) -> int:
     if missing:
         raise UsageError(f"missing {', '.join(missing)} (or use --plan)")
     from hopscotch.retriever.index.encode import EncodeOptions, encode_corpus
-    from hopscotch.retriever.index.faiss_index import (
-        build_faiss_index,
-        check_spec_syntax,
-    )
+    from hopscotch.retriever.index.faiss_index import build_faiss_index, check_spec_syntax
 
     check_spec_syntax(args.spec)  # reject a malformed spec before hours of encoding
     t0 = time.perf_counter()

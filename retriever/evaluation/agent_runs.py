@@ -24,12 +24,7 @@ import os
 import re
 
 from hopscotch.retriever.errors import FormatError
-from hopscotch.retriever.io.agent_runs import (
-    is_get_document_tool,
-    is_search_tool,
-    iter_run_records,
-    tool_calls,
-)
+from hopscotch.retriever.io.agent_runs import is_get_document_tool, is_search_tool, iter_run_records, tool_calls
 from hopscotch.retriever.io.common import parse_nested
 
 _DOCID_PATTERNS = (re.compile(r"<docid:\s*([^>\s]+)\s*>"), re.compile(r'"docid"\s*:\s*"([^"]+)"'),

@@ -22,14 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from hopscotch.retriever.errors import FormatError, UsageError
-from hopscotch.retriever.index.layout import (
-    LOOKUP_DIR,
-    IndexMeta,
-    ShardIds,
-    load_shard_ids,
-    save_npy,
-    shard_file,
-)
+from hopscotch.retriever.index.layout import LOOKUP_DIR, IndexMeta, ShardIds, load_shard_ids, save_npy, shard_file
 from hopscotch.retriever.io.corpus import Document
 from hopscotch.retriever.io.docids import docid_hash
 

@@ -33,12 +33,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.index.corpus_shards import (
-    file_row_counts,
-    iter_shards,
-    num_shards,
-    rank_block,
-)
+from hopscotch.retriever.index.corpus_shards import file_row_counts, iter_shards, num_shards, rank_block
 from hopscotch.retriever.index.docstore import build_docid_lookup
 from hopscotch.retriever.index.layout import (
     ENCODE_CONFIG_FILE,

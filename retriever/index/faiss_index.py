@@ -31,13 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.index.layout import (
-    FAISS_DIR,
-    IndexMeta,
-    embedding_rows,
-    load_shard_embeddings,
-    shard_name,
-)
+from hopscotch.retriever.index.layout import FAISS_DIR, IndexMeta, embedding_rows, load_shard_embeddings, shard_name
 
 LAYOUTS = ("shards", "merged")
 

@@ -13,11 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hopscotch.retriever.index.faiss_index import (
-    default_train_size,
-    is_flat,
-    make_index,
-)
+from hopscotch.retriever.index.faiss_index import default_train_size, is_flat, make_index
 
 GIB = 1024 ** 3
 

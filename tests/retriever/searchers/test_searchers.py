@@ -33,11 +33,7 @@ def built(small_world, tiny_bert_dir, tmp_path_factory):
 
 def exact_run(built, texts: list[str], k: int):
     """What an exact search must return: DenseEncoder + FAISS IndexFlatIP over all shard vectors."""
-    from hopscotch.retriever.index.layout import (
-        IndexMeta,
-        ShardIds,
-        load_shard_embeddings,
-    )
+    from hopscotch.retriever.index.layout import IndexMeta, ShardIds, load_shard_embeddings
     from hopscotch.retriever.model.dense_encoder import DenseEncoder, exact_search
 
     meta = IndexMeta.load(built["dense"])
@@ -119,11 +115,7 @@ def test_bm25_and_hybrid_runs(cli, built, tmp_path):
 
 
 def test_searcher_objects_share_the_interface(built):
-    from hopscotch.retriever.searchers import (
-        build_searcher,
-        get_searcher_class,
-        searcher_names,
-    )
+    from hopscotch.retriever.searchers import build_searcher, get_searcher_class, searcher_names
 
     assert searcher_names() == ["bm25", "dense", "hybrid", "remote"]
     dense = build_searcher("dense", index=built["dense"])

@@ -25,7 +25,7 @@ from hopscotch.retriever.index.layout import (
 )
 from hopscotch.retriever.io.corpus import read_corpus
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def quiet(**kw) -> EncodeOptions:

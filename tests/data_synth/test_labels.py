@@ -6,11 +6,7 @@ import json
 
 import pytest
 
-from hopscotch.data_synth.answers import (
-    AnswerMatcher,
-    informative_answers,
-    normalize_text,
-)
+from hopscotch.data_synth.answers import AnswerMatcher, informative_answers, normalize_text
 from hopscotch.data_synth.candidates import CandidateGenerator
 from hopscotch.data_synth.labels import LabelConfig, Labeller, jaccard, shingles
 from hopscotch.data_synth.qa import load_qa

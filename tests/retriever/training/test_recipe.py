@@ -11,15 +11,9 @@ import yaml
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.model.config import EncoderConfig
-from hopscotch.retriever.training.recipe import (
-    LoraRecipe,
-    Recipe,
-    load_recipe,
-    parse_override,
-    recipe_keys,
-)
+from hopscotch.retriever.training.recipe import LoraRecipe, Recipe, load_recipe, parse_override, recipe_keys
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 MINIMAL = {"data": {"train": "a.jsonl"}}
 
 

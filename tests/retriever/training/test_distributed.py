@@ -3,7 +3,7 @@
 concatenated batch, plain and GradCache steps alike, with a learnable temperature, and with a copy of
 rank 0's positive sitting among rank 1's negatives (masked out, as in one process).
 
-This file is also the worker script: ``torchrun --nproc_per_node 2 tests/test_train_distributed.py --worker ...``.
+This file is also the worker script: ``torchrun --nproc_per_node 2 tests/retriever/training/test_distributed.py --worker ...``.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def test_two_processes_equal_one_process_on_the_concatenated_batch(tiny_bert_dir
     from hopscotch.retriever.training.batches import Collator
 
     out_file = tmp_path / "rank0.pt"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
            "--master_port", str(free_port()), __file__, "--worker", str(out_file), str(tiny_bert_dir)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)

@@ -8,12 +8,7 @@ import json
 import pytest
 
 from hopscotch.retriever.errors import FormatError
-from hopscotch.retriever.io.corpus import (
-    climbmix_id,
-    corpus_files,
-    count_documents,
-    read_corpus,
-)
+from hopscotch.retriever.io.corpus import climbmix_id, corpus_files, count_documents, read_corpus
 from hopscotch.retriever.io.qrels import expand_qrels_with_duplicates, read_qrels
 from hopscotch.retriever.io.queries import read_queries
 from hopscotch.retriever.io.runs import RunWriter, read_run, write_run

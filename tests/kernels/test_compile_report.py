@@ -1,7 +1,7 @@
 """The GPU code path of the fused InfoNCE kernels, checked without a GPU.
 
 Triton compiles the kernels to ``sm_90`` (H100 / H200) cubins on this CPU host with its bundled
-``ptxas``; the CPU interpreter used by tests/test_kernels.py never runs this code path. Every
+``ptxas``; the CPU interpreter used by tests/kernels/test_infonce.py never runs this code path. Every
 autotuning config must compile, fit in shared memory and (for bf16, the training dtype) not spill
 registers beyond a few bytes; every dtype and exclusion mode must compile.
 """

@@ -13,11 +13,7 @@ import pytest
 from hopscotch.data_synth.config import SynthConfig
 from hopscotch.data_synth.pipeline import SynthInputs, synthesize
 from hopscotch.data_synth.rerankers import Candidate, OracleInput
-from hopscotch.data_synth.rerankers.llm import (
-    LLMOracle,
-    build_messages,
-    parse_permutation,
-)
+from hopscotch.data_synth.rerankers.llm import LLMOracle, build_messages, parse_permutation
 from hopscotch.data_synth.rerankers.llm_client import ChatClient, LLMError, Retries
 
 

@@ -5,11 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.searchers.fusion import (
-    fuse,
-    interpolate,
-    reciprocal_rank_fusion,
-)
+from hopscotch.retriever.searchers.fusion import fuse, interpolate, reciprocal_rank_fusion
 
 BM25 = [("d1", 12.0), ("d2", 9.0), ("d3", 4.0)]
 DENSE = [("d3", 0.9), ("d4", 0.8), ("d1", 0.5)]

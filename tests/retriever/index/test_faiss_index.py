@@ -6,12 +6,7 @@ import numpy as np
 import pytest
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.index.faiss_index import (
-    ShardedFaissIndex,
-    build_faiss_index,
-    merge_topk,
-    remove_faiss_index,
-)
+from hopscotch.retriever.index.faiss_index import ShardedFaissIndex, build_faiss_index, merge_topk, remove_faiss_index
 from hopscotch.retriever.index.layout import IndexMeta, load_shard_embeddings
 from hopscotch.retriever.index.plan import PlanOptions, plan_index, spec_cost
 

@@ -9,12 +9,7 @@ import pytest
 
 from hopscotch.retriever.errors import FormatError, UsageError
 from hopscotch.retriever.io.tuples import read_training_tuples
-from hopscotch.retriever.training.batches import (
-    Collator,
-    local_share,
-    make_group,
-    plan_epoch,
-)
+from hopscotch.retriever.training.batches import Collator, local_share, make_group, plan_epoch
 
 
 def psg(docid, text=None, title=""):

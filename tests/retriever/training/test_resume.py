@@ -1,7 +1,7 @@
 """Exact resume: a run killed (SIGKILL) after step 3 and resumed from its step-2 checkpoint ends with the
 weights of an uninterrupted run (1e-6), dropout on, so RNG states and the data position must be restored.
 
-This file is also the runner: ``python tests/test_train_resume.py RECIPE_JSON OUTPUT [--kill-at N] [--resume]``.
+This file is also the runner: ``python tests/retriever/training/test_resume.py RECIPE_JSON OUTPUT [--kill-at N] [--resume]``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def recipe(model_dir: Path, tuples: Path) -> dict:
