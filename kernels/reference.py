@@ -23,13 +23,8 @@ import torch
 from .exclusion import ExcludeArg, check_inputs, normalize_exclude
 
 
-def infonce_loss(
-    q: torch.Tensor,
-    p: torch.Tensor,
-    labels: torch.Tensor,
-    temperature,
-    exclude: ExcludeArg = None,
-) -> torch.Tensor:
+def infonce_loss(q: torch.Tensor, p: torch.Tensor, labels: torch.Tensor, temperature,
+                 exclude: ExcludeArg = None) -> torch.Tensor:
     """Mean InfoNCE loss ``mean_i log1p(S_i)``, ``S_i = sum_{j != pos, kept} exp((s_ij - s_i,pos) / t)``.
 
     This is ``logsumexp_j(s_ij / t) - s_i,pos / t`` written without cancellation: both terms of that

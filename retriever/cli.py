@@ -15,7 +15,7 @@ import sys
 from hopscotch.retriever.errors import HopscotchError
 
 COMMAND_MODULES = [
-    "world", "bm25_index", "index", "search", "eval", "synth", "train", "serve", "eval_agent", "demo",
+    "world", "bm25_index", "index", "search", "eval", "tune_fusion", "synth", "train", "serve", "eval_agent", "demo",
 ]
 
 

@@ -30,6 +30,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_common import add_run_options  # noqa: E402  (scripts/ is on sys.path when run as a script)
+
 
 def run_hopscotch(args) -> dict:
     from hopscotch.retriever.index.encode import EncodeOptions, encode_corpus
@@ -77,10 +79,7 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--max-length", type=int, default=256)
     p.add_argument("--shard-size", type=int, default=500)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--work", default="/tmp/hopscotch-bench-encode")
-    p.add_argument("--json", help="write the summary here")
+    add_run_options(p, "/tmp/hopscotch-bench-encode")
     p.add_argument("--which", choices=["hopscotch", "st"], help=argparse.SUPPRESS)
     p.add_argument("--corpus-file", help=argparse.SUPPRESS)
     args = p.parse_args()

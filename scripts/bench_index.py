@@ -33,6 +33,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_common import add_run_options  # noqa: E402  (scripts/ is on sys.path when run as a script)
+
 
 def clustered_vectors(n: int, dim: int, clusters: int, seed: int, chunk: int = 100_000):
     """Yield float32 chunks of ``n`` unit vectors with cluster structure (see the module docstring)."""
@@ -137,7 +139,6 @@ def recall_at(rows: np.ndarray, truth: np.ndarray) -> float:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--stage", choices=["data", "build", "search"])
-    p.add_argument("--work", default="/tmp/hopscotch-bench-index")
     p.add_argument("--docs", type=int, default=1_000_000)
     p.add_argument("--dim", type=int, default=384)
     p.add_argument("--clusters", type=int, default=4096)
@@ -149,9 +150,7 @@ def main() -> None:
     p.add_argument("--train-size", type=int)
     p.add_argument("--settings", nargs="+", default=["8:1", "16:1", "32:1", "8:2", "16:2", "8:4", "16:4"],
                    help="nprobe:refine pairs to time")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--json", help="write the summary here")
+    add_run_options(p, "/tmp/hopscotch-bench-index")
     p.add_argument("--keep", action="store_true", help="keep the work folder")
     args = p.parse_args()
     import faiss

@@ -2,25 +2,36 @@
 
 * :func:`reciprocal_rank_fusion` follows ``pyserini.fusion.reciprocal_rank_fusion``: each list is cut to
   ``depth``, a document scores ``sum(1 / (rrf_k + rank))`` over the lists it appears in (ranks from 1),
-  and the fused list is ordered by (score desc, docid asc) and cut to ``k``.
+  and the fused list is ordered by (score desc, docid asc) and cut to ``k``. With ``weights`` (weighted
+  RRF) list ``i`` adds ``weights[i] / (rrf_k + rank)``; weights of 1 give plain RRF exactly.
 * :func:`interpolate` follows ``pyserini.search.hybrid.HybridSearcher``: a document missing from one list
   takes that list's minimum score; with ``normalization`` each list's scores are centred on the midpoint
   of their range and divided by the range; the fused score is ``alpha * sparse + dense`` (or
   ``sparse + alpha * dense`` with ``weight_on_dense``).
 
-A ranked list is a sequence of ``(docid, score)`` pairs, best first.
+A ranked list is a sequence of ``(docid, score)`` pairs, best first. :class:`FusionSettings` holds one
+fusion's method and parameters (what ``hopscotch tune-fusion`` writes and ``--fusion-config`` reads);
+:meth:`FusionSettings.convex` turns a convex weight ``w * bm25 + (1 - w) * dense`` into Pyserini's
+``alpha`` / ``weight_on_dense`` (the same ranking).
 
 Example::
 
     fused = reciprocal_rank_fusion([bm25_hits, dense_hits], rrf_k=60, k=100)
     fused = interpolate(bm25_hits, dense_hits, alpha=1.0, k=100)     # [(docid, score), ...]
+    settings = read_fusion_config("tuned.json")                        # or FusionSettings.convex(0.3)
+    fused = settings.apply(bm25_hits, dense_hits, k=100)
 """
 
 from __future__ import annotations
 
+import json
+import math
+import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.errors import FormatError, UsageError
+from hopscotch.retriever.io.common import open_text
 
 Hits = Sequence[tuple[str, float]]
 FUSION_METHODS = ("rrf", "interp")
@@ -32,14 +43,18 @@ def _ordered(scores: dict[str, float], k: int | None) -> list[tuple[str, float]]
 
 
 def reciprocal_rank_fusion(runs: Sequence[Hits], rrf_k: float = 60, depth: int | None = None,
-                           k: int | None = None) -> list[tuple[str, float]]:
-    """RRF over any number of ranked lists (Cormack et al., 2009; Pyserini's implementation)."""
+                           k: int | None = None, weights: Sequence[float] | None = None) -> list[tuple[str, float]]:
+    """RRF over any number of ranked lists (Cormack et al., 2009; Pyserini's implementation), optionally
+    weighted: list ``i`` adds ``weights[i] / (rrf_k + rank)``."""
     if rrf_k < 0:
         raise UsageError(f"--rrf-k must be non-negative, got {rrf_k}")
+    if weights is not None and len(weights) != len(runs):
+        raise UsageError(f"RRF: {len(weights)} weights for {len(runs)} ranked lists")
     fused: dict[str, float] = {}
-    for hits in runs:
+    for i, hits in enumerate(runs):
+        w = 1.0 if weights is None else weights[i]
         for rank, (docid, _) in enumerate(list(hits)[:depth], start=1):
-            fused[docid] = fused.get(docid, 0.0) + 1.0 / (rrf_k + rank)
+            fused[docid] = fused.get(docid, 0.0) + w * (1.0 / (rrf_k + rank))  # 1.0 * x == x: plain RRF
     return _ordered(fused, k)
 
 
@@ -66,10 +81,114 @@ def interpolate(sparse: Hits, dense: Hits, alpha: float = 1.0, k: int | None = N
 
 
 def fuse(method: str, sparse: Hits, dense: Hits, k: int, alpha: float = 1.0, rrf_k: float = 60,
-         depth: int | None = None) -> list[tuple[str, float]]:
-    """Dispatch on ``method`` (``rrf`` or ``interp``) for one query's BM25 and dense lists."""
+         depth: int | None = None, weights: Sequence[float] | None = None) -> list[tuple[str, float]]:
+    """Dispatch on ``method`` (``rrf`` or ``interp``) for one query's BM25 and dense lists; ``weights``
+    (``w_bm25, w_dense``) make RRF weighted."""
     if method == "rrf":
-        return reciprocal_rank_fusion([sparse, dense], rrf_k=rrf_k, depth=depth, k=k)
+        return reciprocal_rank_fusion([sparse, dense], rrf_k=rrf_k, depth=depth, k=k, weights=weights)
     if method == "interp":
         return interpolate(sparse, dense, alpha=alpha, k=k, depth=depth)
     raise UsageError(f"unknown fusion {method!r}: use one of {', '.join(FUSION_METHODS)}")
+
+
+@dataclass(frozen=True)
+class FusionSettings:
+    """One fusion of a BM25 and a dense list: ``method`` and its parameters.
+
+    :param method: ``rrf`` or ``interp``
+    :param alpha: interp: Pyserini's weight, ``alpha * bm25 + dense`` (``bm25 + alpha * dense`` with
+        ``weight_on_dense``), on min-max-normalised scores
+    :param weight_on_dense: interp: put ``alpha`` on the dense score
+    :param rrf_k: rrf: the constant in ``1 / (rrf_k + rank)``
+    :param weights: rrf: ``(w_bm25, w_dense)`` for weighted RRF; None is plain RRF
+    """
+
+    method: str = "rrf"
+    alpha: float = 1.0
+    weight_on_dense: bool = False
+    rrf_k: float = 60.0
+    weights: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        if self.method not in FUSION_METHODS:
+            raise UsageError(f"unknown fusion {self.method!r}: use one of {', '.join(FUSION_METHODS)}")
+        if self.rrf_k < 0:
+            raise UsageError(f"--rrf-k must be non-negative, got {self.rrf_k}")
+        if not math.isfinite(self.alpha):
+            raise UsageError(f"--alpha must be a finite number, got {self.alpha}")
+        if self.weights is not None:
+            weights = tuple(float(w) for w in self.weights)
+            if len(weights) != 2 or min(weights) < 0 or max(weights) <= 0:
+                raise UsageError(f"RRF weights must be two non-negative numbers, not both 0 (got {self.weights})")
+            object.__setattr__(self, "weights", weights)
+
+    @classmethod
+    def convex(cls, sparse_weight: float) -> FusionSettings:
+        """Interpolation ranking like ``w * bm25 + (1 - w) * dense`` (normalised scores), as Pyserini's
+        ``alpha``: ``w / (1 - w)`` on BM25 for ``w <= 0.5``, else ``(1 - w) / w`` on dense.
+        ``w = 0`` is the dense list alone, ``w = 1`` BM25 alone, ``w = 0.5`` Pyserini's default."""
+        w = float(sparse_weight)
+        if not 0.0 <= w <= 1.0:
+            raise UsageError(f"interpolation weight must lie in [0, 1], got {w}")
+        if w <= 0.5:
+            return cls("interp", alpha=w / (1.0 - w))
+        return cls("interp", alpha=(1.0 - w) / w, weight_on_dense=True)
+
+    @property
+    def sparse_weight(self) -> float | None:
+        """interp: the convex weight on BM25 (inverse of :meth:`convex`); None for RRF."""
+        if self.method != "interp":
+            return None
+        return 1.0 / (1.0 + self.alpha) if self.weight_on_dense else self.alpha / (1.0 + self.alpha)
+
+    def apply(self, sparse: Hits, dense: Hits, k: int | None = None, depth: int | None = None) -> list[tuple[str, float]]:
+        """Fuse one query's BM25 and dense lists, each cut to ``depth``; the result cut to ``k``."""
+        if self.method == "rrf":
+            return reciprocal_rank_fusion([sparse, dense], rrf_k=self.rrf_k, depth=depth, k=k, weights=self.weights)
+        return interpolate(sparse, dense, alpha=self.alpha, k=k, depth=depth, weight_on_dense=self.weight_on_dense)
+
+    def describe(self) -> str:
+        """A short label: ``interp w=0.30`` or ``rrf k=60 w=1:0.5``."""
+        if self.method == "interp":
+            return f"interp w={self.sparse_weight:.2f}"
+        weights = "" if self.weights is None else f" w={self.weights[0]:g}:{self.weights[1]:g}"
+        return f"rrf k={self.rrf_k:g}{weights}"
+
+    def to_json(self) -> dict:
+        """``{method, ...parameters}``: interp writes ``alpha``, ``weight_on_dense``, ``sparse_weight``,
+        ``normalization``; rrf writes ``rrf_k`` and ``weights`` (``[w_bm25, w_dense]`` or null)."""
+        if self.method == "interp":
+            return {"method": "interp", "alpha": self.alpha, "weight_on_dense": self.weight_on_dense,
+                    "sparse_weight": self.sparse_weight, "normalization": True}
+        return {"method": "rrf", "rrf_k": self.rrf_k, "weights": None if self.weights is None else list(self.weights)}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> FusionSettings:
+        """The settings :meth:`to_json` wrote (interp: ``alpha`` [+ ``weight_on_dense``], or only
+        ``sparse_weight``); other keys are ignored."""
+        method = obj.get("method")
+        if method == "interp" and "alpha" not in obj and obj.get("sparse_weight") is not None:
+            return cls.convex(obj["sparse_weight"])
+        if method == "interp":
+            if obj.get("normalization", True) is False:
+                raise UsageError("fusion config: interpolation without normalisation is not supported")
+            return cls("interp", alpha=float(obj.get("alpha", 1.0)), weight_on_dense=bool(obj.get("weight_on_dense")))
+        if method == "rrf":
+            weights = obj.get("weights")
+            return cls("rrf", rrf_k=float(obj.get("rrf_k", 60.0)), weights=None if weights is None else tuple(weights))
+        raise UsageError(f"fusion config: unknown method {method!r}: use one of {', '.join(FUSION_METHODS)}")
+
+
+def read_fusion_config(path: str | os.PathLike) -> FusionSettings:
+    """The fusion a JSON file names (``hopscotch tune-fusion --out``): ``{"method": ..., parameters}``."""
+    with open_text(path) as fh:
+        try:
+            obj = json.load(fh)
+        except json.JSONDecodeError as exc:
+            raise FormatError(path, exc.lineno, "a JSON object {method, parameters}", f"invalid JSON: {exc.msg}") from None
+    if not isinstance(obj, dict):
+        raise FormatError(path, None, "a JSON object {method, parameters}", type(obj).__name__)
+    try:
+        return FusionSettings.from_json(obj)
+    except (TypeError, ValueError) as exc:
+        raise FormatError(path, None, "fusion parameters as numbers", str(exc)) from None

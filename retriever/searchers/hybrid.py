@@ -1,4 +1,4 @@
-"""Hybrid searcher: BM25 and dense lists fused by RRF or Pyserini-style interpolation."""
+"""Hybrid searcher: BM25 and dense lists fused by (weighted) RRF or Pyserini-style interpolation."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option
 from hopscotch.retriever.searchers.bm25 import BM25Searcher
 from hopscotch.retriever.searchers.dense import DenseSearcher
-from hopscotch.retriever.searchers.fusion import FUSION_METHODS, fuse
+from hopscotch.retriever.searchers.fusion import FUSION_METHODS, FusionSettings, read_fusion_config
 from hopscotch.retriever.searchers.registry import register_searcher
 
 
@@ -19,22 +19,35 @@ class HybridSearcher(BaseSearcher):
     :param dense: a :class:`~hopscotch.retriever.searchers.dense.DenseSearcher`
     :param fusion: ``rrf`` or ``interp``
     :param alpha: interpolation weight on the (normalised) BM25 score: ``alpha * bm25 + dense``
+        (``bm25 + alpha * dense`` with ``weight_on_dense``)
     :param rrf_k: the RRF constant
     :param depth: candidates taken from each list before fusing (at least ``k``)
+    :param weights: weighted RRF: ``(w_bm25, w_dense)``; None is plain RRF
+    :param weight_on_dense: interpolation: put ``alpha`` on the dense score
 
     Flags: the BM25 and the dense searchers' flags plus ``--fusion rrf|interp``, ``--alpha``, ``--rrf-k``,
-    ``--depth``; the BM25 side reads its documents from the dense index.
+    ``--depth`` and ``--fusion-config tuned.json`` (method and parameters from ``hopscotch tune-fusion``,
+    in place of ``--fusion``/``--alpha``/``--rrf-k``); the BM25 side reads its documents from the dense index.
     """
 
     extra_options = DenseSearcher.extra_options
 
-    def __init__(self, bm25, dense, fusion: str = "rrf", alpha: float = 1.0, rrf_k: float = 60, depth: int = 100):
+    def __init__(self, bm25, dense, fusion: str = "rrf", alpha: float = 1.0, rrf_k: float = 60, depth: int = 100,
+                 weights: tuple[float, float] | None = None, weight_on_dense: bool = False):
         if fusion not in FUSION_METHODS:
             raise UsageError(f"unknown fusion {fusion!r}: use one of {', '.join(FUSION_METHODS)}")
         self.bm25, self.dense = bm25, dense
         self.fusion, self.alpha, self.rrf_k, self.depth = fusion, alpha, rrf_k, depth
+        self.weights, self.weight_on_dense = weights, weight_on_dense
+        _ = self.settings  # validates the parameters now, not at the first search
         if getattr(self.bm25, "docstore", None) is None:
             self.bm25.docstore = dense.docstore
+
+    @property
+    def settings(self) -> FusionSettings:
+        """The fusion this searcher applies (built from its attributes)."""
+        return FusionSettings(self.fusion, alpha=self.alpha, weight_on_dense=self.weight_on_dense,
+                              rrf_k=self.rrf_k, weights=self.weights)
 
     @classmethod
     def parse_args(cls, parser) -> None:
@@ -46,26 +59,43 @@ class HybridSearcher(BaseSearcher):
                    help="interp: weight of the normalised BM25 score (score = alpha * bm25 + dense)")
         add_option(parser, "--rrf-k", type=float, default=60.0, help="rrf: the constant k in 1 / (k + rank)")
         add_option(parser, "--depth", type=int, default=100, help="hybrid: candidates from each list before fusing")
+        add_option(parser, "--fusion-config", metavar="JSON",
+                   help="hybrid: fusion method and parameters from 'hopscotch tune-fusion --out' (replaces "
+                        "--fusion/--alpha/--rrf-k; weighted RRF only this way)")
 
     @classmethod
     def selected_by(cls, args) -> bool:
         return bool(getattr(args, "bm25", None)) and bool(getattr(args, "index", None))
 
     @classmethod
+    def fusion_from_args(cls, args) -> FusionSettings:
+        """``--fusion-config`` if given (a differing ``--fusion`` is an error), else ``--fusion``/``--alpha``/``--rrf-k``."""
+        method = getattr(args, "fusion", None)
+        path = getattr(args, "fusion_config", None)
+        if not path:
+            return FusionSettings(method or "rrf", alpha=getattr(args, "alpha", 1.0), rrf_k=getattr(args, "rrf_k", 60.0))
+        settings = read_fusion_config(path)
+        if method and method != settings.method:
+            raise UsageError(f"--fusion {method} contradicts --fusion-config {path} ({settings.method})")
+        return settings
+
+    @classmethod
     def from_args(cls, args) -> HybridSearcher:
         if getattr(args, "index", None) and not getattr(args, "bm25", None):  # check before loading a model
             raise UsageError("the hybrid searcher needs a BM25 index folder (--bm25)")
+        fusion = cls.fusion_from_args(args)  # a bad config fails before a model loads
         dense = DenseSearcher.component_from_args(args, "hybrid")
         sparse = BM25Searcher(args.bm25, docstore=dense.docstore)
-        return cls(sparse, dense, fusion=getattr(args, "fusion", None) or "rrf", alpha=getattr(args, "alpha", 1.0),
-                   rrf_k=getattr(args, "rrf_k", 60.0), depth=getattr(args, "depth", 100))
+        return cls(sparse, dense, fusion=fusion.method, alpha=fusion.alpha, rrf_k=fusion.rrf_k,
+                   depth=getattr(args, "depth", 100), weights=fusion.weights, weight_on_dense=fusion.weight_on_dense)
 
     def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
                      reasoning_aware: bool | Sequence[bool] = False, show_progress: bool = False) -> list[Ranked]:
         depth = max(k, self.depth)
         sparse = self.bm25.search_batch(queries, depth)
         dense = self.dense.search_batch(queries, depth, reasonings, reasoning_aware, show_progress=show_progress)
-        return [fuse(self.fusion, s, d, k, alpha=self.alpha, rrf_k=self.rrf_k) for s, d in zip(sparse, dense)]
+        settings = self.settings
+        return [settings.apply(s, d, k) for s, d in zip(sparse, dense)]
 
     def get_document(self, docid: str) -> dict[str, Any] | None:
         return self.dense.get_document(docid)

@@ -71,3 +71,40 @@ def test_fuse_dispatch_and_unknown_method():
     assert fuse("interp", BM25, DENSE, k=2, alpha=0.3) == interpolate(BM25, DENSE, alpha=0.3, k=2)
     with pytest.raises(UsageError, match="unknown fusion"):
         fuse("max", BM25, DENSE, k=2)
+
+
+def test_weighted_rrf_with_equal_weights_is_plain_rrf():
+    plain = reciprocal_rank_fusion([BM25, DENSE], rrf_k=60)
+    assert reciprocal_rank_fusion([BM25, DENSE], rrf_k=60, weights=(1.0, 1.0)) == plain   # exact
+    doubled = reciprocal_rank_fusion([BM25, DENSE], rrf_k=60, weights=(2.0, 2.0))
+    assert [d for d, _ in doubled] == [d for d, _ in plain]
+    assert [s for _, s in doubled] == pytest.approx([2 * s for _, s in plain])
+    assert fuse("rrf", BM25, DENSE, k=4, weights=(1, 1)) == reciprocal_rank_fusion([BM25, DENSE], k=4)
+
+
+def test_weighted_rrf_weights_each_list():
+    fused = dict(reciprocal_rank_fusion([BM25, DENSE], rrf_k=60, weights=(2.0, 0.5)))
+    assert fused["d1"] == pytest.approx(2 / 61 + 0.5 / 63)
+    assert fused["d4"] == pytest.approx(0.5 / 62)
+    with pytest.raises(UsageError, match="2 weights for 1"):
+        reciprocal_rank_fusion([BM25], weights=(1.0, 1.0))
+
+
+def test_fusion_settings_apply_and_json():
+    from hopscotch.retriever.searchers.fusion import FusionSettings
+
+    assert FusionSettings("rrf").apply(BM25, DENSE, k=3) == reciprocal_rank_fusion([BM25, DENSE], k=3)
+    # normalised scores (a missing document takes the list minimum): bm25 range 4..12, dense 0.5..0.9
+    sparse = {"d1": 0.5, "d2": 0.125, "d3": -0.5, "d4": -0.5}
+    dense = {"d1": -0.5, "d2": -0.5, "d3": 0.5, "d4": 0.25}
+    for w in (0.0, 0.3, 0.5, 0.8, 1.0):
+        s = FusionSettings.convex(w)
+        assert s.sparse_weight == pytest.approx(w) and FusionSettings.from_json(s.to_json()) == s
+        assert FusionSettings.from_json({"method": "interp", "sparse_weight": w}) == s
+        # Pyserini's alpha scales w * bm25 + (1 - w) * dense by a positive constant: the same ranking
+        fused = dict(s.apply(BM25, DENSE))
+        scale = 1 / (1 - w) if w <= 0.5 else 1 / w
+        assert fused == pytest.approx({d: scale * (w * sparse[d] + (1 - w) * dense[d]) for d in fused})
+    assert FusionSettings.convex(0.2).apply(BM25, DENSE) == interpolate(BM25, DENSE, alpha=0.25)
+    with pytest.raises(UsageError, match="must be non-negative"):
+        FusionSettings("rrf", rrf_k=-1)

@@ -1,0 +1,107 @@
+"""``hopscotch tune-fusion``: pick the BM25 + dense fusion on dev queries, report it on held-out ones.
+
+    hopscotch tune-fusion --sparse bm25.trec --dense dense.trec --qrels qrels.tsv --out tuned.json
+                          [--dev-fraction 0.5 --seed 13 | --dev-qids FILE] [--metric ndcg@10]
+                          [--alphas 0,0.1,...,1] [--rrf-ks 10,20,40,60,100] [--rrf-weights 1:1,2:1,1:2]
+                          [--k 1000] [--depth N] [--min-gain 0] [--duplicates FILE]
+
+The grid (interpolation at convex BM25 weights ``alpha * bm25 + (1 - alpha) * dense`` on normalised scores,
+and RRF) is scored on the dev queries; the best setting, or the better component alone when no fusion beats
+it on dev, is evaluated on the held-out queries beside both components and written to ``--out``, which
+``hopscotch search --bm25 DIR --index DIR --fusion-config tuned.json`` reads. The work is
+:mod:`hopscotch.retriever.searchers.fusion_tuning`.
+"""
+
+from __future__ import annotations
+
+
+def register(sub) -> None:
+    p = sub.add_parser("tune-fusion", help="tune BM25 + dense fusion on dev queries, report on held-out ones",
+                       description="Grid-search interpolation and RRF of a BM25 run and a dense run on a dev split "
+                                   "of the queries, guarded never to lose to the better component on dev; report "
+                                   "the held-out queries and write the chosen settings as JSON.")
+    p.add_argument("--sparse", required=True, help="BM25 TREC run (deep, e.g. --k 1000)")
+    p.add_argument("--dense", required=True, help="dense TREC run over the same queries")
+    p.add_argument("--qrels", required=True, help="qrels file or BEIR folder")
+    p.add_argument("--out", help="write the chosen settings and scores as JSON here (for --fusion-config)")
+    split = p.add_mutually_exclusive_group()
+    split.add_argument("--dev-fraction", type=float, default=0.5, help="share of judged queries for dev (default 0.5)")
+    split.add_argument("--dev-qids", help="file of dev query ids (first field per line); the rest is held out")
+    p.add_argument("--seed", type=int, default=13, help="seed of the dev/held-out split")
+    p.add_argument("--metric", default="ndcg@10", help="what the dev grid is ranked by (ndcg@k, recall@k, mrr@k, ...)")
+    p.add_argument("--alphas", default=",".join(f"{i / 10:g}" for i in range(11)),
+                   help="interp: convex BM25 weights in [0, 1] (0 = dense alone, 1 = BM25 alone)")
+    p.add_argument("--rrf-ks", default="10,20,40,60,100", help="rrf: the constants k to try")
+    p.add_argument("--rrf-weights", default="1:1", help="rrf: W_BM25:W_DENSE pairs to try (1:1 is plain RRF)")
+    p.add_argument("--k", type=int, default=1000, help="fused lists and components are cut to k before scoring")
+    p.add_argument("--depth", type=int, help="cut each run to this depth before fusing (default: all of it)")
+    p.add_argument("--min-gain", type=float, default=0.0,
+                   help="a fusion must beat the better component on dev by more than this (default 0)")
+    p.add_argument("--duplicates", help="JSONL duplicate groups that expand the qrels (exact duplicates)")
+    p.set_defaults(func=run)
+
+
+def _floats(text: str, flag: str) -> list[float]:
+    from hopscotch.retriever.errors import UsageError
+
+    try:
+        values = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
+    if not values:
+        raise UsageError(f"{flag}: no value given")
+    return values
+
+
+def _pairs(text: str) -> list[tuple[float, float]]:
+    from hopscotch.retriever.errors import UsageError
+
+    pairs = [tuple(x.split(":")) for x in text.split(",") if x.strip()]
+    if not pairs or any(len(p) != 2 for p in pairs):
+        raise UsageError(f"--rrf-weights: expected W_BM25:W_DENSE pairs such as 1:1,2:1, got {text!r}")
+    return [(_floats(a, "--rrf-weights")[0], _floats(b, "--rrf-weights")[0]) for a, b in pairs]
+
+
+def run(args) -> int:
+    from hopscotch.retriever.errors import UsageError
+    from hopscotch.retriever.evaluation.metrics import parse_metric
+    from hopscotch.retriever.io.common import write_json
+    from hopscotch.retriever.io.qrels import expand_qrels_with_duplicates, read_qrels
+    from hopscotch.retriever.io.runs import read_run
+    from hopscotch.retriever.searchers.fusion_tuning import (
+        TuningOptions,
+        format_report,
+        fusion_grid,
+        judged_qids,
+        read_qid_list,
+        split_qids,
+        tune_fusion,
+    )
+
+    parse_metric(args.metric)
+    if args.k <= 0 or (args.depth is not None and args.depth <= 0):
+        raise UsageError("--k and --depth must be positive")
+    grid = fusion_grid(_floats(args.alphas, "--alphas"), _floats(args.rrf_ks, "--rrf-ks"), _pairs(args.rrf_weights))
+    qrels = read_qrels(args.qrels)
+    if args.duplicates:
+        qrels = expand_qrels_with_duplicates(qrels, args.duplicates)
+    judged = judged_qids(qrels)
+    if args.dev_qids:
+        wanted = set(read_qid_list(args.dev_qids))
+        dev, test = [q for q in judged if q in wanted], [q for q in judged if q not in wanted]
+        if not dev or not test:
+            raise UsageError(f"--dev-qids {args.dev_qids}: {len(dev)} judged dev and {len(test)} held-out queries; "
+                             "both must be non-empty")
+    else:
+        dev, test = split_qids(judged, args.dev_fraction, args.seed)
+    options = TuningOptions(metric=args.metric, k=args.k, depth=args.depth, min_gain=args.min_gain)
+    result = tune_fusion(read_run(args.sparse), read_run(args.dense), qrels, dev, test, grid, options)
+    print(format_report(result))
+    if args.out:
+        out = result.to_json()
+        out.update(sparse_run=args.sparse, dense_run=args.dense, qrels=args.qrels, seed=args.seed,
+                   dev_fraction=None if args.dev_qids else args.dev_fraction, dev_qids_file=args.dev_qids,
+                   k=args.k, depth=args.depth)
+        write_json(args.out, out)
+        print(f"settings written to {args.out} (use: hopscotch search ... --fusion-config {args.out})")
+    return 0
