@@ -1,29 +1,54 @@
 """One reader per agent-trace format; each yields :class:`~hopscotch.data_synth.traces.TraceStep` records.
 
-* ``ircot``: IRCoT chain-of-thought steps ``{qid, step, cumulative_cot, new_sentence}``. The new
-  sentence is the query; the chain of thought before it is the reasoning.
-* ``tongyi``: Tongyi-DeepResearch search steps ``{query_id, reasoning, search_query, valid}``; a list
-  of parallel queries becomes one step per query, all sharing the reasoning. ``search_query: null``
-  (a call without a query) yields a step with an empty query, so it is counted and then dropped.
+Besides ``reasoning`` (all the reasoning so far) each reader fills what it can of a step's other
+context fields (:mod:`hopscotch.retriever.model.query_input` turns them into the query input variants):
+
+* ``ircot``: IRCoT chain-of-thought steps ``{qid, step, cumulative_cot, new_sentence,
+  retrieved_titles_after_step?}``. The new sentence is the query; the chain of thought before it is the
+  reasoning. ``current_reasoning`` is the new sentence (all IRCoT writes after a retrieval),
+  ``prior_queries`` the question's earlier sentences, ``prior_results`` the titles the previous step
+  had retrieved (titles only).
+* ``tongyi``: Tongyi-DeepResearch search steps ``{query_id, reasoning, search_query, valid,
+  retrieved_docids?}``. A row's ``reasoning`` is the thinking since the last tool result (consecutive
+  rows of a query never repeat each other), so it is ``current_reasoning`` and ``reasoning`` joins the
+  question's rows so far (blank lines between). A list of parallel queries becomes one step per query,
+  sharing the context. ``search_query: null`` (a call without a query) yields a step with an empty
+  query, so it is counted and then dropped. ``prior_queries``: the earlier rows' queries;
+  ``prior_results``: the previous row's ``retrieved_docids`` as snippets when a ``doc_snippets.jsonl``
+  (``{docid, text}``) sits beside the file (else None).
 * ``browsecomp``: BrowseComp-Plus run records ``{query_id, result: [{type, tool_name, arguments,
-  output}]}``; the reasoning of a search call is the last ``reasoning`` item before it. Nested fields
+  output}]}``: ``reasoning`` joins every ``reasoning`` item before the search call, ``current_reasoning``
+  those since the last tool call, ``prior_queries`` the earlier search calls' queries, ``prior_results``
+  the last tool call's output (split into its numbered results; none after an error). Nested fields
   may be JSON objects, JSON strings or Python-repr strings.
 * ``generic`` (also the embedded world's ``traces.jsonl``): ``{question_id, step?, reasoning, query,
-  gold_docids?}``; ``qid`` / ``query_id`` are accepted for the id and ``search_query`` for the query.
+  gold_docids?, current_reasoning?, prior_queries?, prior_results?}``; ``qid`` / ``query_id`` are
+  accepted for the id and ``search_query`` for the query. Absent context fields are derived where the
+  file allows: ``prior_queries`` from the question's earlier steps, ``current_reasoning`` as what the
+  reasoning added to the previous step's (the whole reasoning at a question's first step).
 
-Steps without an explicit number are numbered 1, 2, ... per question in file order.
+Parallel queries share their call's context: one is not a prior query of another. Steps without an
+explicit number are numbered 1, 2, ... per question in file order.
 """
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from hopscotch.data_synth.trace_step import TraceStep
 from hopscotch.retriever.errors import FormatError
 from hopscotch.retriever.io.agent_runs import is_search_tool
 from hopscotch.retriever.io.common import parse_nested as _parse_nested
+from hopscotch.retriever.io.common import read_jsonl
+from hopscotch.retriever.io.queries import parse_context_fields
+from hopscotch.retriever.model.query_input import clip_text
+
+#: the file of ``{docid, text}`` snippets a Tongyi steps file may have beside it
+SNIPPETS_FILE = "doc_snippets.jsonl"
+_RESULT_START = re.compile(r"^[ \t]*\d+\.[ \t]+<docid:[^>]*>[^\n]*\n?", re.MULTILINE)
 
 
 def parse_nested(value, path: Path, lineno: int, what: str, strict: bool = True):
@@ -58,9 +83,31 @@ def _step_number(value, path: Path, lineno: int) -> int:
         raise FormatError(path, lineno, "'step' to be an integer", repr(value)) from None
 
 
+def _unique(items: Iterable[str]) -> tuple[str, ...]:
+    """Non-empty items, first occurrences only, in order."""
+    return tuple(dict.fromkeys(q for q in items if q))
+
+
+def _snippet(text: str) -> dict:
+    text = text.strip()
+    if text.startswith("[") and "\n" in text:  # a '[preview...]' first line, as Tongyi's chunks have
+        text = text.split("\n", 1)[1]
+    return {"title": "", "snippet": clip_text(text)}
+
+
+def _output_results(output) -> tuple[dict, ...]:
+    """A tool output's results: its numbered ``N. <docid: ...>`` entries, or the whole text as one."""
+    if not isinstance(output, str) or not output.strip() or output.lstrip().lower().startswith("error"):
+        return ()
+    parts = _RESULT_START.split(output)
+    bodies = parts[1:] if len(parts) > 1 else parts
+    return tuple(_snippet(b) for b in bodies if b.strip())
+
+
 def read_ircot(records, path: Path) -> Iterator[TraceStep]:
     expected = "an IRCoT step {qid, step, cumulative_cot, new_sentence}"
     previous: dict[str, list[str]] = defaultdict(list)
+    titles: dict[str, list | None] = {}  # the titles retrieved after each question's previous step
     for lineno, obj in records:
         qid = _question_id(obj, ("qid", "question_id", "_id"), path, lineno, expected)
         if "new_sentence" not in obj or "cumulative_cot" not in obj:
@@ -72,30 +119,66 @@ def read_ircot(records, path: Path) -> Iterator[TraceStep]:
         else:  # fall back to the sentences of the earlier steps
             reasoning = " ".join(previous[qid]).strip()
         step = _step_number(obj["step"], path, lineno) if "step" in obj else len(previous[qid]) + 1
+        seen = titles.get(qid)
+        results = None if seen is None else tuple({"title": str(t), "snippet": ""} for t in seen)
+        retrieved = obj.get("retrieved_titles_after_step")
+        titles[qid] = retrieved if isinstance(retrieved, list) else None
+        context = {"current_reasoning": sentence, "prior_queries": _unique(previous[qid]), "prior_results": results}
         previous[qid].append(sentence)
-        yield TraceStep(qid, step, reasoning, sentence, source=f"{path}:{lineno}")
+        yield TraceStep(qid, step, reasoning, sentence, source=f"{path}:{lineno}", **context)
+
+
+def _load_snippets(path: Path) -> dict[str, str] | None:
+    """``{docid: text}`` from the ``doc_snippets.jsonl`` beside ``path``, or None when there is none."""
+    f = Path(path).parent / SNIPPETS_FILE
+    if Path(path).name == SNIPPETS_FILE or not f.is_file():
+        return None
+    out = {}
+    for _, obj in read_jsonl(f, "a snippet {docid, text}"):
+        if isinstance(obj.get("text"), str) and obj.get("docid") is not None:
+            out[str(obj["docid"])] = obj["text"]
+    return out
+
+
+def _tongyi_queries(obj: dict, path: Path, lineno: int) -> list[str]:
+    queries = parse_nested(obj["search_query"], path, lineno, "'search_query'", strict=False)
+    if queries is None:
+        queries = [""]
+    elif isinstance(queries, str):
+        queries = [queries]
+    if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
+        raise FormatError(path, lineno, "'search_query' to be a string, a list of strings or null",
+                          repr(obj["search_query"]))
+    return [q.strip() for q in queries] or [""]
 
 
 def read_tongyi(records, path: Path) -> Iterator[TraceStep]:
     expected = "a Tongyi search step {query_id, reasoning, search_query}"
     counters: dict[str, int] = defaultdict(int)
+    thoughts: dict[str, list[str]] = defaultdict(list)    # each question's rows' reasoning so far
+    asked: dict[str, list[str]] = defaultdict(list)       # each question's queries so far
+    last_docids: dict[str, list] = {}                     # the previous row's retrieved docids
+    snippets = _load_snippets(path)
     for lineno, obj in records:
         qid = _question_id(obj, ("query_id", "qid", "question_id"), path, lineno, expected)
         if "search_query" not in obj:
             raise FormatError(path, lineno, expected, f"keys {sorted(obj)[:10]}")
-        reasoning = _text(obj.get("reasoning"), path, lineno, "'reasoning'").strip()
-        queries = parse_nested(obj["search_query"], path, lineno, "'search_query'", strict=False)
-        if queries is None:
-            queries = [""]
-        elif isinstance(queries, str):
-            queries = [queries]
-        if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
-            raise FormatError(path, lineno, "'search_query' to be a string, a list of strings or null",
-                              repr(obj["search_query"]))
+        current = _text(obj.get("reasoning"), path, lineno, "'reasoning'").strip()
+        queries = _tongyi_queries(obj, path, lineno)
+        if current:
+            thoughts[qid].append(current)
+        results = None
+        if snippets is not None:
+            results = tuple(_snippet(snippets[str(d)]) for d in last_docids.get(qid, ()) if str(d) in snippets)
+        context = {"current_reasoning": current, "prior_queries": _unique(asked[qid]), "prior_results": results}
         failed = obj.get("valid") is False
-        for query in queries or [""]:
+        for query in queries:
             counters[qid] += 1
-            yield TraceStep(qid, counters[qid], reasoning, query.strip(), failed=failed, source=f"{path}:{lineno}")
+            yield TraceStep(qid, counters[qid], "\n\n".join(thoughts[qid]), query, failed=failed,
+                            source=f"{path}:{lineno}", **context)
+        asked[qid].extend(queries)
+        docids = obj.get("retrieved_docids")
+        last_docids[qid] = docids if isinstance(docids, list) else []
 
 
 def _call_queries(arguments, path: Path, lineno: int) -> list[str]:
@@ -112,6 +195,37 @@ def _call_queries(arguments, path: Path, lineno: int) -> list[str]:
     return [""]
 
 
+def _browsecomp_record(qid: str, items: list, path: Path, lineno: int, counters) -> Iterator[TraceStep]:
+    thoughts: list[str] = []        # every reasoning item so far
+    current: list[str] = []         # those since the last tool call
+    asked: list[str] = []
+    results: tuple[dict, ...] = ()  # the last tool call's output
+    for item in items:
+        item = parse_nested(item, path, lineno, "a 'result' item")
+        if not isinstance(item, dict) or "type" not in item:
+            raise FormatError(path, lineno, "'result' items to be objects with a 'type'", repr(item))
+        kind = item["type"]
+        if kind == "reasoning":
+            text = _text(parse_nested(item.get("output"), path, lineno, "a reasoning 'output'"), path,
+                         lineno, "a reasoning 'output'").strip()
+            if text:
+                thoughts.append(text)
+                current.append(text)
+        elif kind == "tool_call":
+            output = item.get("output")
+            if is_search_tool(item.get("tool_name")):
+                failed = isinstance(output, str) and output.lstrip().lower().startswith("error")
+                queries = [q.strip() for q in _call_queries(item.get("arguments"), path, lineno)]
+                context = {"current_reasoning": "\n\n".join(current), "prior_queries": _unique(asked),
+                           "prior_results": results}
+                for query in queries:
+                    counters[qid] += 1
+                    yield TraceStep(qid, counters[qid], "\n\n".join(thoughts), query, failed=failed,
+                                    source=f"{path}:{lineno}", **context)
+                asked.extend(queries)
+            current, results = [], _output_results(output)
+
+
 def read_browsecomp(records, path: Path) -> Iterator[TraceStep]:
     expected = "a BrowseComp-Plus run record {query_id, result: [...]}"
     counters: dict[str, int] = defaultdict(int)
@@ -121,29 +235,32 @@ def read_browsecomp(records, path: Path) -> Iterator[TraceStep]:
         if not isinstance(items, list):
             raise FormatError(path, lineno, "'result' to be a list of reasoning / tool_call / output items",
                               type(items).__name__)
-        reasoning = ""
-        for item in items:
-            item = parse_nested(item, path, lineno, "a 'result' item")
-            if not isinstance(item, dict) or "type" not in item:
-                raise FormatError(path, lineno, "'result' items to be objects with a 'type'", repr(item))
-            kind = item["type"]
-            if kind == "reasoning":
-                text = _text(parse_nested(item.get("output"), path, lineno, "a reasoning 'output'"), path,
-                             lineno, "a reasoning 'output'").strip()
-                if text:
-                    reasoning = text
-            elif kind == "tool_call" and is_search_tool(item.get("tool_name")):
-                output = item.get("output")
-                failed = isinstance(output, str) and output.lstrip().lower().startswith("error")
-                for query in _call_queries(item.get("arguments"), path, lineno):
-                    counters[qid] += 1
-                    yield TraceStep(qid, counters[qid], reasoning, query.strip(), failed=failed,
-                                    source=f"{path}:{lineno}")
+        yield from _browsecomp_record(qid, items, path, lineno, counters)
+
+
+def _derived_context(obj: dict, path: Path, lineno: int, reasoning: str, earlier: list[tuple[str, str]]) -> dict:
+    """The step's context fields: the file's own, else derived from the question's ``earlier`` steps
+    (``(reasoning, query)`` pairs)."""
+    given = parse_context_fields({k: obj.get(k) for k in ("current_reasoning", "prior_queries", "prior_results")},
+                                 path, lineno)
+    current = given["current_reasoning"]
+    if current is None:
+        before = earlier[-1][0] if earlier else ""
+        if not before:
+            current = reasoning
+        elif reasoning.startswith(before):
+            current = reasoning[len(before):].strip()
+    queries = given["prior_queries"]
+    if queries is None:
+        queries = _unique(q for _, q in earlier)
+    return {"current_reasoning": current if current is None else current.strip(), "prior_queries": queries,
+            "prior_results": given["prior_results"]}
 
 
 def read_generic(records, path: Path) -> Iterator[TraceStep]:
     expected = "a trace step {question_id, reasoning, query} (optional step, gold_docids)"
     counters: dict[str, int] = defaultdict(int)
+    earlier: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for lineno, obj in records:
         qid = _question_id(obj, ("question_id", "qid", "query_id"), path, lineno, expected)
         query = obj.get("query", obj.get("search_query"))
@@ -157,7 +274,9 @@ def read_generic(records, path: Path) -> Iterator[TraceStep]:
             if not isinstance(gold, list) or not all(isinstance(d, (str, int)) for d in gold):
                 raise FormatError(path, lineno, "'gold_docids' to be a list of document ids", repr(gold))
             gold = tuple(str(d) for d in gold)
-        yield TraceStep(qid, step, reasoning, query.strip(), gold_docids=gold, source=f"{path}:{lineno}")
+        context = _derived_context(obj, path, lineno, reasoning, earlier[qid])
+        earlier[qid].append((reasoning, query.strip()))
+        yield TraceStep(qid, step, reasoning, query.strip(), gold_docids=gold, source=f"{path}:{lineno}", **context)
 
 
 READERS = {"ircot": read_ircot, "tongyi": read_tongyi, "browsecomp": read_browsecomp,

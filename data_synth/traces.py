@@ -1,4 +1,5 @@
-"""Agent trace steps ``(question_id, step, reasoning, query)`` from any supported trace file.
+"""Agent trace steps ``(question_id, step, reasoning, query)`` from any supported trace file, with the
+context fields each format knows (``current_reasoning``, ``prior_queries``, ``prior_results``).
 
 ``read_traces(paths)`` detects the format of each file from its first record (IRCoT, Tongyi,
 BrowseComp-Plus runs, the world's ``traces.jsonl``, generic JSONL; see :mod:`hopscotch.data_synth.trace_readers`)
@@ -19,7 +20,7 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from hopscotch.data_synth.trace_readers import READERS, detect_format
+from hopscotch.data_synth.trace_readers import READERS, SNIPPETS_FILE, detect_format
 from hopscotch.data_synth.trace_step import TraceStep
 from hopscotch.retriever.errors import FormatError, UsageError
 from hopscotch.retriever.io.agent_runs import read_run_file
@@ -33,7 +34,8 @@ def _trace_files(path: Path) -> list[Path]:
         raise UsageError(f"--traces {path}: no such file or folder")
     if path.is_file():
         return [path]
-    files = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith((".jsonl", ".jsonl.gz", ".json")))
+    files = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith((".jsonl", ".jsonl.gz", ".json"))
+                   and p.name != SNIPPETS_FILE)  # a Tongyi folder's snippets are read by its steps' reader
     if not files:
         raise UsageError(f"--traces {path}: the folder holds no *.jsonl or *.json trace files")
     return files

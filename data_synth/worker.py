@@ -3,7 +3,9 @@
 A :class:`QuestionWorker` holds the corpus, the BM25 index, the QA source and the oracle (built lazily,
 in the process that uses it). ``process(question_id, steps)`` returns the question's JSONL lines and
 its stats; it depends on nothing but its inputs and the seed, so any number of processes, in any
-order, produce the same bytes.
+order, produce the same bytes. Each tuple keeps its step's context fields (``current_reasoning``,
+``prior_queries``, ``prior_results``, where the trace had them) beside ``reasoning``, so that training
+can pick, or mix, query input variants (:mod:`hopscotch.retriever.model.query_input`).
 
 Drop reasons: ``unknown_question`` (not in the QA source), ``empty_query``, ``failed_tool_call``
 (unless ``include_failed_calls``), ``duplicate_step`` (same reasoning and query earlier in the
@@ -24,6 +26,7 @@ from hopscotch.data_synth.rerankers import Candidate, OracleInput, build_reranke
 from hopscotch.data_synth.trace_step import TraceStep
 from hopscotch.retriever.index.bm25 import BM25Index
 from hopscotch.retriever.io.corpus import Document
+from hopscotch.retriever.io.queries import context_dict
 from hopscotch.retriever.io.tuples import passage_dict, tuple_line
 
 
@@ -96,8 +99,9 @@ class QuestionWorker:
                 stats[f"dropped.{result.drop_reason}"] += 1
                 continue
             lines.append(tuple_line(step.query_id, step.query, step.reasoning,
-                                        [passage_dict(c.docid, c.title, c.text) for c in result.positives],
-                                        [passage_dict(c.docid, c.title, c.text) for c in result.negatives]))
+                                    [passage_dict(c.docid, c.title, c.text) for c in result.positives],
+                                    [passage_dict(c.docid, c.title, c.text) for c in result.negatives],
+                                    context_dict(step)))
             stats["steps_kept"] += 1
             if gold_set:
                 stats["kept_with_gold_question"] += 1

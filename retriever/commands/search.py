@@ -1,11 +1,14 @@
 """``hopscotch search``: BM25, dense or hybrid retrieval for a query file, written as a TREC run.
 
     hopscotch search --queries PATH --out RUN [--bm25 DIR] [--index DIR [--model M]] [--reasoning]
-                     [--instruction TEXT] [--k K] [--fusion rrf|interp] [--alpha A] [--rrf-k 60]
+                     [--query-input VARIANT] [--instruction TEXT] [--k K] [--fusion rrf|interp] [--alpha A]
     hopscotch search --queries PATH --out RUN --url http://HOST:PORT [--name NAME] [--token T]
 
-With ``--reasoning`` the dense encoder sees ``{instruction}Reasoning: {reasoning or 'Empty'}\\n\\nQuery:
-{query}`` built from each query's ``reasoning`` field; without it, ``{instruction}{query}``. BM25 always
+With ``--reasoning`` the dense encoder sees ``{instruction}Reasoning: {text or 'Empty'}\\n\\nQuery:
+{query}``, ``text`` built from each query's context fields (``reasoning``, ``current_reasoning``,
+``prior_queries``, ``prior_results``) by the query input variant: the trained model's own (recorded in its
+``hopscotch_config.json``), else ``reasoning``; ``--query-input VARIANT`` overrides it (and implies
+``--reasoning``; ``--query-input query`` is the plain query). Without either, ``{instruction}{query}``. BM25 always
 matches the query text. With both ``--bm25`` and ``--index`` the lists are fused (``--fusion``, default rrf).
 The searcher flags belong to the backends (:mod:`hopscotch.retriever.searchers.registry`); the backend is
 ``--searcher-type`` or the one the flags select. The run is written by
@@ -26,8 +29,9 @@ def register(sub) -> None:
                                    "both fused (or a remote hopscotch serve), and write a TREC run.")
     p.add_argument("--queries", required=True, help="queries JSONL (with optional 'reasoning') or TSV")
     p.add_argument("--out", required=True, help="TREC run file to write")
-    p.add_argument("--reasoning", action="store_true", help="encode queries reasoning-aware from their "
-                                                            "'reasoning' field")
+    p.add_argument("--reasoning", action="store_true",
+                   help="encode queries reasoning-aware from their 'reasoning' (and other context) fields, in "
+                        "the model's query input variant (see --query-input)")
     p.add_argument("--k", type=int, default=100, help="documents per query")
     p.add_argument("--batch-size", type=int, default=256, help="queries encoded and searched per step")
     p.add_argument("--tag", default="hopscotch", help="run tag (6th TREC column)")
@@ -48,11 +52,17 @@ def run(args) -> int:
     queries = list(read_queries(args.queries))
     if not queries:
         raise UsageError(f"{args.queries}: no queries")
-    if args.reasoning and not any(q.reasoning for q in queries):
-        print(f"hopscotch search: note: no query in {args.queries} has a 'reasoning' field; every query is "
-              "encoded with 'Reasoning: Empty'", file=sys.stderr)
+    if getattr(args, "query_input", None):
+        args.reasoning = True  # the dense searcher makes 'query' plain
+    if args.reasoning and not any(q.reasoning or q.current_reasoning or q.prior_queries or q.prior_results
+                                  for q in queries):
+        print(f"hopscotch search: note: no query in {args.queries} has a 'reasoning' (or other context) field; "
+              "every query is encoded with 'Reasoning: Empty'", file=sys.stderr)
     searcher = searcher_from_args(args)
-    meta = getattr(getattr(searcher, "dense", searcher), "meta", None)
+    dense = getattr(searcher, "dense", searcher)
+    if args.reasoning and getattr(dense, "query_input", None) is not None:
+        print(f"hopscotch search: query input: {dense.query_input}", file=sys.stderr)
+    meta = getattr(dense, "meta", None)
     if meta is not None and meta.reasoning_aware and not args.reasoning:
         print(f"hopscotch search: note: {args.index} was built for reasoning-aware queries; add --reasoning "
               "to use the template", file=sys.stderr)

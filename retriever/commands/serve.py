@@ -6,6 +6,11 @@
 
 The searcher flags are the local backends' own (:mod:`hopscotch.retriever.searchers.registry`), as in
 ``hopscotch search``; the remote client's flags are not offered (``--token`` and ``--name`` are the server's).
+``--query-input VARIANT`` (the dense backend's) sets what a request's ``reason`` becomes in the encoder's
+``Reasoning:`` slot (default: the trained model's own variant, else ``reasoning``). A request carries only
+``reason``, read as the step's full reasoning: ``current_reasoning`` then uses it whole (send the
+reasoning since the last tool result), ``reasoning_tail:N`` keeps its end, and ``prior_queries`` and
+``with_documents`` see no earlier queries or results (``prior_queries`` reads ``Empty``).
 
 ``GET /v1/NAME/search?query=...&hits=10&max_doc_length=500[&reason=...]`` and ``GET /v1/NAME/doc/DOCID``;
 see :mod:`hopscotch.retriever.serving.server`. The token may also come from ``$HOPSCOTCH_SERVE_TOKEN``.
@@ -62,6 +67,9 @@ def run(args) -> int:
                              max_batch=args.max_batch, verbose=args.verbose)
     except OSError as exc:
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+    variant = getattr(getattr(searcher, "dense", searcher), "query_input", None)
+    if variant is not None:
+        print(f"hopscotch serve: queries with 'reason' are encoded as query input {variant}", file=sys.stderr)
     print(f"serving {searcher.name} index {args.index or args.bm25} as '{args.name}' on {server.url}/v1/{args.name}/search"
           + (" (token required)" if args.token else ""), file=sys.stderr, flush=True)
     try:

@@ -361,6 +361,7 @@ def _finalize_index(job: _EncodeJob, num_docs: int) -> IndexMeta:
     meta = IndexMeta(model=job.model, model_path=str(job.settings.path), max_length=opts.max_length, dim=dim,
                      num_docs=num_docs, num_shards=num_shards(num_docs, opts.shard_size),
                      shard_size=opts.shard_size, reasoning_aware=job.reasoning_aware, docstore=opts.docstore,
+                     query_input=job.settings.query_input,
                      corpus=str(job.corpus), passage_prefix=job.settings.passage_prefix,
                      faiss=old.faiss if old is not None and old.num_docs == num_docs else {})
     build_docid_lookup(out_dir, meta, corpus=str(job.corpus), show_progress=opts.show_progress)

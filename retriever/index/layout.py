@@ -91,6 +91,7 @@ class IndexMeta:
     num_shards: int
     shard_size: int
     reasoning_aware: bool = False   # queries for this model should use the reasoning-aware template
+    query_input: str | None = None  # the model's query input variant (model/query_input.py); None: not recorded
     docstore: bool = True
     corpus: str = ""
     passage_prefix: str = ""        # prepended to every document before encoding (trained models)

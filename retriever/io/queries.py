@@ -1,4 +1,11 @@
-"""Query readers: JSONL (``_id``|``query_id``|``id``, ``text``|``query``, optional ``reasoning``) and TSV."""
+"""Query readers: JSONL (``_id``|``query_id``|``id``, ``text``|``query``, optional context fields) and TSV.
+
+The optional context fields of an agent step, shared with the training tuples (:mod:`.tuples`) and read by
+:func:`parse_context_fields`: ``reasoning`` (the full reasoning before the query), ``current_reasoning``
+(only what was written since the last tool result), ``prior_queries`` (the trajectory's earlier queries)
+and ``prior_results`` (the previous call's results: ``{title?, snippet}`` objects or strings). Which of
+them reaches the encoder is the query input variant (:mod:`hopscotch.retriever.model.query_input`).
+"""
 
 from __future__ import annotations
 
@@ -12,19 +19,66 @@ from hopscotch.retriever.io.common import first_key, iter_lines, read_jsonl
 
 QID_KEYS = ("_id", "query_id", "qid", "id")
 QTEXT_KEYS = ("text", "query")
+CONTEXT_KEYS = ("reasoning", "current_reasoning", "prior_queries", "prior_results")
 
 
 @dataclass(slots=True)
 class Query:
-    """A query, with the agent's reasoning before it when there is one.
+    """A query, with the agent's reasoning (and other context) before it when there is one.
 
-    ``extra`` keeps the other fields of the record (``answers``, ``answer``, ``answer_aliases``, ...).
+    ``extra`` keeps the other fields of the record (``answers``, ``answer``, ``answer_aliases``, ...);
+    the context fields are those of :func:`parse_context_fields` (None: absent).
     """
 
     qid: str
     text: str
     reasoning: str | None = None
     extra: dict = field(default_factory=dict)
+    current_reasoning: str | None = None
+    prior_queries: tuple[str, ...] | None = None
+    prior_results: tuple[dict, ...] | None = None
+
+
+def _result_entry(item, path, lineno) -> dict:
+    if isinstance(item, str):
+        return {"title": "", "snippet": item}
+    if isinstance(item, dict):
+        snippet, title = item.get("snippet", item.get("text")), item.get("title")
+        if isinstance(snippet, str) and (title is None or isinstance(title, str)):
+            return {"title": title or "", "snippet": snippet}
+    raise FormatError(path, lineno, "'prior_results' entries as strings or {title?, snippet} objects",
+                      repr(item)[:80])
+
+
+def parse_context_fields(obj: dict, path, lineno) -> dict:
+    """The context fields of a query or tuple record, checked: ``{reasoning, current_reasoning,
+    prior_queries, prior_results}``, each None when absent (so old files read as before)."""
+    out = {}
+    for key in ("reasoning", "current_reasoning"):
+        value = obj.get(key)
+        if value is not None and not isinstance(value, str):
+            raise FormatError(path, lineno, f"a string '{key}'", type(value).__name__)
+        out[key] = value
+    queries = obj.get("prior_queries")
+    if queries is not None and (not isinstance(queries, list) or not all(isinstance(q, str) for q in queries)):
+        raise FormatError(path, lineno, "'prior_queries' as a list of strings", repr(queries)[:80])
+    out["prior_queries"] = None if queries is None else tuple(queries)
+    results = obj.get("prior_results")
+    if results is not None and not isinstance(results, list):
+        raise FormatError(path, lineno, "'prior_results' as a list", type(results).__name__)
+    out["prior_results"] = None if results is None else tuple(_result_entry(r, path, lineno) for r in results)
+    return out
+
+
+def context_dict(record) -> dict:
+    """The context fields of a record (Query, TrainingTuple, TraceStep) that are set, as JSON values, in
+    :data:`CONTEXT_KEYS` order, ``reasoning`` left out (its writers place it themselves)."""
+    out = {}
+    for key in CONTEXT_KEYS[1:]:
+        value = getattr(record, key, None)
+        if value is not None:
+            out[key] = list(value) if isinstance(value, tuple) else value
+    return out
 
 
 def _is_tsv(path: Path) -> bool:
@@ -51,8 +105,6 @@ def read_queries(path: str | os.PathLike) -> Iterator[Query]:
         if qid is None or not isinstance(text, str):
             raise FormatError(p, lineno, "a query object with '_id'|'query_id'|'id' and 'text'|'query'",
                               f"keys {sorted(obj)[:8]}")
-        reasoning = obj.get("reasoning")
-        if reasoning is not None and not isinstance(reasoning, str):
-            raise FormatError(p, lineno, "a string 'reasoning'", type(reasoning).__name__)
-        extra = {k: v for k, v in obj.items() if k not in (*QID_KEYS, *QTEXT_KEYS, "reasoning")}
-        yield Query(str(qid), text, reasoning, extra)
+        context = parse_context_fields(obj, p, lineno)
+        extra = {k: v for k, v in obj.items() if k not in (*QID_KEYS, *QTEXT_KEYS, *CONTEXT_KEYS)}
+        yield Query(str(qid), text, extra=extra, **context)

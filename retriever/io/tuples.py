@@ -1,6 +1,9 @@
 """Training tuples: the one reader and writer of DR-Synth / Tevatron / AgentIR training JSONL.
 
-A tuple is ``{query_id, query, reasoning?, positive_passages: [{docid, title, text}], negative_passages}``.
+A tuple is ``{query_id, query, reasoning?, current_reasoning?, prior_queries?, prior_results?,
+positive_passages: [{docid, title, text}], negative_passages}``; the optional context fields are those of
+:func:`hopscotch.retriever.io.queries.parse_context_fields` (DR-Synth writes what its traces know, so
+training can pick or mix query input variants).
 AgentIR's files carry no ``reasoning`` field but a query string ``Reasoning: ...\\n\\nQuery: ...``;
 it is split back into the two so the reasoning can be cut from the left at training time.
 :func:`tuple_line` writes one line (DR-Synth's output); :func:`read_training_tuples` reads files,
@@ -19,6 +22,7 @@ from pathlib import Path
 from hopscotch.retriever.errors import FormatError, UsageError
 from hopscotch.retriever.io.common import read_jsonl
 from hopscotch.retriever.io.docids import signed_docid_hash
+from hopscotch.retriever.io.queries import parse_context_fields
 
 _AGENTIR_QUERY = re.compile(r"^\s*Reasoning:\s*(.*?)\n\nQuery:\s*(.*)$", re.DOTALL)
 
@@ -37,6 +41,9 @@ class TrainingTuple:
     reasoning: str | None
     positives: list[Passage]
     negatives: list[Passage]
+    current_reasoning: str | None = None
+    prior_queries: tuple[str, ...] | None = None
+    prior_results: tuple[dict, ...] | None = None
 
     @property
     def length(self) -> int:
@@ -63,9 +70,8 @@ def parse_tuple(obj: dict, path, lineno) -> TrainingTuple:
     qid = obj.get("query_id", obj.get("qid", obj.get("_id")))
     if qid is None:
         raise FormatError(path, lineno, "a 'query_id'", f"keys {sorted(obj)[:8]}")
-    reasoning = obj.get("reasoning")
-    if reasoning is not None and not isinstance(reasoning, str):
-        raise FormatError(path, lineno, "a string 'reasoning'", type(reasoning).__name__)
+    context = parse_context_fields(obj, path, lineno)
+    reasoning = context.pop("reasoning")
     if reasoning is None and (m := _AGENTIR_QUERY.match(query)):
         reasoning, query = m.group(1).strip(), m.group(2).strip()
         reasoning = None if reasoning in ("", "Empty") else reasoning
@@ -82,7 +88,7 @@ def parse_tuple(obj: dict, path, lineno) -> TrainingTuple:
         if neg.docid not in pos_ids and neg.docid not in seen:
             seen.add(neg.docid)
             negatives.append(neg)
-    return TrainingTuple(str(qid), query, reasoning, positives, negatives)
+    return TrainingTuple(str(qid), query, reasoning, positives, negatives, **context)
 
 
 def _files(source: str) -> list[Path]:
@@ -131,8 +137,14 @@ def passage_dict(docid: str, title: str | None, text: str) -> dict:
 
 
 def tuple_line(query_id: str, query: str, reasoning: str | None, positives: Sequence[dict],
-               negatives: Sequence[dict]) -> str:
-    """One training line (no newline); ``positives``/``negatives`` are :func:`passage_dict` entries."""
-    row = {"query_id": query_id, "query": query, "reasoning": reasoning,
-           "positive_passages": list(positives), "negative_passages": list(negatives)}
+               negatives: Sequence[dict], context: dict | None = None) -> str:
+    """One training line (no newline); ``positives``/``negatives`` are :func:`passage_dict` entries.
+
+    ``context`` adds the step's other context fields (``current_reasoning``, ``prior_queries``,
+    ``prior_results``: see :func:`hopscotch.retriever.io.queries.context_dict`) after ``reasoning``;
+    None values are left out, so a line without them is as before.
+    """
+    row = {"query_id": query_id, "query": query, "reasoning": reasoning}
+    row.update({k: v for k, v in (context or {}).items() if v is not None and k != "reasoning"})
+    row.update(positive_passages=list(positives), negative_passages=list(negatives))
     return json.dumps(row, ensure_ascii=False)

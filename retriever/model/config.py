@@ -2,7 +2,8 @@
 reading it back (:func:`read_saved_config`), and what search needs of it (:func:`model_settings`).
 
 A folder saved by :func:`hopscotch.retriever.model.saving.save_model` carries ``hopscotch_config.json``: the passage
-prefix and length, the query instruction and length, whether queries are reasoning-aware, and a separate
+prefix and length, the query instruction and length, the query input variant (``query_input``, with its
+alias ``reasoning_aware``; see :mod:`~hopscotch.retriever.model.query_input`), and a separate
 ``query_encoder/`` tower when the towers were not shared. A plain sentence-transformers folder (the
 bundled ``minilm``) has none of these and gets the defaults.
 
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.model.loading import resolve_model_path
+from hopscotch.retriever.model.query_input import QueryInput, default_query_input
 
 HOPSCOTCH_CONFIG = "hopscotch_config.json"
 _ST_MODE_TO_POOLING = {"cls": "cls", "mean": "mean", "lasttoken": "last"}
@@ -42,7 +44,10 @@ class EncoderConfig:
     passage_max_len: int = 256       # tokens; passages are cut from the right
     instruction: str = ""            # prefix of every query (AgentIR: 'Instruct: ...\nQuery: ')
     passage_prefix: str = ""         # prefix of every passage
-    reasoning_aware: bool = True     # 'Reasoning: ...\n\nQuery: ...' inputs; False: the query only
+    reasoning_aware: bool = True     # alias of query_input: true = 'reasoning', false = 'query'
+    query_input: str | None = None   # query, prior_queries, reasoning, current_reasoning, reasoning_tail:N,
+    #                                  with_documents; None: from reasoning_aware. Every variant but 'query'
+    #                                  is 'Reasoning: {text}\n\nQuery: {query}' (see model/query_input.py)
     temperature: float = 0.05        # InfoNCE temperature (the starting value when learnt)
     learn_temperature: bool = False  # learn log(temperature) with the weights
     shared_towers: bool = True       # one backbone for queries and passages; False: a separate query tower
@@ -57,10 +62,31 @@ class EncoderConfig:
         for name in ("query_max_len", "passage_max_len"):
             if not getattr(self, name) >= 1:
                 raise UsageError(f"model.{name}: expected a whole number >= 1, got {getattr(self, name)!r}")
+        self._resolve_query_input()
         if self.padding_side is None:
             self.padding_side = "left" if self.pooling == "last" else "right"
         if self.padding_side not in ("left", "right"):
             raise UsageError(f"model.padding_side: expected 'left' or 'right', got {self.padding_side!r}")
+
+
+    def _resolve_query_input(self) -> None:
+        """``query_input`` wins when set (``reasoning_aware`` follows it); unset, it follows ``reasoning_aware``."""
+        if self.query_input is None:
+            self.query_input = str(default_query_input(self.reasoning_aware))
+            return
+        variant = QueryInput.parse(self.query_input, "model.query_input")
+        if variant.uses_reasoning and not self.reasoning_aware:
+            raise UsageError(f"model.query_input={variant} contradicts model.reasoning_aware=false (its alias for "
+                             "'query'): set only model.query_input")
+        self.query_input, self.reasoning_aware = str(variant), variant.uses_reasoning
+
+    def query_variant(self) -> QueryInput:
+        """The parsed variant. ``reasoning_aware`` changed after construction keeps its old meaning: false is
+        ``query``; true over a ``query`` variant is ``reasoning``."""
+        if not self.reasoning_aware:
+            return default_query_input(False)
+        variant = QueryInput.parse(self.query_input or "reasoning", "model.query_input")
+        return variant if variant.uses_reasoning else default_query_input(True)
 
 
 def read_saved_config(path: str | os.PathLike):
@@ -94,6 +120,7 @@ class ModelSettings:
     instruction: str = ""
     query_max_len: int | None = None
     reasoning_aware: bool = False
+    query_input: str | None = None   # the saved model's variant; None: not a Hopscotch-trained folder
     query_tower: str | None = None   # folder of a separate query encoder
     trained: bool = False            # the folder came from Hopscotch training
 
@@ -106,5 +133,5 @@ def model_settings(model: str | os.PathLike) -> ModelSettings:
     tower = Path(path) / "query_encoder"
     return ModelSettings(path, passage_prefix=c.passage_prefix, passage_max_len=c.passage_max_len,
                          instruction=c.instruction, query_max_len=c.query_max_len,
-                         reasoning_aware=c.reasoning_aware,
+                         reasoning_aware=c.reasoning_aware, query_input=str(c.query_variant()),
                          query_tower=str(tower) if not c.shared_towers and tower.is_dir() else None, trained=True)

@@ -83,16 +83,18 @@ class DenseEncoder:
         return self.encode_texts([format_document(d.title, d.text) for d in docs], batch_size=batch_size,
                                  show_progress=show_progress, desc="encode docs")
 
-    def encode_queries(self, queries: Sequence[str], reasonings: Sequence[str | None] | None = None,
-                       reasoning_aware: bool = False, instruction: str = "", show_progress: bool = False
-                       ) -> np.ndarray:
+    def encode_queries(self, queries: Sequence[str], reasonings: Sequence | None = None,
+                       reasoning_aware: bool = False, instruction: str = "", show_progress: bool = False,
+                       query_input=None) -> np.ndarray:
         """Encode queries plain, or reasoning-aware with AgentIR's template.
 
+        ``query_input`` is the variant of the reasoning-aware queries (default ``reasoning``);
+        ``reasonings`` each query's context (see :func:`~hopscotch.retriever.model.query_template.format_queries`).
         Reasoning-aware queries longer than the model's max length lose the *start* of their reasoning
         (:func:`~hopscotch.retriever.model.query_template.format_query_truncated`), never the query.
         """
         texts = format_queries(self.model.tokenizer, self.model.max_seq_length, queries, reasonings,
-                               instruction=instruction, reasoning_aware=reasoning_aware)
+                               instruction=instruction, reasoning_aware=reasoning_aware, query_input=query_input)
         return self.encode_texts(texts, show_progress=show_progress, desc="encode queries")
 
 

@@ -1,8 +1,9 @@
 """The dual encoder: any Hugging Face backbone, pooled, normalised, with a (learnable) temperature.
 
-Queries go in as AgentIR's reasoning-aware text (``{instruction}Reasoning: ...\\n\\nQuery: ...``) with the
-reasoning cut from the left to fit ``query_max_len``; passages as ``title + " " + text``. The model
-saves a sentence-transformers folder (see :mod:`hopscotch.retriever.model.saving`).
+Queries go in as AgentIR's reasoning-aware text (``{instruction}Reasoning: ...\\n\\nQuery: ...``), the
+reasoning slot filled per ``config.query_input`` and cut from the left to fit ``query_max_len``; passages
+as ``title + " " + text``. The model saves a sentence-transformers folder (see
+:mod:`hopscotch.retriever.model.saving`).
 
 Example::
 
@@ -115,19 +116,30 @@ class DualEncoder(nn.Module):
         return int(self.passage_backbone.config.hidden_size)
 
     # -- text to features ------------------------------------------------------------------------
-    def format_queries(self, queries: Sequence[str], reasonings: Sequence[str | None] | None = None) -> list[str]:
-        """Reasoning-aware query texts, reasoning cut from the left to fit ``query_max_len``."""
+    def format_queries(self, queries: Sequence[str], reasonings: Sequence | None = None,
+                       query_inputs: Sequence | None = None) -> list[str]:
+        """Query texts in the model's query input variant (``config.query_variant()``), the reasoning cut from
+        the left to fit ``query_max_len``.
+
+        ``reasonings`` holds each query's context (a reasoning string, or a record with the context fields:
+        see :func:`~hopscotch.retriever.model.query_template.format_queries`); ``query_inputs`` optionally
+        one variant per query (None entries: the model's), for training on a mixture of variants.
+        """
         c = self.config
+        variant = c.query_variant()
+        if query_inputs is not None:
+            variant = [variant if v is None else v for v in query_inputs]
         return format_queries(self.tokenizer, c.query_max_len, queries, reasonings, instruction=c.instruction,
-                              reasoning_aware=c.reasoning_aware)
+                              query_input=variant)
 
     def _tokenize(self, texts: list[str], max_len: int, pad_to_multiple_of: int | None) -> dict:
         return dict(self.tokenizer(texts, padding=True, truncation=True, max_length=max_len,
                                    pad_to_multiple_of=pad_to_multiple_of, return_tensors="pt"))
 
-    def tokenize_queries(self, queries: Sequence[str], reasonings: Sequence[str | None] | None = None,
-                         pad_to_multiple_of: int | None = None) -> dict:
-        return self._tokenize(self.format_queries(queries, reasonings), self.config.query_max_len, pad_to_multiple_of)
+    def tokenize_queries(self, queries: Sequence[str], reasonings: Sequence | None = None,
+                         pad_to_multiple_of: int | None = None, query_inputs: Sequence | None = None) -> dict:
+        return self._tokenize(self.format_queries(queries, reasonings, query_inputs), self.config.query_max_len,
+                              pad_to_multiple_of)
 
     def tokenize_passages(self, passages: Sequence[tuple[str | None, str]], pad_to_multiple_of: int | None = None
                           ) -> dict:

@@ -4,6 +4,10 @@ A reasoning-aware query follows AgentIR's convention::
 
     {instruction}Reasoning: {reasoning or 'Empty'}\\n\\nQuery: {query}
 
+What fills the reasoning slot is the query input variant (``reasoning``, ``current_reasoning``,
+``prior_queries``, ``reasoning_tail:N``, ``with_documents``; ``query`` gives ``{instruction}{query}``):
+:mod:`hopscotch.retriever.model.query_input` builds that text and :func:`format_queries` applies it.
+
 Documents encode as ``title + " " + text`` (just ``text`` when there is no title).
 """
 
@@ -11,6 +15,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+
+from hopscotch.retriever.model.query_input import REASONING, QueryInput, reasoning_text
 
 EMPTY_REASONING = "Empty"
 
@@ -87,18 +93,42 @@ def format_query_truncated(tokenizer, max_length: int | None, query: str, reason
     return format_query(query, None, instruction=instruction, reasoning_aware=True)
 
 
-def format_queries(tokenizer, max_length: int | None, queries: Sequence[str],
-                   reasonings: Sequence[str | None] | None = None, instruction: str = "",
-                   reasoning_aware: bool | Sequence[bool] = True) -> list[str]:
-    """:func:`format_query_truncated` over a batch; ``reasoning_aware`` is one flag or one per query.
+def _variants(n: int, reasoning_aware, query_input) -> list[QueryInput | None]:
+    """One variant per query: None where the query is not reasoning-aware, else its query input."""
+    aware = [reasoning_aware] * n if isinstance(reasoning_aware, bool) else list(reasoning_aware)
+    inputs = [query_input] * n if query_input is None or isinstance(query_input, (str, QueryInput)) \
+        else list(query_input)
+    if len(aware) != n or len(inputs) != n:
+        raise ValueError(f"{n} queries but {len(aware)} reasoning_aware flags and {len(inputs)} query inputs")
+    return [QueryInput.parse(v if v is not None else REASONING) if a else None for a, v in zip(aware, inputs)]
 
-    The one place that turns (query, reasoning) batches into encoder text: the trainer's model, the
-    dense encoder and the dense searcher all call it, so training and search format queries alike.
+
+def format_queries(tokenizer, max_length: int | None, queries: Sequence[str], reasonings: Sequence | None = None,
+                   instruction: str = "", reasoning_aware: bool | Sequence[bool] = True,
+                   query_input=None) -> list[str]:
+    """:func:`format_query_truncated` over a batch, the reasoning slot filled per the query input variant.
+
+    The one place that turns query batches into encoder text: the trainer's model, the dense encoder and
+    the dense searcher all call it, so training and search format queries alike.
+
+    Args:
+        reasonings: per query, the step's context: a reasoning string (or None), a
+            :class:`~hopscotch.retriever.model.query_input.ReasoningContext`, a ``QueryContext``, or a
+            record with the context fields (Query, TrainingTuple, TraceStep)
+        reasoning_aware: one flag or one per query; a query that is not reasoning-aware is
+            ``{instruction}{query}`` whatever its variant
+        query_input: the variant of the reasoning-aware queries (a ``QueryInput``, its string, or one per
+            query); None: ``reasoning``, today's full reasoning
     """
     n = len(queries)
     reasonings = [None] * n if reasonings is None else list(reasonings)
-    aware = [reasoning_aware] * n if isinstance(reasoning_aware, bool) else list(reasoning_aware)
-    if len(reasonings) != n or len(aware) != n:
-        raise ValueError(f"{n} queries but {len(reasonings)} reasonings and {len(aware)} reasoning_aware flags")
-    return [format_query_truncated(tokenizer, max_length, q, r, instruction=instruction, reasoning_aware=a)
-            for q, r, a in zip(queries, reasonings, aware)]
+    if len(reasonings) != n:
+        raise ValueError(f"{n} queries but {len(reasonings)} reasonings")
+    out = []
+    for q, r, variant in zip(queries, reasonings, _variants(n, reasoning_aware, query_input)):
+        if variant is None or not variant.uses_reasoning:
+            out.append(format_query(q, None, instruction=instruction, reasoning_aware=False))
+        else:
+            text = reasoning_text(variant, r, tokenizer)
+            out.append(format_query_truncated(tokenizer, max_length, q, text, instruction=instruction))
+    return out

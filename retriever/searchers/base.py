@@ -4,7 +4,11 @@ A searcher answers ``search(query, k) -> [{"docid", "score", "text", "snippet"}]
 ``get_document(docid) -> {"docid", "title", "text"} | None``; batch callers (the CLI, the server) use
 ``search_batch`` which returns ranked ``(docid, score)`` lists. A query can carry the agent's reasoning:
 with ``reasoning_aware`` the dense encoder sees
-``{instruction}Reasoning: {reasoning or 'Empty'}\\n\\nQuery: {query}``, otherwise ``{instruction}{query}``.
+``{instruction}Reasoning: {text or 'Empty'}\\n\\nQuery: {query}``, otherwise ``{instruction}{query}``;
+``text`` is the reasoning, or the part of the step's context its query input variant picks
+(:mod:`hopscotch.retriever.model.query_input`). A reasoning may be a
+:class:`~hopscotch.retriever.model.query_input.ReasoningContext`: a ``str`` (the full reasoning, all that
+BM25 and the remote client see) that also carries the step's other context fields.
 
 Each backend also owns its command-line flags (:meth:`BaseSearcher.parse_args`) and is built from the
 parsed flags (:meth:`BaseSearcher.from_args`); see :mod:`hopscotch.retriever.searchers.registry`.
@@ -16,6 +20,8 @@ import argparse
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
+
+from hopscotch.retriever.model.query_input import ReasoningContext
 
 Ranked = list[tuple[str, float]]
 
@@ -136,12 +142,13 @@ def hit_dict(docid: str, score: float, doc: dict[str, Any] | None, max_chars: in
 
 
 def iter_search(searcher: BaseSearcher, queries, k: int, reasoning_aware: bool = False, batch_size: int = 256):
-    """Yield ``(qid, [(docid, score), ...])`` for :class:`~hopscotch.retriever.formats.Query` records, ``batch_size``
-    queries per ``search_batch`` call; with ``reasoning_aware`` each query's ``reasoning`` is used."""
+    """Yield ``(qid, [(docid, score), ...])`` for :class:`~hopscotch.retriever.io.queries.Query` records,
+    ``batch_size`` queries per ``search_batch`` call; with ``reasoning_aware`` each query's ``reasoning``
+    (with its other context fields, for the dense searcher's query input variant) is used."""
     queries = list(queries)
     for start in range(0, len(queries), batch_size):
         chunk = queries[start:start + batch_size]
-        results = searcher.search_batch([q.text for q in chunk], k, [q.reasoning for q in chunk],
+        results = searcher.search_batch([q.text for q in chunk], k, [ReasoningContext.of(q) for q in chunk],
                                         reasoning_aware=reasoning_aware)
         yield from ((q.qid, hits) for q, hits in zip(chunk, results))
 

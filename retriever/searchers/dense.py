@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.model.query_input import ALLOWED, REASONING, QueryInput
 from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_index_option, add_option, per_query
 from hopscotch.retriever.searchers.bm25 import document_dict
 from hopscotch.retriever.searchers.registry import register_searcher
@@ -21,6 +22,9 @@ class DenseOptions:
     :param faiss_name: which built FAISS index to use (default: the folder's default, else exact Flat)
     :param nprobe, ef_search, refine: query-time FAISS parameters (see :mod:`hopscotch.retriever.index.faiss_index`)
     :param instruction: prefix of every encoded query (None: the trained model's own instruction, else "")
+    :param query_input: the query input variant of reasoning-aware queries (None: the trained model's own
+        variant; ``reasoning`` for a model without one or whose variant is ``query``); ``query`` makes every
+        query plain
     :param batch_size, device: for the query encoder it loads; ``use_gpu``: for FAISS (None: when available)
     """
 
@@ -29,9 +33,19 @@ class DenseOptions:
     ef_search: int | None = None
     refine: int = 1
     instruction: str | None = None
+    query_input: str | None = None
     batch_size: int = 64
     device: str | None = None
     use_gpu: bool | None = None
+
+
+def searcher_query_input(given: str | None, model_variant: str | None) -> QueryInput:
+    """The variant of reasoning-aware queries: ``given`` (``--query-input``), else the model's own; a model
+    without one, or whose own is ``query``, gets ``reasoning`` (``--reasoning`` asks for the template)."""
+    if given is not None:
+        return QueryInput.parse(given, "--query-input")
+    variant = QueryInput.parse(model_variant) if model_variant else REASONING
+    return variant if variant.uses_reasoning else REASONING
 
 
 @register_searcher("dense")
@@ -41,13 +55,16 @@ class DenseSearcher(BaseSearcher):
     :param options: a :class:`DenseOptions`, or its fields as keywords (``DenseSearcher(d, nprobe=64)``)
     :param encoder: an already-loaded :class:`~hopscotch.retriever.model.dense_encoder.DenseEncoder` (shares a model in-process)
 
-    Reasoning-aware queries follow :func:`~hopscotch.retriever.model.query_template.format_query_truncated`: when the
-    reasoning does not fit the query length (a trained model's ``query_max_len``, else the encoder's max
+    Reasoning-aware queries follow :func:`~hopscotch.retriever.model.query_template.format_queries`: the
+    reasoning slot holds what the query input variant (:attr:`query_input`) picks from each query's
+    context (a reasoning string, or a :class:`~hopscotch.retriever.model.query_input.ReasoningContext`);
+    when it does not fit the query length (a trained model's ``query_max_len``, else the encoder's max
     length) its *earliest* words are dropped, so the query itself is never cut. A trained model with
     separate towers encodes queries with its ``query_encoder/``.
 
-    Flags: ``--index DIR [--model M] [--instruction TEXT] [--nprobe N] [--ef-search N] [--refine R]
-    [--faiss NAME]``; :func:`~hopscotch.retriever.searchers.registry.build_searcher` also takes ``encoder=``.
+    Flags: ``--index DIR [--model M] [--instruction TEXT] [--query-input VARIANT] [--nprobe N]
+    [--ef-search N] [--refine R] [--faiss NAME]``;
+    :func:`~hopscotch.retriever.searchers.registry.build_searcher` also takes ``encoder=``.
     """
 
     extra_options = ("encoder",)
@@ -79,6 +96,7 @@ class DenseSearcher(BaseSearcher):
         self.ids = ShardIds(index_dir, self.meta)
         self.nprobe, self.ef_search, self.refine = opts.nprobe, opts.ef_search, opts.refine
         self.instruction = self.settings.instruction if opts.instruction is None else opts.instruction
+        self.query_input = searcher_query_input(opts.query_input, self.settings.query_input)
         self._docstore = None
 
     @classmethod
@@ -87,6 +105,9 @@ class DenseSearcher(BaseSearcher):
         add_option(parser, "--model", help="query encoder (default: the model recorded in --index)")
         add_option(parser, "--instruction", help="prefix of every encoded query (default: a trained model's own "
                                                  "instruction, else none)")
+        add_option(parser, "--query-input", metavar="VARIANT",
+                   help=f"what reasoning-aware queries show the encoder: {ALLOWED} (default: the trained model's "
+                        "own variant, else reasoning); implies --reasoning unless 'query'")
         add_option(parser, "--nprobe", type=int, help="IVF lists probed per query")
         add_option(parser, "--ef-search", type=int, help="HNSW search breadth")
         add_option(parser, "--refine", type=int, default=1,
@@ -111,7 +132,8 @@ class DenseSearcher(BaseSearcher):
             raise UsageError(f"the {kind} searcher needs a dense index folder (--index)")
         options = DenseOptions(faiss_name=getattr(args, "faiss_name", None), nprobe=getattr(args, "nprobe", None),
                                ef_search=getattr(args, "ef_search", None), refine=getattr(args, "refine", 1),
-                               instruction=getattr(args, "instruction", None))
+                               instruction=getattr(args, "instruction", None),
+                               query_input=getattr(args, "query_input", None))
         return cls(args.index, model=getattr(args, "model", None), options=options,
                    encoder=getattr(args, "encoder", None))
 
@@ -128,7 +150,7 @@ class DenseSearcher(BaseSearcher):
         reasonings = per_query(reasonings, len(queries), "reasonings")
         aware = per_query(reasoning_aware, len(queries), "reasoning_aware")
         return format_queries(self.encoder.model.tokenizer, self.query_max_len, queries, reasonings,
-                              instruction=self.instruction, reasoning_aware=aware)
+                              instruction=self.instruction, reasoning_aware=aware, query_input=self.query_input)
 
     def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
                      reasoning_aware: bool | Sequence[bool] = False, show_progress: bool = False) -> list[Ranked]:

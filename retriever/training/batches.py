@@ -10,7 +10,9 @@ Each epoch (:func:`plan_epoch`), deterministically from ``(seed, epoch)``:
   batch. An incomplete last batch is dropped.
 
 :class:`Collator` tokenizes a batch with dynamic padding and gives the labels and docid hashes the loss
-needs. Resuming at ``(epoch, batch)`` replays the same plan and skips the batches already done.
+needs. Queries are written in the model's query input variant (``model.query_input``), from each tuple's
+context fields; ``plan_epoch(..., variants=[...])`` instead draws one variant per tuple per epoch (seeded,
+and without changing the rest of the plan): the hook for training on a mixture of variants. Resuming at ``(epoch, batch)`` replays the same plan and skips the batches already done.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import torch
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.docids import signed_docid_hash
 from hopscotch.retriever.io.tuples import Passage, TrainingTuple
+from hopscotch.retriever.model.query_input import QueryContext, QueryInput, as_context
 
 
 @dataclass(slots=True)
@@ -35,16 +38,23 @@ class Group:
     reasoning: str | None
     passages: list[Passage]   # positive first
     positive_ids: frozenset   # all positive docids of the tuple
-
+    context: QueryContext | None = None    # the tuple's context fields (None: ``reasoning`` alone)
+    query_input: QueryInput | None = None  # this epoch's variant for the tuple (None: the model's own)
 
 
 def _stable_seed(*parts) -> int:
     return signed_docid_hash("\x1f".join(map(str, parts))) & 0x7FFFFFFF
 
 
-def make_group(t: TrainingTuple, index: int, epoch: int, seed: int, group_size: int) -> Group:
-    """The tuple's positive and negative window for ``epoch`` (Tevatron's rotation, seeded per tuple)."""
+def make_group(t: TrainingTuple, index: int, epoch: int, seed: int, group_size: int,
+               variants: Sequence[QueryInput] | None = None) -> Group:
+    """The tuple's positive and negative window for ``epoch`` (Tevatron's rotation, seeded per tuple) and,
+    given ``variants``, its query input variant for the epoch (its own seeded draw)."""
     tuple_seed = _stable_seed(seed, t.query_id, index)
+    variant = None
+    if variants:
+        variant = variants[random.Random(_stable_seed(seed, t.query_id, index, "variant", epoch)).randrange(
+            len(variants))]
     positive = t.positives[(tuple_seed + epoch) % len(t.positives)]
     negs = list(t.negatives)
     want = group_size - 1
@@ -55,7 +65,8 @@ def make_group(t: TrainingTuple, index: int, epoch: int, seed: int, group_size: 
             negs = (negs + negs)[start:start + want]
     else:
         negs = []
-    return Group(index, t.query, t.reasoning, [positive] + negs[:want], frozenset(p.docid for p in t.positives))
+    return Group(index, t.query, t.reasoning, [positive] + negs[:want], frozenset(p.docid for p in t.positives),
+                 as_context(t), variant)
 
 
 def _length_grouped(order: list[int], tuples, batch: int, mega: int = 32) -> list[int]:
@@ -88,10 +99,16 @@ class _Filling:
 
 
 def plan_epoch(tuples: Sequence[TrainingTuple], epoch: int, seed: int, group_size: int, global_batch: int,
-               length_grouping: bool = True) -> list[list[Group]]:
-    """The epoch's global batches (lists of ``global_batch`` groups), without duplicate passages."""
+               length_grouping: bool = True, variants: Sequence[str | QueryInput] | None = None
+               ) -> list[list[Group]]:
+    """The epoch's global batches (lists of ``global_batch`` groups), without duplicate passages.
+
+    ``variants`` (query input variants, e.g. ``["reasoning", "current_reasoning"]``): each tuple draws
+    one per epoch; None: every query in the model's own variant.
+    """
     if global_batch < 1 or group_size < 1:
         raise UsageError("train.batch_size and data.group_size must be >= 1")
+    variants = [QueryInput.parse(v, "query input variants") for v in variants] if variants else None
     rng = random.Random(_stable_seed(seed, "epoch", epoch))
     order = list(range(len(tuples)))
     rng.shuffle(order)
@@ -99,7 +116,7 @@ def plan_epoch(tuples: Sequence[TrainingTuple], epoch: int, seed: int, group_siz
         order = _length_grouped(order, tuples, global_batch)
     batches: list[list[Group]] = []
     waiting: list[Group] = []     # groups that clashed with an earlier batch: tried first next time
-    stream = (make_group(tuples[i], i, epoch, seed, group_size) for i in order)
+    stream = (make_group(tuples[i], i, epoch, seed, group_size, variants) for i in order)
     exhausted = False
     while True:
         batch = _Filling()
@@ -152,8 +169,10 @@ class Collator:
         self.pad_to_multiple_of = pad_to_multiple_of
 
     def __call__(self, groups: Sequence[Group]) -> Batch:
-        queries = self.model.tokenize_queries([g.query for g in groups], [g.reasoning for g in groups],
-                                              self.pad_to_multiple_of)
+        contexts = [g.reasoning if g.context is None else g.context for g in groups]
+        variants = [g.query_input for g in groups]
+        queries = self.model.tokenize_queries([g.query for g in groups], contexts, self.pad_to_multiple_of,
+                                              None if all(v is None for v in variants) else variants)
         passages = [p for g in groups for p in g.passages]
         features = self.model.tokenize_passages([(p.title, p.text) for p in passages], self.pad_to_multiple_of)
         starts, n = [], 0

@@ -40,10 +40,14 @@ def test_world_tuples_have_the_tevatron_layout_and_honest_stats(small_world, tmp
     got = rows(out)
     assert len(got) == stats["steps_kept"] > 0.9 * len(traces)
     for row in got:
-        assert list(row) == TUPLE_KEYS
+        # the world's steps also give their context fields (for query input variants)
+        assert list(row) == TUPLE_KEYS[:3] + ["current_reasoning", "prior_queries"] + TUPLE_KEYS[3:]
         qid, step = row["query_id"].rsplit("_turn", 1)
         trace = traces[(qid, int(step))]
         assert row["query"] == trace["query"] and row["reasoning"] == trace["reasoning"]
+        earlier = [traces[(qid, s)] for s in range(1, int(step))]
+        assert row["prior_queries"] == list(dict.fromkeys(t["query"] for t in earlier))
+        assert trace["reasoning"].endswith(row["current_reasoning"])
         assert len(row["positive_passages"]) == 1 and 1 <= len(row["negative_passages"]) <= 7
         assert row["positive_passages"][0]["docid"] in trace["gold_docids"]  # the step's own gold
         for p in row["positive_passages"] + row["negative_passages"]:
@@ -123,6 +127,7 @@ def test_question_only_baseline_and_drop_reasons(small_world, tmp_path):
     stats = synthesize(SynthInputs(small_world, question_only=True), out=tmp_path / "q.jsonl", config=quiet())
     got = rows(tmp_path / "q.jsonl")
     assert stats["steps_read"] == 40 and all(r["reasoning"] == "" and r["query_id"].endswith("_turn0") for r in got)
+    assert all(list(r) == TUPLE_KEYS for r in got)  # no context fields to add
     traces = tmp_path / "t.jsonl"
     first = rows(small_world / "traces.jsonl")[0]
     traces.write_text("\n".join(json.dumps(r) for r in [

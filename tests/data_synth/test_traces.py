@@ -37,7 +37,7 @@ def test_ircot_new_sentence_is_query_and_earlier_cot_is_reasoning(tmp_path):
     assert steps[1].query_id == "q1_turn2" and steps[1].source.endswith("cot.jsonl:2")
 
 
-def test_tongyi_parallel_queries_become_one_step_each_sharing_reasoning(tmp_path):
+def test_tongyi_parallel_queries_become_one_step_each_sharing_context(tmp_path):
     f = write_jsonl(tmp_path / "steps.jsonl", [
         {"query_id": "7", "reasoning": "Think A", "search_query": ["a one", "a two"], "valid": True},
         {"query_id": "7", "reasoning": "Think B", "search_query": None, "valid": False},
@@ -45,10 +45,16 @@ def test_tongyi_parallel_queries_become_one_step_each_sharing_reasoning(tmp_path
         {"query_id": "8", "reasoning": "Think D", "search_query": "[bracketed query", "valid": True},
     ])
     steps = list(read_traces([f]))
-    assert [(s.query_id, s.reasoning, s.query, s.failed) for s in steps] == [
+    # a row's reasoning is the thinking since the last tool result: it is current_reasoning, and the
+    # question's rows so far make the full reasoning
+    assert [(s.query_id, s.current_reasoning, s.query, s.failed) for s in steps] == [
         ("7_turn1", "Think A", "a one", False), ("7_turn2", "Think A", "a two", False),
         ("7_turn3", "Think B", "", True), ("7_turn4", "Think C", "\"quoted\" query", True),
         ("8_turn1", "Think D", "[bracketed query", False)]
+    assert [s.reasoning for s in steps] == ["Think A", "Think A", "Think A\n\nThink B",
+                                            "Think A\n\nThink B\n\nThink C", "Think D"]
+    assert [s.prior_queries for s in steps] == [(), (), ("a one", "a two"), ("a one", "a two"), ()]
+    assert all(s.prior_results is None for s in steps)  # no doc_snippets.jsonl beside the file
 
 
 def _run_record(as_repr: bool) -> dict:
@@ -75,9 +81,13 @@ def _run_record(as_repr: bool) -> dict:
 def test_browsecomp_run_records_json_objects_or_python_repr(tmp_path, as_repr):
     f = write_jsonl(tmp_path / "run.jsonl", [_run_record(as_repr)])
     steps = list(read_traces([f]))
-    assert [(s.step, s.reasoning, s.query, s.failed) for s in steps] == [
-        (1, "Plan: search two things", "x one", False), (2, "Plan: search two things", "x two", False),
-        (3, "Then\nlook again", "y", True)]
+    plan = "First thought\n\nPlan: search two things"
+    assert [(s.step, s.reasoning, s.current_reasoning, s.query, s.failed) for s in steps] == [
+        (1, plan, plan, "x one", False), (2, plan, plan, "x two", False),
+        (3, plan + "\n\nThen\nlook again", "Then\nlook again", "y", True)]
+    assert [s.prior_queries for s in steps] == [(), (), ("x one", "x two")]
+    # the last tool output before the call (the visit's page) is the previous results
+    assert [s.prior_results for s in steps] == [(), (), ({"title": "", "snippet": "page"},)]
 
 
 def test_browsecomp_run_folder_of_json_files(tmp_path):
@@ -197,3 +207,122 @@ def test_ircot_cot_steps_parse(shared_data):
     first = [s for s in steps if s.step == 1]
     assert all(s.reasoning == "" for s in first)
     assert sum(not s.query for s in steps) == 58
+
+
+# -- context fields and query input variants on every format ---------------------------------------------------
+
+VARIANTS = ["query", "prior_queries", "reasoning", "current_reasoning", "reasoning_tail:6", "with_documents"]
+LONG = " ".join(f"idea{i} leads on" for i in range(150))  # far beyond the 48-token limit below
+
+
+def _ircot(tmp_path):
+    cot2 = "Shirley Temple played Corliss. " + LONG + " She was an ambassador."
+    return write_jsonl(tmp_path / "cot.jsonl", [
+        {"qid": "q", "step": 1, "cumulative_cot": "Shirley Temple played Corliss.",
+         "new_sentence": "Shirley Temple played Corliss.", "retrieved_titles_after_step": ["Kiss and Tell"]},
+        {"qid": "q", "step": 2, "cumulative_cot": cot2, "new_sentence": "She was an ambassador.",
+         "retrieved_titles_after_step": ["Kiss and Tell", "Shirley Temple"]}])
+
+
+def _tongyi(tmp_path):
+    write_jsonl(tmp_path / "doc_snippets.jsonl", [{"docid": "d1", "text": "[Kiss and Tell...]\nKiss and Tell is a film."},
+                                                  {"docid": "d2", "text": "Shirley Temple was a diplomat."}])
+    return write_jsonl(tmp_path / "agent_search_steps.jsonl", [
+        {"query_id": "q", "reasoning": "", "search_query": ["corliss archer actress", "kiss and tell cast"],
+         "retrieved_docids": ["d1", "d2", "d9"], "valid": True},
+        {"query_id": "q", "reasoning": LONG, "search_query": "shirley temple government position",
+         "retrieved_docids": [], "valid": True}])
+
+
+def _browsecomp(tmp_path):
+    output = ("A search for 'corliss archer actress' found 2 results:\n\n## Web Results\n"
+              "1. <docid: d1> [Kiss and Tell...]\nKiss and Tell is a film.\n\n"
+              "2. <docid: d2> [Shirley...]\nShirley Temple was a diplomat.\n")
+    items = [{"type": "tool_call", "tool_name": "search",
+              "arguments": {"query": ["corliss archer actress", "kiss and tell cast"]}, "output": output},
+             {"type": "reasoning", "output": LONG},
+             {"type": "tool_call", "tool_name": "search", "arguments": '{"query": "shirley temple government position"}',
+              "output": "Error: bad call"}]
+    return write_jsonl(tmp_path / "run.jsonl", [{"query_id": "q", "result": items}])
+
+
+def _generic(tmp_path):
+    return write_jsonl(tmp_path / "traces.jsonl", [
+        {"question_id": "q", "reasoning": "", "query": "corliss archer actress", "gold_docids": ["d1"]},
+        {"question_id": "q", "reasoning": LONG, "query": "shirley temple government position",
+         "prior_results": [{"title": "Kiss and Tell", "snippet": "Kiss and Tell is a film."}]}])
+
+
+FORMATS = {"ircot": _ircot, "tongyi": _tongyi, "browsecomp": _browsecomp, "world": _generic}
+
+
+def test_context_fields_per_format(tmp_path):
+    for sub in "itbg":
+        (tmp_path / sub).mkdir()
+    ir = list(read_traces([_ircot(tmp_path / "i")]))
+    assert (ir[0].reasoning, ir[0].current_reasoning, ir[0].prior_queries, ir[0].prior_results) == \
+        ("", "Shirley Temple played Corliss.", (), None)
+    assert ir[1].current_reasoning == "She was an ambassador." and ir[1].prior_queries == ("Shirley Temple played Corliss.",)
+    assert ir[1].prior_results == ({"title": "Kiss and Tell", "snippet": ""},)
+    ty = list(read_traces([_tongyi(tmp_path / "t")]))  # the snippets file beside it is found
+    assert [s.query for s in ty] == ["corliss archer actress", "kiss and tell cast", "shirley temple government position"]
+    assert ty[0].prior_results == ty[1].prior_results == () and ty[0].prior_queries == ty[1].prior_queries == ()
+    assert ty[2].prior_results == ({"title": "", "snippet": "Kiss and Tell is a film."},
+                                   {"title": "", "snippet": "Shirley Temple was a diplomat."})
+    assert ty[2].prior_queries == ("corliss archer actress", "kiss and tell cast")
+    assert ty[2].reasoning == ty[2].current_reasoning == LONG
+    assert len(list(read_traces([tmp_path / "t"]))) == 3  # a folder read skips doc_snippets.jsonl
+    bc = list(read_traces([_browsecomp(tmp_path / "b")]))
+    assert [(s.reasoning, s.current_reasoning, s.prior_results) for s in bc[:2]] == [("", "", ())] * 2
+    assert bc[2].prior_results == ({"title": "", "snippet": "Kiss and Tell is a film."},
+                                   {"title": "", "snippet": "Shirley Temple was a diplomat."})
+    assert (bc[2].reasoning, bc[2].current_reasoning, bc[2].failed) == (LONG, LONG, True)
+    ge = list(read_traces([_generic(tmp_path / "g")]))
+    assert (ge[0].current_reasoning, ge[0].prior_queries, ge[0].prior_results) == ("", (), None)
+    assert ge[1].prior_queries == ("corliss archer actress",) and ge[1].current_reasoning == LONG
+
+
+def test_generic_derives_current_reasoning_from_cumulative_reasoning(tmp_path):
+    f = write_jsonl(tmp_path / "traces.jsonl", [
+        {"question_id": "w", "reasoning": "Need the director.", "query": "a", "gold_docids": []},
+        {"question_id": "w", "reasoning": "Need the director. It is Korine. Next the year.", "query": "b",
+         "gold_docids": []},
+        {"question_id": "w", "reasoning": "Unrelated restart.", "query": "c", "gold_docids": [],
+         "current_reasoning": "given", "prior_queries": ["z"]}])
+    steps = list(read_traces([f]))
+    assert [s.current_reasoning for s in steps] == ["Need the director.", "It is Korine. Next the year.", "given"]
+    assert [s.prior_queries for s in steps] == [(), ("a",), ("z",)]
+    with pytest.raises(FormatError, match=r"bad\.jsonl:1: expected 'prior_queries' as a list of strings"):
+        list(read_traces([write_jsonl(tmp_path / "bad.jsonl", [{"question_id": "w", "query": "a",
+                                                                 "prior_queries": "a"}])]))
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_variant_on_every_trace_format(tmp_path, tiny_bert_dir, fmt, variant):
+    from transformers import AutoTokenizer
+
+    from hopscotch.retriever.model.query_input import reasoning_text
+    from hopscotch.retriever.model.query_template import format_queries
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_bert_dir))
+    steps = list(read_traces([FORMATS[fmt](tmp_path)]))
+    texts = format_queries(tok, 48, [s.query for s in steps], steps, query_input=variant)
+    for step, text in zip(steps, texts):
+        assert len(tok(text)["input_ids"]) <= 48  # reasoning longer than the limit is cut, never the query
+        assert text == step.query if variant == "query" else text.endswith(f"\n\nQuery: {step.query}")
+    if variant in ("prior_queries", "with_documents") or (variant != "query" and fmt != "ircot"):
+        assert texts[0].startswith("Reasoning: Empty\n\n")  # the first step: empty reasoning, nothing before
+    if fmt in ("tongyi", "browsecomp") and variant != "query":  # parallel queries share the context
+        assert texts[0].rsplit("Query: ", 1)[0] == texts[1].rsplit("Query: ", 1)[0]
+    last = texts[-1]
+    if variant in ("reasoning", "reasoning_tail:6") or (variant == "current_reasoning" and fmt != "ircot"):
+        assert "idea149 leads on" in last and "idea0 " not in last
+    if variant == "reasoning_tail:6":
+        assert len(tok(last.split("\n\nQuery:")[0][len("Reasoning: "):], add_special_tokens=False)["input_ids"]) <= 6
+    if variant == "prior_queries" and fmt != "ircot":
+        assert last.startswith("Reasoning: corliss archer actress")
+    if variant == "current_reasoning" and fmt == "ircot":  # IRCoT writes one sentence after a retrieval
+        assert last == "Reasoning: She was an ambassador.\n\nQuery: She was an ambassador."
+    if variant == "with_documents":  # (cut from the left with the oldest text when the reasoning is long)
+        assert "Results:\nKiss and Tell" in reasoning_text(variant, steps[-1])

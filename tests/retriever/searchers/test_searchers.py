@@ -90,6 +90,47 @@ def test_reasoning_flag_encodes_the_agentir_template(cli, built, tmp_path):
     assert plain_run != run
 
 
+def test_search_reasoning_defaults_to_the_saved_models_query_input(cli, built, tmp_path):
+    from hopscotch.retriever.model.config import EncoderConfig
+    from hopscotch.retriever.model.dual_encoder import DualEncoder
+    from hopscotch.retriever.searchers import build_searcher
+
+    saved = tmp_path / "model"
+    DualEncoder.from_pretrained(built["model"], EncoderConfig(query_input="current_reasoning", query_max_len=64,
+                                                              passage_max_len=64)).save(saved)
+    queries = tmp_path / "steps.jsonl"  # agent steps: full reasoning, and the part since the last tool result
+    rows = [json.loads(line) for line in built["queries"].read_text().splitlines()]
+    for i, row in enumerate(rows):
+        row["reasoning"] = f"Earlier I read about {row['text'].split()[0]}. Now {row['text'].split()[-1]} matters."
+        row["current_reasoning"] = f"Now {row['text'].split()[-1]} matters." if i % 3 else ""
+        row["prior_queries"] = [f"earlier query {i}"]
+    queries.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    runs = {name: tmp_path / f"{name}.trec" for name in ("default", "current", "full", "plain", "query")}
+    common = ("--queries", queries, "--index", built["dense"], "--model", saved, "--k", 10)
+    code, _, err = cli("search", *common, "--reasoning", "--out", runs["default"])
+    assert code == 0 and "query input: current_reasoning" in err
+    assert cli("search", *common, "--query-input", "current_reasoning", "--out", runs["current"])[0] == 0
+    assert cli("search", *common, "--reasoning", "--query-input", "reasoning", "--out", runs["full"])[0] == 0
+    assert cli("search", *common, "--out", runs["plain"])[0] == 0
+    assert cli("search", *common, "--reasoning", "--query-input", "query", "--out", runs["query"])[0] == 0
+    text = {name: path.read_text() for name, path in runs.items()}
+    assert text["default"] == text["current"] != text["full"]
+    assert text["plain"] == text["query"] != text["default"]
+    # what the encoder saw: the model's variant over each query's context fields
+    dense = build_searcher("dense", index=built["dense"], model=saved)
+    steps = list(read_queries(queries))
+    assert dense.query_input.kind == "current_reasoning"
+    from hopscotch.retriever.model.query_input import ReasoningContext
+
+    got = dense.query_texts([q.text for q in steps[:3]], [ReasoningContext.of(q) for q in steps[:3]], True)
+    assert got[0] == f"Reasoning: Empty\n\nQuery: {steps[0].text}"
+    assert got[1] == f"Reasoning: {steps[1].current_reasoning}\n\nQuery: {steps[1].text}"
+    # an untrained model's --reasoning stays today's full-reasoning template
+    assert build_searcher("dense", index=built["dense"]).query_input.kind == "reasoning"
+    code, _, err = cli("search", *common, "--query-input", "tail:9", "--out", tmp_path / "x.trec")
+    assert code == 2 and "--query-input: unknown query input 'tail:9'" in err
+
+
 def test_bm25_and_hybrid_runs(cli, built, tmp_path):
     from hopscotch.retriever.index.bm25 import BM25Index
     from hopscotch.retriever.searchers.fusion import interpolate, reciprocal_rank_fusion
@@ -169,7 +210,8 @@ def _option_actions(parser):
 
 @pytest.mark.parametrize("name,flags", [
     ("bm25", {"--bm25", "--index", "--corpus"}),
-    ("dense", {"--index", "--model", "--instruction", "--nprobe", "--ef-search", "--refine", "--faiss"}),
+    ("dense", {"--index", "--model", "--instruction", "--query-input", "--nprobe", "--ef-search", "--refine",
+               "--faiss"}),
     ("hybrid", {"--bm25", "--index", "--corpus", "--model", "--fusion", "--alpha", "--rrf-k", "--depth"}),
     ("remote", {"--url", "--name", "--token"}),
 ])

@@ -101,7 +101,7 @@ def test_batches_hold_no_duplicate_passage_and_no_other_tuples_positive(tmp_path
 
 def test_length_grouping_puts_similar_lengths_together(tmp_path):
     tuples = read_training_tuples(write(tmp_path / "t.jsonl", synthetic(64)))
-    spread = lambda bs: sum(max(tuples[g.tuple_index].length for g in b) - min(tuples[g.tuple_index].length for g in b)  # noqa: E731
+    spread = lambda bs: sum(max(tuples[g.tuple_index].length for g in b) - min(tuples[g.tuple_index].length for g in b)
                             for b in bs)
     grouped = plan_epoch(tuples, 0, 0, 2, 8, length_grouping=True)
     mixed = plan_epoch(tuples, 0, 0, 2, 8, length_grouping=False)
@@ -138,3 +138,47 @@ def test_tuples_of_one_question_wait_for_later_batches_instead_of_being_lost(tmp
     assert len(used) == len(set(used)) >= 44  # at most one short batch's worth dropped
     for b in batches:
         assert len({tuples[g.tuple_index].query_id.split("_")[0] for g in b}) == 4
+
+
+def test_collator_uses_the_models_query_input_and_the_tuples_context(tmp_path, tiny_bert_dir):
+    from hopscotch.retriever.model.config import EncoderConfig
+    from hopscotch.retriever.model.dual_encoder import DualEncoder
+
+    rows = synthetic(8, negs=2)
+    for i, row in enumerate(rows):
+        row["current_reasoning"] = f"since the last result {i}"
+        row["prior_queries"] = [f"earlier {i}"]
+    tuples = read_training_tuples(write(tmp_path / "t.jsonl", rows))
+    groups = plan_epoch(tuples, 0, 0, group_size=3, global_batch=4)[0]
+    seen = {}
+    for variant in ("reasoning", "current_reasoning", "prior_queries", "query"):
+        model = DualEncoder.from_pretrained(tiny_bert_dir, EncoderConfig(query_max_len=32, passage_max_len=64,
+                                                                         query_input=variant))
+        ids = Collator(model)(groups).queries["input_ids"]
+        seen[variant] = [model.tokenizer.decode(row, skip_special_tokens=True) for row in ids]
+    t = tuples[groups[0].tuple_index]
+    assert seen["current_reasoning"][0] == f"reasoning : {t.current_reasoning} query : {t.query}".lower()
+    assert seen["prior_queries"][0] == f"reasoning : {t.prior_queries[0]} query : {t.query}".lower()
+    assert seen["query"][0] == t.query.strip().lower()
+    assert (f"reasoning : {t.reasoning or 'empty'}".lower()) in seen["reasoning"][0]
+
+
+def test_a_mixture_of_variants_draws_one_per_tuple_per_epoch_without_changing_the_plan(tmp_path):
+    tuples = read_training_tuples(write(tmp_path / "t.jsonl", synthetic(40)))
+    mix = ["reasoning", "current_reasoning", "reasoning_tail:16"]
+    for epoch in (0, 1):
+        plain = plan_epoch(tuples, epoch, 3, group_size=3, global_batch=6)
+        mixed = plan_epoch(tuples, epoch, 3, group_size=3, global_batch=6, variants=mix)
+        assert [[(g.tuple_index, g.passages) for g in b] for b in plain] == \
+            [[(g.tuple_index, g.passages) for g in b] for b in mixed]
+        assert all(g.query_input is None for b in plain for g in b)
+        drawn = [str(g.query_input) for b in mixed for g in b]
+        assert set(drawn) == set(mix)
+        again = plan_epoch(tuples, epoch, 3, group_size=3, global_batch=6, variants=mix)
+        assert drawn == [str(g.query_input) for b in again for g in b]
+    by_epoch = [{g.tuple_index: str(g.query_input) for b in plan_epoch(tuples, e, 3, 3, 6, variants=mix) for g in b}
+                for e in (0, 1)]
+    common = set(by_epoch[0]) & set(by_epoch[1])
+    assert any(by_epoch[0][i] != by_epoch[1][i] for i in common)
+    with pytest.raises(UsageError, match="unknown query input"):
+        plan_epoch(tuples, 0, 3, 3, 6, variants=["nope"])

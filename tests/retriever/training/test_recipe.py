@@ -39,7 +39,8 @@ def test_the_model_knobs_are_encoder_configs():
         if f.name == "lora":
             continue
         section = defaults.loss if f.name in ("temperature", "learn_temperature") else defaults.model
-        expected = None if f.name == "padding_side" else getattr(encoder, f.name)  # None: resolved by pooling
+        # None: resolved by EncoderConfig (padding_side from pooling, query_input from reasoning_aware)
+        expected = None if f.name in ("padding_side", "query_input") else getattr(encoder, f.name)
         assert getattr(section, f.name) == expected, f.name
     keys = set(recipe_keys())
     assert {"model.pooling", "model.query_max_len", "loss.temperature", "model.lora.r", "train.lr"} <= keys
@@ -55,6 +56,20 @@ def test_encoder_config_maps_the_sections():
     assert c.lora == {"enabled": True, "r": 16, "alpha": 32, "dropout": 0.1, "target_modules": ["q"]}
     assert load_recipe(MINIMAL).encoder_config().lora == {}
     assert load_recipe(MINIMAL, ["model.padding_side=left"]).encoder_config().padding_side == "left"
+
+
+def test_query_input_knob_and_its_reasoning_aware_alias():
+    assert load_recipe(MINIMAL).encoder_config().query_input == "reasoning"  # the default: reasoning_aware true
+    c = load_recipe(MINIMAL, ["model.reasoning_aware=false"]).encoder_config()
+    assert (c.query_input, c.reasoning_aware) == ("query", False)
+    c = load_recipe(MINIMAL, ["model.query_input=reasoning_tail:64"]).encoder_config()
+    assert (c.query_input, c.reasoning_aware) == ("reasoning_tail:64", True)
+    c = load_recipe(MINIMAL, ["model.query_input=query"]).encoder_config()
+    assert (c.query_input, c.reasoning_aware) == ("query", False)
+    with pytest.raises(UsageError, match=r"unknown query input 'tail:3'.*current_reasoning"):
+        load_recipe(MINIMAL, ["model.query_input=tail:3"])
+    with pytest.raises(UsageError, match="contradicts model.reasoning_aware=false"):
+        load_recipe(MINIMAL, ["model.query_input=current_reasoning", "model.reasoning_aware=false"])
 
 
 def test_recipe_round_trips_through_asdict():
