@@ -9,9 +9,9 @@ Notation: ``q`` is ``[B, D]``, ``p`` is ``[N, D]``, both row-major with unit str
   running max ``m``, the running sum ``l`` and the positive's score (all base 2). The wrapper merges
   the splits into ``log S_i`` (``S_i = sum_{j != pos} exp(s_ij - s_i,pos)``) and the loss
   ``log1p(S_i)``: the positive never enters the sum, so nothing cancels when it dominates.
-* :func:`infonce_bwd_dq_kernel` and :func:`infonce_bwd_dp_kernel` recompute score tiles and
-  accumulate ``G P`` and ``G^T Q`` into fp32 workspaces of shape ``[splits, B, D]`` and
-  ``[splits, N, D]``; nothing of size ``B x N`` exists. ``G`` is ``exp2(s2_ij - lse2_i)``
+* :func:`infonce_bwd_kernel` recomputes score tiles and accumulates ``G P`` (``SIDE=0``, dQ) or
+  ``G^T Q`` (``SIDE=1``, dP) into an fp32 workspace of shape ``[splits, B, D]`` or ``[splits, N, D]``;
+  nothing of size ``B x N`` exists. ``G`` is ``exp2(s2_ij - lse2_i)``
   (``= exp(s_ij - s_i,pos) / (1 + S_i)``) for the kept non-positive entries, ``gpos_i = -S_i / (1 + S_i)``
   at the positive (computed once per row by the wrapper, never as ``softmax - 1``), 0 elsewhere.
 * :func:`infonce_grad_tile_kernel` writes ``G`` for a column chunk of passages, for the
@@ -57,6 +57,13 @@ def _maximum(a, b):
 # numpy instead of calling the combine function element by element.
 _SUM = getattr(tl.standard, "_sum_combine", _add)
 _MAX = getattr(tl.standard, "_elementwise_max", _maximum)
+
+
+@triton.jit
+def _span(start, limit, BLOCK: tl.constexpr):
+    """``(idx, idx < limit)``: the ``BLOCK`` indices from ``start`` and which of them are in range."""
+    idx = start + tl.arange(0, BLOCK)
+    return idx, idx < limit
 
 
 @triton.jit
@@ -163,10 +170,8 @@ def infonce_fwd_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr,
                        EXCLUDE: tl.constexpr, PRECISION: tl.constexpr,
                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """Grid ``(cdiv(B, BLOCK_M), splits)``: online log-sum-exp over the non-positive passages of one split."""
-    pid_m = tl.program_id(0)
-    split = tl.program_id(1)
-    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_ok = rows < B
+    pid_m, split = tl.program_id(0), tl.program_id(1)
+    rows, row_ok = _span(pid_m * BLOCK_M, B, BLOCK_M)
     labels, q_pos = _row_labels(labels_ptr, qpos_ptr, rows, row_ok, EXCLUDE)
     m_i = tl.full((BLOCK_M,), NEG_BIG, tl.float32)
     l_i = tl.full((BLOCK_M,), 0.0, tl.float32)
@@ -193,61 +198,50 @@ def infonce_fwd_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr,
 
 
 @triton.jit
-def infonce_bwd_dq_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr, lse2_ptr, gpos_ptr, ws_ptr,
-                          B, N, D, stride_q, stride_p, stride_mask, scale2, split_size, SIZE_CLASS,
-                          EXCLUDE: tl.constexpr, PRECISION: tl.constexpr,
-                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                          BLOCK_D: tl.constexpr):
-    """Grid ``(cdiv(B, BLOCK_M), splits)``: ``ws[split, rows] = sum over the split's passages of G P``."""
-    pid_m = tl.program_id(0)
-    split = tl.program_id(1)
-    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_ok = rows < B
-    labels, q_pos = _row_labels(labels_ptr, qpos_ptr, rows, row_ok, EXCLUDE)
-    lse2, gpos = _row_stats(lse2_ptr, gpos_ptr, rows, row_ok)
-    ws_rows = ws_ptr + (split * B + rows).to(tl.int64)[:, None] * D
-    n_start = split * split_size
-    n_end = tl.minimum(N, n_start + split_size)
-    for n0 in range(n_start, n_end, BLOCK_N):
+def infonce_bwd_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr, lse2_ptr, gpos_ptr, ws_ptr,
+                       B, N, D, stride_q, stride_p, stride_mask, scale2, split_size, SIZE_CLASS,
+                       SIDE: tl.constexpr, EXCLUDE: tl.constexpr, PRECISION: tl.constexpr,
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                       BLOCK_D: tl.constexpr):
+    """The gradient of one side, summed over one split of the other side into ``ws[split]``.
+
+    ``SIDE == 0`` (dQ): grid ``(cdiv(B, BLOCK_M), splits)``, ``ws[split, rows] = sum over the split's
+    passages of G P``. ``SIDE == 1`` (dP): grid ``(cdiv(N, BLOCK_N), splits)``, ``ws[split, cols] = sum
+    over the split's queries of G^T Q``. A program keeps its own block of rows (queries) or columns
+    (passages) and streams blocks of the other side; the ``SIDE`` branches are resolved at compile time."""
+    BLOCK_OWN: tl.constexpr = BLOCK_M if SIDE == 0 else BLOCK_N
+    BLOCK_OTHER: tl.constexpr = BLOCK_N if SIDE == 0 else BLOCK_M
+    if SIDE == 0:
+        own_len, other_len, src_ptr, stride_src = B, N, p_ptr, stride_p
+    else:
+        own_len, other_len, src_ptr, stride_src = N, B, q_ptr, stride_q
+    pid, split = tl.program_id(0), tl.program_id(1)
+    own, own_ok = _span(pid * BLOCK_OWN, own_len, BLOCK_OWN)
+    if SIDE == 0:  # the program's query rows: their labels and statistics are loaded once
+        labels, q_pos = _row_labels(labels_ptr, qpos_ptr, own, own_ok, EXCLUDE)
+        lse2, gpos = _row_stats(lse2_ptr, gpos_ptr, own, own_ok)
+    ws_own = ws_ptr + (split * own_len + own).to(tl.int64)[:, None] * D
+    start = split * split_size
+    end = tl.minimum(other_len, start + split_size)
+    for o0 in range(start, end, BLOCK_OTHER):
         # The workspace rows are read back below after other threads of this program stored them
         # in the previous iteration (load and store layouts may differ): order them with a barrier.
         tl.debug_barrier()
-        cols = n0 + tl.arange(0, BLOCK_N)
-        col_ok = cols < N
+        other, other_ok = _span(o0, other_len, BLOCK_OTHER)
+        if SIDE == 0:
+            rows, cols = own, other
+        else:  # the streamed blocks are query rows
+            rows, cols = other, own
+            labels, q_pos = _row_labels(labels_ptr, qpos_ptr, rows, other_ok, EXCLUDE)
+            lse2, gpos = _row_stats(lse2_ptr, gpos_ptr, rows, other_ok)
         s2 = _score_tile(q_ptr, p_ptr, rows, cols, B, N, D, stride_q, stride_p,
                          BLOCK_M, BLOCK_N, BLOCK_K, PRECISION) * scale2
         keep = _keep_tile(rows, cols, labels, q_pos, pid_ptr, mask_ptr, stride_mask, B, N, EXCLUDE)
-        g = _grad_tile(s2, keep, lse2, gpos, labels, cols).to(p_ptr.dtype.element_ty)
-        p_cols = p_ptr + cols.to(tl.int64)[:, None] * stride_p
-        _accumulate(g, p_cols, col_ok, ws_rows, row_ok, n0, n_start, D, BLOCK_M, BLOCK_D, PRECISION)
-
-
-@triton.jit
-def infonce_bwd_dp_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_ptr, lse2_ptr, gpos_ptr, ws_ptr,
-                          B, N, D, stride_q, stride_p, stride_mask, scale2, split_size, SIZE_CLASS,
-                          EXCLUDE: tl.constexpr, PRECISION: tl.constexpr,
-                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                          BLOCK_D: tl.constexpr):
-    """Grid ``(cdiv(N, BLOCK_N), splits)``: ``ws[split, cols] = sum over the split's queries of G^T Q``."""
-    pid_n = tl.program_id(0)
-    split = tl.program_id(1)
-    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    col_ok = cols < N
-    ws_cols = ws_ptr + (split * N + cols).to(tl.int64)[:, None] * D
-    b_start = split * split_size
-    b_end = tl.minimum(B, b_start + split_size)
-    for b0 in range(b_start, b_end, BLOCK_M):
-        tl.debug_barrier()  # as in the dQ kernel: earlier stores to ws_cols before reading them back
-        rows = b0 + tl.arange(0, BLOCK_M)
-        row_ok = rows < B
-        labels, q_pos = _row_labels(labels_ptr, qpos_ptr, rows, row_ok, EXCLUDE)
-        lse2, gpos = _row_stats(lse2_ptr, gpos_ptr, rows, row_ok)
-        s2 = _score_tile(q_ptr, p_ptr, rows, cols, B, N, D, stride_q, stride_p,
-                         BLOCK_M, BLOCK_N, BLOCK_K, PRECISION) * scale2
-        keep = _keep_tile(rows, cols, labels, q_pos, pid_ptr, mask_ptr, stride_mask, B, N, EXCLUDE)
-        g_t = tl.trans(_grad_tile(s2, keep, lse2, gpos, labels, cols).to(q_ptr.dtype.element_ty))
-        q_rows = q_ptr + rows.to(tl.int64)[:, None] * stride_q
-        _accumulate(g_t, q_rows, row_ok, ws_cols, col_ok, b0, b_start, D, BLOCK_N, BLOCK_D, PRECISION)
+        g = _grad_tile(s2, keep, lse2, gpos, labels, cols).to(src_ptr.dtype.element_ty)
+        if SIDE == 1:
+            g = tl.trans(g)  # [BLOCK_N, BLOCK_M]: G^T
+        src = src_ptr + other.to(tl.int64)[:, None] * stride_src
+        _accumulate(g, src, other_ok, ws_own, own_ok, o0, start, D, BLOCK_OWN, BLOCK_D, PRECISION)
 
 
 @triton.jit
@@ -257,10 +251,8 @@ def infonce_grad_tile_kernel(q_ptr, p_ptr, labels_ptr, qpos_ptr, pid_ptr, mask_p
                              EXCLUDE: tl.constexpr, PRECISION: tl.constexpr,
                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """Grid ``(cdiv(B, BLOCK_M), cdiv(col_count, BLOCK_N))``: ``g[:, c] = G[:, col_start + c]``."""
-    pid_m = tl.program_id(0)
-    pid_c = tl.program_id(1)
-    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    row_ok = rows < B
+    pid_m, pid_c = tl.program_id(0), tl.program_id(1)
+    rows, row_ok = _span(pid_m * BLOCK_M, B, BLOCK_M)
     local = pid_c * BLOCK_N + tl.arange(0, BLOCK_N)
     cols = col_start + local
     labels, q_pos = _row_labels(labels_ptr, qpos_ptr, rows, row_ok, EXCLUDE)
@@ -295,6 +287,6 @@ _BWD_SHAPES = [(64, 128, 64, 64, 8, 2), (128, 64, 64, 64, 8, 2), (128, 128, 64, 
 _TUNE_KEY = ["D", "SIZE_CLASS", "EXCLUDE"]
 
 infonce_fwd_tuned = triton.autotune(_configs(_FWD_SHAPES, False), key=_TUNE_KEY)(infonce_fwd_kernel)
-infonce_bwd_dq_tuned = triton.autotune(_configs(_BWD_SHAPES, True), key=_TUNE_KEY)(infonce_bwd_dq_kernel)
-infonce_bwd_dp_tuned = triton.autotune(_configs(_BWD_SHAPES, True), key=_TUNE_KEY)(infonce_bwd_dp_kernel)
+# One autotuner for both sides of the backward: ``SIDE`` is in its key, so each side is tuned on its own.
+infonce_bwd_tuned = triton.autotune(_configs(_BWD_SHAPES, True), key=_TUNE_KEY + ["SIDE"])(infonce_bwd_kernel)
 infonce_grad_tile_tuned = triton.autotune(_configs(_FWD_SHAPES, False), key=_TUNE_KEY)(infonce_grad_tile_kernel)

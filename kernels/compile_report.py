@@ -26,11 +26,22 @@ import time
 from dataclasses import dataclass
 from typing import Iterator, List, NamedTuple, Optional
 
+
+class Kernel(NamedTuple):
+    """A report row's kernel: its ``@triton.jit`` function, candidate list, whether it takes ``BLOCK_D``,
+    and compile-time arguments that pick its variant."""
+
+    name: str
+    shapes: str
+    with_block_d: bool
+    constexprs: Optional[dict] = None
+
+
 KERNELS = {
-    "fwd": ("infonce_fwd_kernel", "_FWD_SHAPES", False),
-    "bwd_dq": ("infonce_bwd_dq_kernel", "_BWD_SHAPES", True),
-    "bwd_dp": ("infonce_bwd_dp_kernel", "_BWD_SHAPES", True),
-    "grad_tile": ("infonce_grad_tile_kernel", "_FWD_SHAPES", False),
+    "fwd": Kernel("infonce_fwd_kernel", "_FWD_SHAPES", False),
+    "bwd_dq": Kernel("infonce_bwd_kernel", "_BWD_SHAPES", True, {"SIDE": 0}),
+    "bwd_dp": Kernel("infonce_bwd_kernel", "_BWD_SHAPES", True, {"SIDE": 1}),
+    "grad_tile": Kernel("infonce_grad_tile_kernel", "_FWD_SHAPES", False),
 }
 _FP32_POINTERS = {"m_ptr", "l_ptr", "pos_ptr", "lse2_ptr", "gpos_ptr", "ws_ptr"}
 _ID_POINTERS = {"labels_ptr", "qpos_ptr", "pid_ptr"}
@@ -82,10 +93,10 @@ def compile_kernel(kind: str, tile: Tile, dtype: str = "bf16", exclude: int = 0,
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    name, _, with_block_d = KERNELS[kind]
+    name, _, with_block_d, variant = KERNELS[kind]
     fn = getattr(_jit_module(), name)
     signature = _signature(fn.arg_names, dtype, exclude)
-    constants = {"EXCLUDE": exclude, "PRECISION": "ieee" if dtype == "fp32" else "tf32",
+    constants = {**(variant or {}), "EXCLUDE": exclude, "PRECISION": "ieee" if dtype == "fp32" else "tf32",
                  "BLOCK_M": tile.block_m, "BLOCK_N": tile.block_n, "BLOCK_K": tile.block_k}
     if with_block_d:
         constants["BLOCK_D"] = tile.block_d
@@ -142,7 +153,7 @@ def _resource_usage(cubin: bytes):
 
 def autotune_configs(kind: str) -> List[Tile]:
     """The ``(BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_D, warps, stages)`` candidates the autotuner tries."""
-    return [Tile(*shape) for shape in getattr(_jit_module(), KERNELS[kind][1])]
+    return [Tile(*shape) for shape in getattr(_jit_module(), KERNELS[kind].shapes)]
 
 
 def reports(kinds: Optional[List[str]] = None, dtype: str = "bf16", exclude: int = 0,

@@ -239,9 +239,12 @@ def _split_size(length: int, other_blocks: int, config: Optional[KernelConfig], 
     return -(-per_split // mod.SPLIT_ALIGN) * mod.SPLIT_ALIGN
 
 
-def _launch(kernel_name, grid_fn, args, config: Optional[KernelConfig], with_block_d: bool, exclude_mode, precision):
+def _launch(kernel_name, grid_fn, args, config: Optional[KernelConfig], with_block_d: bool, exclude_mode, precision,
+            **constexprs):
+    """Launch ``{kernel_name}_tuned`` (autotuned) or, with a ``config``, ``{kernel_name}_kernel``;
+    ``constexprs`` are further compile-time arguments (the backward's ``SIDE``)."""
     mod = _kernel_module()
-    constexprs = {"EXCLUDE": exclude_mode, "PRECISION": precision}
+    constexprs = {"EXCLUDE": exclude_mode, "PRECISION": precision, **constexprs}
     if config is None:
         kernel = getattr(mod, f"{kernel_name}_tuned")
         kernel[grid_fn](*args, **constexprs)
@@ -295,7 +298,7 @@ def _merge_splits(m, l, pos):
 
 
 def _backward_fused(q, p, labels, row_stats, setup: _Setup, scale, need_q=True, need_p=True):
-    """dQ from ``infonce_bwd_dq`` and dP from ``infonce_bwd_dp`` (``None`` for one not needed)."""
+    """dQ and dP from ``infonce_bwd`` with ``SIDE`` 0 and 1 (``None`` for one not needed)."""
     num_q, dim = q.shape
     num_p = p.shape[0]
     q_pos, p_ids, mask, stride_mask = _common_args(q, p, labels, setup.spec)
@@ -303,17 +306,18 @@ def _backward_fused(q, p, labels, row_stats, setup: _Setup, scale, need_q=True, 
     sizes = (num_q, num_p, dim, q.stride(0), p.stride(0), stride_mask, setup.scale2)
     size_class = _size_class(num_q, num_p)
 
-    def gradient(kernel: str, rows: int, other: int, block: str, dtype):
+    def gradient(side: int, rows: int, other: int, block: str, dtype):
         """The gradient of the side with ``rows`` rows: programs over its blocks of ``block`` rows x splits
         of the ``other`` side, summed from a ``[splits, rows, d]`` fp32 workspace."""
         split = _split_size(other, -(-rows // 64), setup.config, q.device)
         ws = torch.empty(-(-other // split), rows, dim, device=q.device, dtype=torch.float32)
-        _launch(kernel, lambda meta: (-(-rows // meta[block]), ws.shape[0]),
-                inputs + (ws,) + sizes + (split, size_class), setup.config, True, setup.exclude_mode, _precision(q))
+        _launch("infonce_bwd", lambda meta: (-(-rows // meta[block]), ws.shape[0]),
+                inputs + (ws,) + sizes + (split, size_class), setup.config, True, setup.exclude_mode, _precision(q),
+                SIDE=side)
         return _sum_splits(ws, scale, dtype)
 
-    dq = gradient("infonce_bwd_dq", num_q, num_p, "BLOCK_M", q.dtype) if need_q else None
-    dp = gradient("infonce_bwd_dp", num_p, num_q, "BLOCK_N", p.dtype) if need_p else None
+    dq = gradient(0, num_q, num_p, "BLOCK_M", q.dtype) if need_q else None
+    dp = gradient(1, num_p, num_q, "BLOCK_N", p.dtype) if need_p else None
     return dq, dp
 
 

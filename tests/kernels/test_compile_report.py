@@ -58,3 +58,34 @@ def test_each_dtype_and_exclusion_mode_compiles_for_sm90(dtype, exclude):
         tile = compile_report.Tile(64, 64, 64, block_d, num_warps=4, num_stages=2)
         report = compile_report.compile_kernel(kind, tile, dtype=dtype, exclude=exclude)
         assert report.shared_bytes <= H100_SHARED_LIMIT, report
+
+
+def test_backward_is_one_kernel_and_each_side_is_tuned_on_its_own(monkeypatch):
+    """dQ and dP are ``infonce_bwd_kernel`` with ``SIDE`` 0 / 1; ``SIDE`` is in the autotuning key, so the
+    autotuner keeps a best config per side (benchmarks faked: side 0 prefers the smallest ``BLOCK_M``,
+    side 1 the smallest ``BLOCK_N``)."""
+    from types import SimpleNamespace
+
+    from hopscotch.kernels import compile_report
+
+    kernels = compile_report.KERNELS
+    assert kernels["bwd_dq"].name == kernels["bwd_dp"].name == "infonce_bwd_kernel"
+    assert (kernels["bwd_dq"].constexprs, kernels["bwd_dp"].constexprs) == ({"SIDE": 0}, {"SIDE": 1})
+    module = compile_report._jit_module()
+    tuned = module.infonce_bwd_tuned
+    launched = []
+    monkeypatch.setattr(tuned, "cache", {})
+    monkeypatch.setattr(tuned, "fn", SimpleNamespace(run=lambda *args, **kwargs: launched.append(kwargs)))
+    monkeypatch.setattr(tuned, "_bench", lambda *args, config, **kwargs: [
+        float(config.kwargs["BLOCK_M" if kwargs["SIDE"] == 0 else "BLOCK_N"]), 0.0, 0.0])
+    pointers = (SimpleNamespace(dtype="float32"),) * 9
+    sizes = (64, 128, 64, 64, 64, 0, 1.0, 256, 10)  # B, N, D, strides, scale2, split_size, SIZE_CLASS
+    for side in (0, 1, 0):
+        tuned.run(*pointers, *sizes, grid=(1,), EXCLUDE=0, PRECISION="tf32", SIDE=side)
+    assert len(tuned.cache) == 2
+    shapes = module._BWD_SHAPES
+    best_m = min(shapes, key=lambda shape: shape[0])
+    best_n = min(shapes, key=lambda shape: shape[1])
+    assert best_m[:2] != best_n[:2]
+    expected = [(0, *best_m[:2]), (1, *best_n[:2]), (0, *best_m[:2])]
+    assert [(kwargs["SIDE"], kwargs["BLOCK_M"], kwargs["BLOCK_N"]) for kwargs in launched] == expected
