@@ -4,30 +4,28 @@ from __future__ import annotations
 
 import os
 
+from hopscotch.retriever.commands.qrels_options import add_qrels_options, load_qrels
+
 
 def register(sub) -> None:
     p = sub.add_parser("eval", help="evaluate a TREC run against qrels",
                        description="Evaluate a TREC run against qrels (TREC, BEIR TSV or JSONL).")
     p.add_argument("--run", required=True, help="TREC run file")
-    p.add_argument("--qrels", required=True, help="qrels file or BEIR folder")
+    add_qrels_options(p)
     p.add_argument("--compare", help="a second run: paired randomisation and t-test against --run")
     p.add_argument("--metrics", default="ndcg@10,recall@10,recall@100",
                    help="comma-separated: ndcg@k, recall@k, mrr@k, map@k, p@k")
     p.add_argument("--json", dest="json_out", help="write {metrics, ci95, per_query} JSON here")
-    p.add_argument("--duplicates", help="JSONL duplicate groups that expand the qrels (exact duplicates)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from hopscotch.retriever.evaluation.metrics import compare_runs, evaluate, format_table
     from hopscotch.retriever.io.common import write_json
-    from hopscotch.retriever.io.qrels import expand_qrels_with_duplicates, read_qrels
     from hopscotch.retriever.io.runs import read_run
 
     metrics = [m.strip().lower() for m in args.metrics.split(",") if m.strip()]
-    qrels = read_qrels(args.qrels)
-    if args.duplicates:
-        qrels = expand_qrels_with_duplicates(qrels, args.duplicates)
+    qrels = load_qrels(args)
     base = evaluate(read_run(args.run), qrels, metrics)
     rows = [(os.path.basename(args.run), base)]
     other = None

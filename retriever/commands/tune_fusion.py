@@ -14,6 +14,8 @@ it on dev, is evaluated on the held-out queries beside both components and writt
 
 from __future__ import annotations
 
+from hopscotch.retriever.commands.qrels_options import add_qrels_options, load_qrels
+
 
 def register(sub) -> None:
     p = sub.add_parser("tune-fusion", help="tune BM25 + dense fusion on dev queries, report on held-out ones",
@@ -22,7 +24,7 @@ def register(sub) -> None:
                                    "the held-out queries and write the chosen settings as JSON.")
     p.add_argument("--sparse", required=True, help="BM25 TREC run (deep, e.g. --k 1000)")
     p.add_argument("--dense", required=True, help="dense TREC run over the same queries")
-    p.add_argument("--qrels", required=True, help="qrels file or BEIR folder")
+    add_qrels_options(p)
     p.add_argument("--out", help="write the chosen settings and scores as JSON here (for --fusion-config)")
     split = p.add_mutually_exclusive_group()
     split.add_argument("--dev-fraction", type=float, default=0.5, help="share of judged queries for dev (default 0.5)")
@@ -37,7 +39,6 @@ def register(sub) -> None:
     p.add_argument("--depth", type=int, help="cut each run to this depth before fusing (default: all of it)")
     p.add_argument("--min-gain", type=float, default=0.0,
                    help="a fusion must beat the better component on dev by more than this (default 0)")
-    p.add_argument("--duplicates", help="JSONL duplicate groups that expand the qrels (exact duplicates)")
     p.set_defaults(func=run)
 
 
@@ -66,7 +67,6 @@ def run(args) -> int:
     from hopscotch.retriever.errors import UsageError
     from hopscotch.retriever.evaluation.metrics import parse_metric
     from hopscotch.retriever.io.common import write_json
-    from hopscotch.retriever.io.qrels import expand_qrels_with_duplicates, read_qrels
     from hopscotch.retriever.io.runs import read_run
     from hopscotch.retriever.searchers.fusion_tuning import (
         TuningOptions,
@@ -82,9 +82,7 @@ def run(args) -> int:
     if args.k <= 0 or (args.depth is not None and args.depth <= 0):
         raise UsageError("--k and --depth must be positive")
     grid = fusion_grid(_floats(args.alphas, "--alphas"), _floats(args.rrf_ks, "--rrf-ks"), _pairs(args.rrf_weights))
-    qrels = read_qrels(args.qrels)
-    if args.duplicates:
-        qrels = expand_qrels_with_duplicates(qrels, args.duplicates)
+    qrels = load_qrels(args)
     judged = judged_qids(qrels)
     if args.dev_qids:
         wanted = set(read_qid_list(args.dev_qids))
