@@ -24,18 +24,22 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hopscotch")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="hopscotch", description="Reasoning-aware dense retrieval for deep-research agents.")
+    parser.add_argument("--version", action="version", version=f"hopscotch {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"hopscotch.retriever.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"hopscotch.retriever.commands.{name}":
-                continue  # a subcommand not built yet
-            raise
-        module.register(sub)
+        importlib.import_module(f"hopscotch.retriever.commands.{name}").register(sub)
     return parser
 
 

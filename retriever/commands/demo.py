@@ -17,9 +17,10 @@ def register(sub) -> None:
                        description="Generate the embedded world; run BM25, dense and hybrid retrieval; "
                                    "synthesize training tuples, train briefly, and print base vs trained.")
     p.add_argument("--out", default="demo_out", help="working folder (reused: finished stages are skipped)")
-    p.add_argument("--docs", type=int, default=3000)
-    p.add_argument("--questions", type=int, default=300)
-    p.add_argument("--seed", type=int, default=13)
+    p.add_argument("--docs", type=int, default=3000, help="documents of the generated world")
+    p.add_argument("--questions", type=int, default=300,
+                   help="multi-hop questions of the world (80%% train, 20%% held out)")
+    p.add_argument("--seed", type=int, default=13, help="seed of the world, DR-Synth and training")
     p.add_argument("--model", default="minilm", help="base encoder (alias or folder)")
     p.add_argument("--train-steps", type=int, default=40, help="optimizer steps of the brief training")
     p.set_defaults(func=run)

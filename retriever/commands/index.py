@@ -22,7 +22,7 @@ def register(sub) -> None:
     p.add_argument("--corpus", help="corpus JSONL/parquet file, BEIR folder or ClimbMix shard folder")
     p.add_argument("--model", help="'minilm' (bundled) or a model / training output folder")
     p.add_argument("--out", help="index folder to write (rerun with the same flags to resume)")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=64, help="documents per encoder forward pass")
     p.add_argument("--max-length", type=int, help="encoder max tokens per document (default: a trained "
                                                   "model's passage length, else 256)")
     p.add_argument("--shard-size", type=int, default=100_000, help="documents per shard")
@@ -42,7 +42,7 @@ def register(sub) -> None:
     p.add_argument("--gpu-index", choices=["auto", "yes", "no"], default="auto",
                    help="train the FAISS index on GPUs (faiss-gpu) when available")
     plan = p.add_argument_group("planning (--plan prints estimates and builds nothing)")
-    plan.add_argument("--plan", action="store_true")
+    plan.add_argument("--plan", action="store_true", help="print the memory / disk / time plan of the index and exit")
     plan.add_argument("--docs", type=int, help="number of documents (default: count --corpus)")
     plan.add_argument("--dim", type=int, help="embedding dimension (default: the --model's)")
     plan.add_argument("--avg-doc-bytes", type=int, default=0, help="average document size for the docstore")

@@ -52,7 +52,7 @@ def register(sub) -> None:
                      help="word 3-gram Jaccard at which two passages count as one (default 0.8)")
     lab.add_argument("--oracle-weights", metavar="gold=2,answer=0.3,query=1,question=0.3",
                      help="feature weights of the lexical / dense / cross-encoder oracles")
-    lab.add_argument("--seed", type=int, default=13)
+    lab.add_argument("--seed", type=int, default=13, help="random seed of the candidate windows and labels")
     lab.add_argument("--workers", type=int, default=1, help="processes (output identical for any N)")
     mod = p.add_argument_group("oracle models")
     mod.add_argument("--encoder", default="minilm", help="dense oracle encoder: 'minilm' or a local folder")
@@ -63,7 +63,7 @@ def register(sub) -> None:
     mod.add_argument("--llm-cache", help="response cache folder (default: <out>.llm-cache)")
     mod.add_argument("--llm-window", type=int, default=20, help="passages per listwise prompt (default 20)")
     mod.add_argument("--llm-stride", type=int, default=10, help="sliding-window stride (default 10)")
-    mod.add_argument("--llm-max-retries", type=int, default=4)
+    mod.add_argument("--llm-max-retries", type=int, default=4, help="retries of a failed LLM oracle request")
     mod.add_argument("--llm-timeout", type=float, default=60.0, help="seconds per request")
     p.set_defaults(func=run)
 

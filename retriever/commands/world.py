@@ -10,7 +10,7 @@ def register(sub) -> None:
                        description="Generate a seeded synthetic knowledge graph with documents, multi-hop "
                                    "questions and scripted agent traces, as a BEIR folder plus traces.jsonl.")
     p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--seed", type=int, default=13)
+    p.add_argument("--seed", type=int, default=13, help="random seed: the same seed gives the same world")
     p.add_argument("--docs", type=int, default=2000, help="number of documents")
     p.add_argument("--questions", type=int, default=200, help="number of multi-hop questions")
     p.set_defaults(func=run)

@@ -78,3 +78,27 @@ def test_reasoning_aware_queries_keep_the_query_when_reasoning_is_long(tiny_bert
     assert text.endswith("Query: who directed Gummo") and len(tok(text)["input_ids"]) <= 32
     assert abs(enc.encode_texts([text]) - got).max() < 1e-5
     assert format_query("q", None) == "Reasoning: Empty\n\nQuery: q"
+
+
+def test_every_option_of_every_subcommand_has_help_text():
+    import argparse
+
+    from hopscotch.retriever.cli import build_parser
+
+    missing = []
+    for action in build_parser()._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, parser in action.choices.items():
+                missing += [f"{name} {'/'.join(a.option_strings) or a.dest}" for a in parser._actions
+                            if not a.help and not isinstance(a, argparse._HelpAction)]
+    assert not missing, missing
+
+
+def test_version_names_the_installed_distribution():
+    import subprocess
+    import sys
+    from importlib.metadata import version
+
+    out = subprocess.run([sys.executable, "-m", "hopscotch.retriever.cli", "--version"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == f"hopscotch {version('hopscotch')}", out.stdout + out.stderr
