@@ -11,8 +11,11 @@ Each epoch (:func:`plan_epoch`), deterministically from ``(seed, epoch)``:
 
 :class:`Collator` tokenizes a batch with dynamic padding and gives the labels and docid hashes the loss
 needs. Queries are written in the model's query input variant (``model.query_input``), from each tuple's
-context fields; ``plan_epoch(..., variants=[...])`` instead draws one variant per tuple per epoch (seeded,
-and without changing the rest of the plan): the hook for training on a mixture of variants. Resuming at ``(epoch, batch)`` replays the same plan and skips the batches already done.
+context fields; ``plan_epoch(..., variants=[...], weights=[...])`` instead draws one variant per tuple per
+epoch (seeded, and without changing the rest of the plan): the recipe's ``data.query_inputs`` mixture.
+Besides the query input variants the mixture knows :data:`EMPTY_REASONING` (the template with the text
+dropped: ``Reasoning: Empty``). Resuming at ``(epoch, batch)`` replays the same plan and skips the batches
+already done.
 """
 
 from __future__ import annotations
@@ -26,7 +29,22 @@ import torch
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.docids import signed_docid_hash
 from hopscotch.retriever.io.tuples import Passage, TrainingTuple
-from hopscotch.retriever.model.query_input import QueryContext, QueryInput, as_context
+from hopscotch.retriever.model.query_input import REASONING, QueryContext, QueryInput, as_context
+
+#: the mixture variant that keeps the reasoning template but drops its text: ``Reasoning: Empty``
+#: (what a search without reasoning, or a Tevatron tuple, looks like to a reasoning-aware model)
+EMPTY_REASONING = "empty_reasoning"
+_NO_CONTEXT = QueryContext()
+
+
+def parse_variant(value: str | QueryInput, where: str = "query input variants") -> QueryInput | str:
+    """A mixture entry: a :class:`QueryInput` or :data:`EMPTY_REASONING`; UsageError otherwise."""
+    if isinstance(value, str) and value.strip() == EMPTY_REASONING:
+        return EMPTY_REASONING
+    try:
+        return QueryInput.parse(value, where)
+    except UsageError as exc:
+        raise UsageError(f"{exc} or {EMPTY_REASONING}") from None
 
 
 @dataclass(slots=True)
@@ -47,14 +65,19 @@ def _stable_seed(*parts) -> int:
 
 
 def make_group(t: TrainingTuple, index: int, epoch: int, seed: int, group_size: int,
-               variants: Sequence[QueryInput] | None = None) -> Group:
+               variants: Sequence[QueryInput | str] | None = None,
+               weights: Sequence[float] | None = None) -> Group:
     """The tuple's positive and negative window for ``epoch`` (Tevatron's rotation, seeded per tuple) and,
-    given ``variants``, its query input variant for the epoch (its own seeded draw)."""
+    given ``variants`` (parsed, see :func:`parse_variant`), its query input variant for the epoch (its own
+    seeded draw, in proportion to ``weights`` when given)."""
     tuple_seed = _stable_seed(seed, t.query_id, index)
     variant = None
+    context = as_context(t)
     if variants:
-        variant = variants[random.Random(_stable_seed(seed, t.query_id, index, "variant", epoch)).randrange(
-            len(variants))]
+        rng = random.Random(_stable_seed(seed, t.query_id, index, "variant", epoch))
+        variant = rng.choices(variants, weights)[0] if weights else variants[rng.randrange(len(variants))]
+        if variant == EMPTY_REASONING:
+            variant, context = REASONING, _NO_CONTEXT
     positive = t.positives[(tuple_seed + epoch) % len(t.positives)]
     negs = list(t.negatives)
     want = group_size - 1
@@ -66,7 +89,7 @@ def make_group(t: TrainingTuple, index: int, epoch: int, seed: int, group_size: 
     else:
         negs = []
     return Group(index, t.query, t.reasoning, [positive] + negs[:want], frozenset(p.docid for p in t.positives),
-                 as_context(t), variant)
+                 context, variant)
 
 
 def _length_grouped(order: list[int], tuples, batch: int, mega: int = 32) -> list[int]:
@@ -99,16 +122,20 @@ class _Filling:
 
 
 def plan_epoch(tuples: Sequence[TrainingTuple], epoch: int, seed: int, group_size: int, global_batch: int,
-               length_grouping: bool = True, variants: Sequence[str | QueryInput] | None = None
-               ) -> list[list[Group]]:
+               length_grouping: bool = True, variants: Sequence[str | QueryInput] | None = None,
+               weights: Sequence[float] | None = None) -> list[list[Group]]:
     """The epoch's global batches (lists of ``global_batch`` groups), without duplicate passages.
 
-    ``variants`` (query input variants, e.g. ``["reasoning", "current_reasoning"]``): each tuple draws
-    one per epoch; None: every query in the model's own variant.
+    ``variants`` (query input variants or :data:`EMPTY_REASONING`, e.g. ``["reasoning",
+    "current_reasoning"]``): each tuple draws one per epoch, with probabilities proportional to ``weights``
+    (None: uniform); None: every query in the model's own variant.
     """
     if global_batch < 1 or group_size < 1:
         raise UsageError("train.batch_size and data.group_size must be >= 1")
-    variants = [QueryInput.parse(v, "query input variants") for v in variants] if variants else None
+    variants = [parse_variant(v) for v in variants] if variants else None
+    if weights is not None and (variants is None or len(weights) != len(variants) or min(weights) < 0
+                                or sum(weights) <= 0):
+        raise UsageError("query input weights: expected one weight >= 0 per variant, not all 0")
     rng = random.Random(_stable_seed(seed, "epoch", epoch))
     order = list(range(len(tuples)))
     rng.shuffle(order)
@@ -116,7 +143,7 @@ def plan_epoch(tuples: Sequence[TrainingTuple], epoch: int, seed: int, group_siz
         order = _length_grouped(order, tuples, global_batch)
     batches: list[list[Group]] = []
     waiting: list[Group] = []     # groups that clashed with an earlier batch: tried first next time
-    stream = (make_group(tuples[i], i, epoch, seed, group_size, variants) for i in order)
+    stream = (make_group(tuples[i], i, epoch, seed, group_size, variants, weights) for i in order)
     exhausted = False
     while True:
         batch = _Filling()

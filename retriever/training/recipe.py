@@ -110,6 +110,11 @@ class DataRecipe:
     length_grouping: bool = True              # batches of similar lengths (sorted within mega-batches)
     pad_to_multiple_of: int | None = knob(8, ge=1)   # round padded lengths up; None: no rounding
     max_tuples: int | None = knob(None, ge=1)        # read only the first N tuples
+    # the training mixture of query input variants: each tuple draws one per epoch (seeded by train.seed),
+    # e.g. [query, current_reasoning, reasoning, empty_reasoning]; empty_reasoning = the reasoning template
+    # with its text dropped ('Reasoning: Empty'). None: every query in model.query_input
+    query_inputs: list[str] | None = None
+    query_input_weights: list[float] | None = None   # one per query_inputs entry (relative, >= 0); None: uniform
 
 
 @dataclass
@@ -334,4 +339,34 @@ def load_recipe(recipe: str | os.PathLike | dict | Recipe | None, overrides: lis
     if out.eval.queries and not (out.eval.corpus and out.eval.qrels):
         raise UsageError("recipe keys eval.corpus and eval.qrels are required with eval.queries")
     out.encoder_config()  # EncoderConfig checks pooling, lengths, padding side and temperature
+    _check_mixture(out.data)
+    return out
+
+
+def _check_mixture(data: DataRecipe) -> None:
+    """``data.query_inputs`` names variants (or ``empty_reasoning``); its weights match it, >= 0, not all 0."""
+    from hopscotch.retriever.training.batches import parse_variant
+
+    variants, weights = data.query_inputs, data.query_input_weights
+    if variants is not None:
+        if not variants:
+            raise UsageError("recipe key data.query_inputs: expected a non-empty list of variants or null")
+        for v in variants:
+            parse_variant(v, "recipe key data.query_inputs")
+    if weights is not None and (variants is None or len(weights) != len(variants)):
+        raise UsageError(f"recipe key data.query_input_weights: expected one weight per data.query_inputs entry "
+                         f"({len(variants or [])}), got {len(weights)}")
+    if weights is not None and (min(weights) < 0 or sum(weights) <= 0):
+        raise UsageError(f"recipe key data.query_input_weights: expected weights >= 0, not all 0, got {weights}")
+
+
+def query_input_mixture(data: DataRecipe) -> dict[str, float] | None:
+    """``{variant: probability}`` of the recipe's training mixture (None: no mixture)."""
+    if not data.query_inputs:
+        return None
+    weights = data.query_input_weights or [1.0] * len(data.query_inputs)
+    total = float(sum(weights))
+    out: dict[str, float] = {}
+    for v, w in zip(data.query_inputs, weights):
+        out[v.strip()] = out.get(v.strip(), 0.0) + w / total
     return out

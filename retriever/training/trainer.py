@@ -85,8 +85,9 @@ def _start(recipe: Recipe, output_dir: Path, resume: bool) -> _Run:
     tuples = read_training_tuples(data.train)[:data.max_tuples]
     global_batch, accum = tr.batch_size * accelerator.num_processes, tr.grad_accum_steps
 
-    def plan(epoch: int) -> list:
-        return plan_epoch(tuples, epoch, tr.seed, data.group_size, global_batch, data.length_grouping)
+    def plan(epoch: int) -> list:  # a pure function of (seed, epoch): a resumed run replays it
+        return plan_epoch(tuples, epoch, tr.seed, data.group_size, global_batch, data.length_grouping,
+                          data.query_inputs, data.query_input_weights)
 
     steps_per_epoch = len(plan(0)) // accum
     if steps_per_epoch == 0:
@@ -239,6 +240,7 @@ def _evaluate_and_keep_best(run: _Run) -> None:
 def _finish(run: _Run, started: float) -> str:
     """A last dev evaluation when due, ``OUTPUT/final`` and ``train_summary.json``; returns the final folder."""
     from hopscotch.retriever.io.common import write_json
+    from hopscotch.retriever.training.recipe import query_input_mixture
     from hopscotch.retriever.training.setup import full_parameters
 
     state, every, accelerator = run.state, run.recipe.eval.every, run.accelerator
@@ -251,7 +253,9 @@ def _finish(run: _Run, started: float) -> str:
             write_json(run.output_dir / "train_summary.json", {
                 "steps": state.step, "samples": state.samples, "epochs_started": state.epoch + 1,
                 "best_metric": state.best_metric, "best_step": state.best_step,
-                "seconds": time.perf_counter() - started, "recipe": asdict(run.recipe)})
+                "seconds": time.perf_counter() - started,
+                "query_input": str(run.unwrapped.config.query_input),
+                "query_input_mixture": query_input_mixture(run.recipe.data), "recipe": asdict(run.recipe)})
         accelerator.wait_for_everyone()
     accelerator.end_training()
     return str(final)

@@ -182,3 +182,44 @@ def test_a_mixture_of_variants_draws_one_per_tuple_per_epoch_without_changing_th
     assert any(by_epoch[0][i] != by_epoch[1][i] for i in common)
     with pytest.raises(UsageError, match="unknown query input"):
         plan_epoch(tuples, 0, 3, 3, 6, variants=["nope"])
+
+
+def _kind(text: str) -> str:
+    """Which mixture variant a decoded (lower-cased) query text was written in."""
+    if "reasoning :" not in text:
+        return "query"
+    if "reasoning : empty" in text:
+        return "empty_reasoning"
+    return "reasoning" if "full thinking" in text else "current_reasoning"
+
+
+def test_a_weighted_mixture_with_empty_reasoning_reaches_the_collated_queries(tmp_path, tiny_bert_dir):
+    from hopscotch.retriever.model.config import EncoderConfig
+    from hopscotch.retriever.model.dual_encoder import DualEncoder
+    from hopscotch.retriever.training.batches import EMPTY_REASONING
+
+    rows = synthetic(40, negs=2)
+    for i, row in enumerate(rows):
+        row["reasoning"], row["current_reasoning"] = f"full thinking {i} then since {i}", f"since {i}"
+    tuples = read_training_tuples(write(tmp_path / "t.jsonl", rows))
+    model = DualEncoder.from_pretrained(tiny_bert_dir, EncoderConfig(query_max_len=32, passage_max_len=32,
+                                                                     query_input="reasoning"))
+    mix = ["query", "current_reasoning", "reasoning", EMPTY_REASONING]
+    texts = []
+    for batch in plan_epoch(tuples, 0, 3, group_size=2, global_batch=8, variants=mix):
+        ids = Collator(model)(batch).queries["input_ids"]
+        texts += [model.tokenizer.decode(row, skip_special_tokens=True) for row in ids]
+    assert {_kind(t) for t in texts} == set(mix)
+    # weights: a zero weight is never drawn, a heavy one dominates; the plan itself does not change
+    only = plan_epoch(tuples, 0, 3, 2, 8, variants=mix, weights=[0, 0, 0, 1])
+    assert all(str(g.query_input) == "reasoning" for b in only for g in b)
+    assert all(g.context.reasoning is None for b in only for g in b)
+    heavy = [str(g.query_input) for b in plan_epoch(tuples, 0, 3, 2, 8, variants=["query", "reasoning"],
+                                                    weights=[9, 1]) for g in b]
+    assert heavy.count("query") > 3 * heavy.count("reasoning")
+    assert [[g.tuple_index for g in b] for b in only] == \
+        [[g.tuple_index for g in b] for b in plan_epoch(tuples, 0, 3, 2, 8)]
+    with pytest.raises(UsageError, match="one weight >= 0 per variant"):
+        plan_epoch(tuples, 0, 3, 2, 8, variants=mix, weights=[1, 1])
+    with pytest.raises(UsageError, match="empty_reasoning"):
+        plan_epoch(tuples, 0, 3, 2, 8, variants=["empty"])

@@ -149,3 +149,32 @@ def test_cli_reports_a_range_error_on_one_line(cli, tmp_path):
     code, _, err = cli("train", "--recipe", ROOT / "recipes" / "minilm_hotpot.yaml", "--output", tmp_path / "o",
                        "train.lr=-1")
     assert code == 2 and err.strip().count("\n") == 0 and "train.lr: expected a number > 0" in err
+
+
+def test_the_query_input_mixture_keys():
+    from hopscotch.retriever.training.recipe import query_input_mixture
+
+    r = load_recipe(MINIMAL, ["data.query_inputs=[query, empty_reasoning, reasoning_tail:8]",
+                              "data.query_input_weights=[2, 1, 1]"])
+    assert r.data.query_inputs == ["query", "empty_reasoning", "reasoning_tail:8"]
+    assert query_input_mixture(r.data) == {"query": 0.5, "empty_reasoning": 0.25, "reasoning_tail:8": 0.25}
+    assert query_input_mixture(load_recipe(MINIMAL, ["data.query_inputs=[query, reasoning]"]).data) == \
+        {"query": 0.5, "reasoning": 0.5}
+    assert query_input_mixture(load_recipe(MINIMAL).data) is None
+    for overrides, message in [
+        (["data.query_inputs=[query, nope]"], "data.query_inputs: unknown query input 'nope'"),
+        (["data.query_inputs=[]"], "expected a non-empty list"),
+        (["data.query_inputs=[query]", "data.query_input_weights=[1, 2]"], "one weight per data.query_inputs"),
+        (["data.query_input_weights=[1]"], "one weight per data.query_inputs"),
+        (["data.query_inputs=[query]", "data.query_input_weights=[0]"], "not all 0"),
+        (["data.query_inputs=[query, reasoning]", "data.query_input_weights=[-1, 2]"], "weights >= 0"),
+    ]:
+        with pytest.raises(UsageError, match=message):
+            load_recipe(MINIMAL, overrides)
+
+
+@pytest.mark.parametrize("name", ["minilm_agent", "qwen3_embedding_4b_agent"])
+def test_agent_recipes_train_on_the_mixture(name):
+    r = load_recipe(ROOT / "recipes" / f"{name}.yaml")
+    assert r.data.query_inputs == ["query", "current_reasoning", "reasoning", "empty_reasoning"]
+    assert r.encoder_config().query_input == "current_reasoning"

@@ -51,6 +51,38 @@ def test_cli_and_train_py_report_errors_on_one_line(cli, tmp_path):
     code, _, err = cli("train", "--recipe", tmp_path / "missing.yaml", "--output", tmp_path / "out")
     assert code == 2 and err.strip().count("\n") == 0 and "no such file" in err
     proc = subprocess.run([sys.executable, str(ROOT / "train.py"), "--recipe", str(tmp_path / "missing.yaml"),
-                           "--output", str(tmp_path / "out"), "train.lr=1"], capture_output=True, text=True,
+                           "--output", str(tmp_path / "out"), "train.lr=1"], check=False, capture_output=True, text=True,
                           cwd=ROOT, timeout=120)
     assert proc.returncode == 2 and "train.py: error:" in proc.stderr and "no such file" in proc.stderr
+
+
+def test_the_query_input_mixture_is_trained_on_and_recorded(tiny_bert_dir, tmp_path, write_training_tuples,
+                                                           monkeypatch):
+    from hopscotch.retriever.training import batches
+    from hopscotch.retriever.training.trainer import train
+
+    seen = []
+    collate = batches.Collator.__call__
+
+    def recording(self, groups):
+        out = collate(self, groups)
+        seen.extend(self.model.tokenizer.decode(row, skip_special_tokens=True) for row in out.queries["input_ids"])
+        return out
+
+    monkeypatch.setattr(batches.Collator, "__call__", recording)
+    write_training_tuples(tmp_path / "t.jsonl")
+    recipe = {"model": {"name": str(tiny_bert_dir), "query_max_len": 32, "passage_max_len": 32,
+                        "query_input": "current_reasoning"},
+              "data": {"train": str(tmp_path / "t.jsonl"), "group_size": 2,
+                       "query_inputs": ["query", "reasoning", "empty_reasoning"], "query_input_weights": [1, 1, 2]},
+              "train": {"batch_size": 8, "max_steps": 5, "save_every": 0, "threads": 1}}
+    final = train(recipe, tmp_path / "run", show_progress=False)
+    assert any("reasoning :" not in t for t in seen)                    # query only
+    assert any("reasoning : empty" in t for t in seen)                  # empty reasoning (and tuples without)
+    assert any("reasoning :" in t and "reasoning : empty" not in t for t in seen)   # full reasoning
+    summary = json.loads((tmp_path / "run" / "train_summary.json").read_text())
+    assert summary["query_input_mixture"] == {"query": 0.25, "reasoning": 0.25, "empty_reasoning": 0.5}
+    assert summary["query_input"] == "current_reasoning"
+    assert summary["recipe"]["data"]["query_inputs"] == ["query", "reasoning", "empty_reasoning"]
+    config = json.loads((Path(final) / "hopscotch_config.json").read_text())
+    assert config["query_input"] == "current_reasoning"   # what search uses; the mixture is training only

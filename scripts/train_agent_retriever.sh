@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Train the bundled MiniLM for agent traffic (issue 9) from every shared source, in one command:
+#
+#   bash scripts/train_agent_retriever.sh OUT [KEY=VALUE ...]     # -> OUT/final (18-25 minutes, 2 CPU cores)
+#
+# On a fresh clone beside ../shared (or with $HOPSCOTCH_DATA pointing at shared/data); runs setup.sh first.
+# Only the train questions of scripts/agent_splits.py are used; no BrowseComp-Plus or cmass data.
+#
+#  1. scripts/agent_data.py writes trace files of the train questions to OUT/data/:
+#     HotpotQA IRCoT cot_steps (380 questions), MuSiQue hops as one step per hop (70 questions; query = the
+#     sub-question with #k resolved, reasoning = the question and the earlier hops' sub-questions/answers,
+#     gold = the hop's paragraph), Tongyi-DeepResearch search steps (13 trajectories).
+#  2. `hopscotch synth` (lexical oracle, 2 workers) labels each source; the world (seed 13, 3,000 docs,
+#     300 questions) is generated and its first 240 questions labelled.
+#     Labels: HotpotQA, MuSiQue and the world have gold documents (HotpotQA: the question's supporting
+#     paragraphs, the oracle picks the step's; MuSiQue and the world: the step's own). The Tongyi steps
+#     have no answers and no qrels: they get DISTILLATION labels, the top 3 documents the agent's own
+#     retriever returned for that call are the step's gold and the lexical oracle picks the one the query
+#     matches best as the positive; no hard negative is ever a document any call of the question returned.
+#  3. train.py with recipes/minilm_agent.yaml: the query-input mixture {query, current_reasoning,
+#     reasoning, empty_reasoning} (uniform, one seeded draw per tuple per epoch), query_max_len 256,
+#     100 steps of 32 queries. KEY=VALUE arguments override the recipe (e.g. train.max_steps=20; on a
+#     machine shared with another job train.threads=1 was twice as fast: docs/training.md).
+#
+# Resumable: a killed run, rerun with the same OUT, keeps the trace files and finished tuple files,
+# resumes a half-done synth from its parts and the training from its newest checkpoint (every 10 steps);
+# a finished run is not redone.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT="${1:?usage: bash scripts/train_agent_retriever.sh OUT [KEY=VALUE ...]}"
+shift
+cd "$ROOT"
+bash "$ROOT/scripts/setup.sh"
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE="${WANDB_MODE:-disabled}" TOKENIZERS_PARALLELISM=false
+export HOPSCOTCH_DATA="${HOPSCOTCH_DATA:-$ROOT/../shared/data}"
+PY="$ROOT/.venv/bin/python"
+HOP="$ROOT/.venv/bin/hopscotch"
+D="$HOPSCOTCH_DATA"
+T="$OUT/data"
+mkdir -p "$T"
+started=$SECONDS
+
+# 1. trace files (written once: synth's resume checks its inputs' sizes and mtimes)
+if [[ ! -f "$T/traces.done" ]]; then
+  "$PY" scripts/agent_data.py "$T"
+  touch "$T/traces.done"
+fi
+if [[ ! -f "$T/world.done" ]]; then
+  rm -rf "$T/world"
+  "$HOP" world --out "$T/world" --seed 13 --docs 3000 --questions 300
+  touch "$T/world.done"
+fi
+
+# 2. DR-Synth tuples, one file per source (skipped when already written; a half-done one resumes)
+synth() {
+  local out="$1"
+  shift
+  [[ -f "$out" ]] || "$HOP" synth "$@" --out "$out" --reranker lexical --seed 13 --workers 2 2>&1 \
+    | grep -v '%|' || true
+  [[ -f "$out" ]] || { echo "train_agent_retriever: synth failed for $out" >&2; exit 1; }
+}
+synth "$T/hotpot_tuples.jsonl" --qa "$D/hotpotqa_ircot" --traces "$T/hotpot_traces.jsonl" --trace-format ircot
+synth "$T/musique_tuples.jsonl" --qa "$D/musique_hipporag" --traces "$T/musique_traces.jsonl" \
+  --trace-format generic
+synth "$T/tongyi_tuples.jsonl" --qa "$D/qampari_tongyi" --corpus "$D/qampari_tongyi/doc_snippets.jsonl" \
+  --qrels "$T/tongyi_qrels.tsv" --traces "$T/tongyi_traces.jsonl" --trace-format generic --depth 100
+synth "$T/world_tuples.jsonl" --qa "$T/world" --traces "$T/world/traces.jsonl" --trace-format world \
+  --max-questions 240
+for f in hotpot musique tongyi world; do
+  echo "tuples $f: $(wc -l < "$T/${f}_tuples.jsonl")"
+done
+echo "data ready after $((SECONDS - started)) s"
+
+# 3. training (resumes from OUT/checkpoint-*; nothing to do when OUT/final is complete)
+if [[ -f "$OUT/train_summary.json" && -f "$OUT/final/hopscotch_config.json" ]]; then
+  echo "already trained: $OUT/final"
+  exit 0
+fi
+"$PY" train.py --recipe recipes/minilm_agent.yaml --output "$OUT" --resume \
+  "data.train=[$T/hotpot_tuples.jsonl,$T/musique_tuples.jsonl,$T/tongyi_tuples.jsonl,$T/world_tuples.jsonl]" "$@"
+echo "trained in $((SECONDS - started)) s: $OUT/final"
