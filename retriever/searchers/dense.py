@@ -26,6 +26,8 @@ class DenseOptions:
         variant; ``reasoning`` for a model without one or whose variant is ``query``); ``query`` makes every
         query plain
     :param batch_size, device: for the query encoder it loads; ``use_gpu``: for FAISS (None: when available)
+    :param late_fusion: ``w`` in 0..1 to score reasoning-aware queries by ``w * s_reasoning + (1 - w) * s_query``
+        (their reasoning-aware and their plain query embedding against the one index; None: off)
     """
 
     faiss_name: str | None = None
@@ -37,6 +39,17 @@ class DenseOptions:
     batch_size: int = 64
     device: str | None = None
     use_gpu: bool | None = None
+    late_fusion: float | None = None
+
+
+def late_fusion_weight(value: float | None) -> float | None:
+    """``--late-fusion``: None (off) or a weight in [0, 1]; anything else is a UsageError."""
+    if value is None:
+        return None
+    weight = float(value)
+    if not 0.0 <= weight <= 1.0:
+        raise UsageError(f"--late-fusion must be a weight in [0, 1], not {value!r}")
+    return weight
 
 
 def searcher_query_input(given: str | None, model_variant: str | None) -> QueryInput:
@@ -62,8 +75,13 @@ class DenseSearcher(BaseSearcher):
     length) its *earliest* words are dropped, so the query itself is never cut. A trained model with
     separate towers encodes queries with its ``query_encoder/``.
 
-    Flags: ``--index DIR [--model M] [--instruction TEXT] [--query-input VARIANT] [--nprobe N]
-    [--ef-search N] [--refine R] [--faiss NAME]``;
+    Late fusion (``--late-fusion W``, :attr:`late_fusion`): a reasoning-aware query is encoded twice, in
+    its variant (``q_r``) and plain (``q_q``), and scored ``W * <q_r, d> + (1 - W) * <q_q, d>``; for
+    inner-product indexes that is one FAISS search with the vector ``W * q_r + (1 - W) * q_q``. ``W = 1``
+    is the reasoning-aware search, ``W = 0`` the plain one; plain queries are unaffected.
+
+    Flags: ``--index DIR [--model M] [--instruction TEXT] [--query-input VARIANT] [--late-fusion W]
+    [--nprobe N] [--ef-search N] [--refine R] [--faiss NAME]``;
     :func:`~hopscotch.retriever.searchers.registry.build_searcher` also takes ``encoder=``.
     """
 
@@ -97,6 +115,7 @@ class DenseSearcher(BaseSearcher):
         self.nprobe, self.ef_search, self.refine = opts.nprobe, opts.ef_search, opts.refine
         self.instruction = self.settings.instruction if opts.instruction is None else opts.instruction
         self.query_input = searcher_query_input(opts.query_input, self.settings.query_input)
+        self.late_fusion = late_fusion_weight(opts.late_fusion)
         self._docstore = None
 
     @classmethod
@@ -108,6 +127,9 @@ class DenseSearcher(BaseSearcher):
         add_option(parser, "--query-input", metavar="VARIANT",
                    help=f"what reasoning-aware queries show the encoder: {ALLOWED} (default: the trained model's "
                         "own variant, else reasoning); implies --reasoning unless 'query'")
+        add_option(parser, "--late-fusion", type=float, metavar="W",
+                   help="score reasoning-aware queries by W * reasoning-aware + (1 - W) * query-only similarity "
+                        "(0..1; one search with the weighted query vector; default off)")
         add_option(parser, "--nprobe", type=int, help="IVF lists probed per query")
         add_option(parser, "--ef-search", type=int, help="HNSW search breadth")
         add_option(parser, "--refine", type=int, default=1,
@@ -133,7 +155,8 @@ class DenseSearcher(BaseSearcher):
         options = DenseOptions(faiss_name=getattr(args, "faiss_name", None), nprobe=getattr(args, "nprobe", None),
                                ef_search=getattr(args, "ef_search", None), refine=getattr(args, "refine", 1),
                                instruction=getattr(args, "instruction", None),
-                               query_input=getattr(args, "query_input", None))
+                               query_input=getattr(args, "query_input", None),
+                               late_fusion=getattr(args, "late_fusion", None))
         return cls(args.index, model=getattr(args, "model", None), options=options,
                    encoder=getattr(args, "encoder", None))
 
@@ -152,12 +175,29 @@ class DenseSearcher(BaseSearcher):
         return format_queries(self.encoder.model.tokenizer, self.query_max_len, queries, reasonings,
                               instruction=self.instruction, reasoning_aware=aware, query_input=self.query_input)
 
+    def query_embeddings(self, queries: Sequence[str], reasonings=None, reasoning_aware=False,
+                         show_progress: bool = False):
+        """The search vectors: each query's encoding, or with :attr:`late_fusion` ``w`` the weighted sum
+        ``w * q_reasoning + (1 - w) * q_query`` for the reasoning-aware ones (w = 1, 0: exactly one of them)."""
+        texts = self.query_texts(queries, reasonings, reasoning_aware)
+        w = self.late_fusion
+        if w is None or w == 1.0:
+            return self.encoder.encode_texts(texts, show_progress=show_progress, desc="encode queries")
+        plain = self.query_texts(queries, None, False)
+        if w == 0.0:
+            return self.encoder.encode_texts(plain, show_progress=show_progress, desc="encode queries")
+        fused = [i for i, (t, p) in enumerate(zip(texts, plain)) if t != p]
+        emb = self.encoder.encode_texts(texts, show_progress=show_progress, desc="encode queries")
+        if fused:
+            q_plain = self.encoder.encode_texts([plain[i] for i in fused], desc="encode plain queries")
+            emb[fused] = w * emb[fused] + (1.0 - w) * q_plain
+        return emb
+
     def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
                      reasoning_aware: bool | Sequence[bool] = False, show_progress: bool = False) -> list[Ranked]:
         if not queries:
             return []
-        texts = self.query_texts(queries, reasonings, reasoning_aware)
-        emb = self.encoder.encode_texts(texts, show_progress=show_progress, desc="encode queries")
+        emb = self.query_embeddings(queries, reasonings, reasoning_aware, show_progress)
         scores, rows = self.index.search(emb, k, nprobe=self.nprobe, ef_search=self.ef_search, refine=self.refine)
         out = []
         for srow, rrow in zip(scores, rows):

@@ -1,0 +1,194 @@
+"""The dev sets of the agent-retrieval ablation (``scripts/agent_ablation.py``), held-out questions only.
+
+Each builder returns an :class:`EvalSet`: a corpus, and search steps as query records (``_id``, ``text``
+and the context fields the query input variants read: ``reasoning``, ``current_reasoning``,
+``prior_queries``, ``prior_results``) with qrels, split into ``test`` (held-out questions of
+``scripts/agent_splits.py``) and ``tune`` (dev questions, or a slice of train questions where a source
+has no dev split) by whole questions. Steps come from the project's trace readers
+(:func:`hopscotch.data_synth.traces.read_traces`) wherever the source is an agent trace.
+
+* ``hotpotqa``: IRCoT steps (query = the new sentence, reasoning = the chain of thought before it) vs the
+  full 4,858-paragraph corpus; relevant = the question's two gold paragraphs. Tune: dev questions 381-400.
+* ``musique``: one step per hop (query = the sub-question, reasoning = the question and the earlier hops
+  with their answers, prior results = the earlier hops' paragraphs) vs the 1,890-paragraph corpus;
+  relevant = the hop's paragraph. Tune: train questions 51-70.
+* ``world``: the embedded world (seed 13, 3,000 docs, 300 questions, as ``hopscotch demo``): trace steps
+  of the last 60 questions, relevant = each step's gold documents. Tune: train questions 221-240.
+* ``tongyi``: Tongyi-DeepResearch search calls of the 7 held-out trajectories, reasoning = all the
+  thinking so far (long), corpus = ``doc_snippets.jsonl``; relevant = **pseudo-qrels**: the documents the
+  agent's own retriever returned for that call (distillation-style), only calls that returned documents.
+  Tune: the last 4 train trajectories.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from agent_splits import WORLD, data_dir, splits
+
+SET_NAMES = ("hotpotqa", "musique", "world", "tongyi")
+TITLES = {"hotpotqa": "HotpotQA IRCoT steps", "musique": "MuSiQue hops", "world": "world steps",
+          "tongyi": "Tongyi long reasoning (pseudo-qrels)"}
+
+
+@dataclass
+class EvalSet:
+    """Query records and qrels of one dev set; ``tune`` / ``test``: the qids of each split."""
+
+    name: str
+    corpus: Path
+    queries: list[dict]
+    qrels: dict[str, dict[str, int]]
+    tune: list[str]
+    test: list[str]
+    note: str = ""
+    counts: dict = field(default_factory=dict)
+
+    def write(self, folder: Path) -> dict[str, Path]:
+        """``queries.jsonl``, ``qrels.tsv``, ``tune_qids.txt``, ``test_qids.txt`` under ``folder``."""
+        from hopscotch.retriever.io.common import write_jsonl
+
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = {k: folder / f for k, f in (("queries", "queries.jsonl"), ("qrels", "qrels.tsv"),
+                                              ("tune", "tune_qids.txt"), ("test", "test_qids.txt"))}
+        write_jsonl(paths["queries"], self.queries)
+        lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{g}" for q, docs in self.qrels.items()
+                                                   for d, g in docs.items()]
+        paths["qrels"].write_text("\n".join(lines) + "\n")
+        paths["tune"].write_text("".join(q + "\n" for q in self.tune))
+        paths["test"].write_text("".join(q + "\n" for q in self.test))
+        return paths
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def step_record(qid: str, step) -> dict:
+    """A query record of a trace step (or Query): its query, reasoning and other context fields."""
+    from hopscotch.retriever.io.queries import context_dict
+
+    row = {"_id": qid, "text": step.query if hasattr(step, "query") else step.text,
+           "reasoning": step.reasoning or None}
+    row.update(context_dict(step))
+    return row
+
+
+def _finish(name: str, corpus: Path, by_question: dict[str, list[tuple[dict, dict]]], tune_q, test_q,
+            note: str) -> EvalSet:
+    queries, qrels, tune, test = [], {}, [], []
+    for split, qids in (("tune", tune_q), ("test", test_q)):
+        for question in qids:
+            for row, rel in by_question.get(question, ()):
+                if not row["text"].strip() or not rel:
+                    continue
+                queries.append(row)
+                qrels[row["_id"]] = rel
+                (tune if split == "tune" else test).append(row["_id"])
+    counts = {"tune_steps": len(tune), "test_steps": len(test),
+              "tune_questions": sum(1 for q in tune_q if by_question.get(q)),
+              "test_questions": sum(1 for q in test_q if by_question.get(q))}
+    return EvalSet(name, corpus, queries, qrels, tune, test, note, counts)
+
+
+def hotpotqa() -> EvalSet:
+    from hopscotch.data_synth.traces import read_traces
+    from hopscotch.retriever.io.qrels import read_qrels
+
+    src = data_dir() / "hotpotqa_ircot"
+    gold = read_qrels(src / "qrels.tsv")
+    by_question: dict[str, list] = {}
+    for step in read_traces([src / "cot_steps.jsonl"], "ircot"):
+        row = step_record(step.query_id, step)
+        by_question.setdefault(step.question_id, []).append((row, dict(gold.get(step.question_id, {}))))
+    s = splits("hotpotqa_ircot")
+    return _finish("hotpotqa", src / "corpus.jsonl", by_question, s["dev"], s["test"],
+                   "IRCoT steps of questions 401-500 vs the full corpus; qrels: the question's gold paragraphs; "
+                   "tuned on dev questions 381-400")
+
+
+def musique() -> EvalSet:
+    src = data_dir() / "musique_hipporag"
+    hops: dict[str, list[dict]] = {}
+    for row in _jsonl(src / "subquestion_pairs.jsonl"):
+        hops.setdefault(row["qid"], []).append(row)
+    titles = {d["_id"]: (d.get("title") or "", d.get("text") or "") for d in _jsonl(src / "corpus.jsonl")}
+    by_question: dict[str, list] = {}
+    for qid, rows in hops.items():
+        rows.sort(key=lambda r: int(r["hop"]))
+        for i, hop in enumerate(rows):
+            earlier = rows[:i]
+            lines = [f"{h['subquestion']} {h['subanswer']}." for h in earlier]
+            reasoning = "\n".join([hop["question"], *lines])
+            record = {"_id": f"{qid}_hop{hop['hop']}", "text": hop["subquestion"], "reasoning": reasoning,
+                      "current_reasoning": lines[-1] if lines else hop["question"],
+                      "prior_queries": [h["subquestion"] for h in earlier],
+                      "prior_results": ([{"title": titles[earlier[-1]["positive"]][0],
+                                          "snippet": titles[earlier[-1]["positive"]][1]}]
+                                        if earlier and earlier[-1]["positive"] in titles else [])}
+            by_question.setdefault(qid, []).append((record, {hop["positive"]: 1}))
+    s = splits("musique_hipporag")
+    return _finish("musique", src / "corpus.jsonl", by_question, s["train"][-20:], s["test"],
+                   "one step per hop of questions 71-100 (query: sub-question; reasoning: the question and the "
+                   "earlier hops with their answers); qrels: the hop's paragraph; tuned on train questions 51-70")
+
+
+def world(work: Path) -> EvalSet:
+    from hopscotch.data_synth.traces import read_traces
+    from hopscotch.data_synth.world import build_world, write_world
+    from hopscotch.retriever.io.queries import read_queries
+
+    folder = work / "world"
+    if not (folder / "world.json").is_file():
+        write_world(build_world(seed=WORLD["seed"], docs=WORLD["docs"], questions=WORLD["questions"]), folder)
+    qids = [q.qid for q in read_queries(folder / "queries.jsonl")]
+    by_question: dict[str, list] = {}
+    for step in read_traces([folder / "traces.jsonl"], "world"):
+        row = step_record(step.query_id, step)
+        by_question.setdefault(step.question_id, []).append((row, {d: 1 for d in step.gold_docids or ()}))
+    n = WORLD["train"]
+    return _finish("world", folder / "corpus.jsonl", by_question, qids[n - 20:n], qids[n:],
+                   f"world seed {WORLD['seed']}, {WORLD['docs']} docs, {WORLD['questions']} questions: trace steps "
+                   f"of the last {len(qids) - n} questions; qrels: each step's gold documents; tuned on train "
+                   f"questions {n - 19}-{n}")
+
+
+def tongyi() -> EvalSet:
+    from hopscotch.data_synth.traces import read_traces
+
+    src = data_dir() / "qampari_tongyi"
+    path = src / "agent_search_steps.jsonl"
+    rows = {i: json.loads(line) for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+            if line.strip()}
+    by_question: dict[str, list] = {}
+    for step in read_traces([path], "tongyi"):
+        raw = rows[int(step.source.rsplit(":", 1)[1])]
+        docids = raw.get("retrieved_docids")
+        if step.failed or not isinstance(docids, list) or not docids:
+            continue
+        row = step_record(step.query_id, step)
+        by_question.setdefault(step.question_id, []).append((row, {str(d): 1 for d in docids}))
+    s = splits("qampari_tongyi")
+    return _finish("tongyi", src / "doc_snippets.jsonl", by_question, s["train"][-4:], s["test"],
+                   "PSEUDO-QRELS: relevant = the documents the agent's own retriever returned for the call "
+                   "(distillation-style labels, not human judgements); search calls of the 7 held-out "
+                   "trajectories that returned documents, reasoning = all the thinking so far; tuned on the "
+                   "last 4 train trajectories")
+
+
+def build_sets(work: Path, names=SET_NAMES) -> dict[str, EvalSet]:
+    builders = {"hotpotqa": hotpotqa, "musique": musique, "world": lambda: world(work), "tongyi": tongyi}
+    return {name: builders[name]() for name in names}
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    for name, es in build_sets(Path(tempfile.mkdtemp())).items():
+        print(name, es.counts, es.queries[len(es.tune)] if es.test else None)

@@ -1,0 +1,96 @@
+"""The dense searcher's late fusion (``--late-fusion W``): W * reasoning-aware + (1 - W) * query-only scores."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture(scope="module")
+def steps(small_world):
+    """The small world's queries as agent steps: half with a reasoning (and prior queries), half without."""
+    rows = [json.loads(line) for line in (small_world / "queries.jsonl").read_text().splitlines()][:16]
+    queries = [r["text"] for r in rows]
+    reasonings = [f"Earlier I looked up {r['text'].split()[0]}; now {r['text'].split()[-1]} matters."
+                  if i % 2 == 0 else None for i, r in enumerate(rows)]
+    return queries, reasonings
+
+
+def _search(index, model, queries, reasonings, **options):
+    from hopscotch.retriever.searchers import build_searcher
+
+    searcher = build_searcher("dense", index=index, model=model, **options)
+    return searcher.search_batch(queries, 10, reasonings, reasoning_aware=True)
+
+
+def _brute_force(index, model, queries, reasonings, w, k=10):
+    """Score every document by w * <q_r, d> + (1 - w) * <q_q, d> from the shard vectors."""
+    from hopscotch.retriever.index.layout import IndexMeta, ShardIds, load_shard_embeddings
+    from hopscotch.retriever.model.dense_encoder import DenseEncoder
+
+    meta = IndexMeta.load(index)
+    emb = np.concatenate([np.asarray(load_shard_embeddings(index, s), np.float32) for s in range(meta.num_shards)])
+    enc = DenseEncoder(model, max_length=meta.max_length)
+    q_r = enc.encode_queries(queries, reasonings, reasoning_aware=True)
+    q_q = enc.encode_queries(queries, None, reasoning_aware=False)
+    scores = w * (q_r @ emb.T) + (1 - w) * (q_q @ emb.T)
+    ids = ShardIds(index, meta)
+    out = []
+    for row in scores:
+        top = np.argsort(-row, kind="stable")[:k]
+        out.append({ids.docid(int(r)): float(row[r]) for r in top})
+    return out
+
+
+def test_weight_one_is_reasoning_aware_and_zero_is_query_only(small_world_index, tiny_bert_dir, steps):
+    queries, reasonings = steps
+    aware = _search(small_world_index, tiny_bert_dir, queries, reasonings)
+    plain = _search(small_world_index, tiny_bert_dir, queries, reasonings, query_input="query")
+    assert aware != plain
+    assert _search(small_world_index, tiny_bert_dir, queries, reasonings, late_fusion=1.0) == aware
+    assert _search(small_world_index, tiny_bert_dir, queries, reasonings, late_fusion=0.0) == plain
+
+
+@pytest.mark.parametrize("w", [0.3, 0.7])
+def test_between_ranks_by_the_weighted_score(small_world_index, tiny_bert_dir, steps, w):
+    queries, reasonings = steps
+    got = _search(small_world_index, tiny_bert_dir, queries, reasonings, late_fusion=w)
+    expected = _brute_force(small_world_index, tiny_bert_dir, queries, reasonings, w)
+    aware = _search(small_world_index, tiny_bert_dir, queries, reasonings)
+    plain = _search(small_world_index, tiny_bert_dir, queries, reasonings, query_input="query")
+    assert got != aware and got != plain
+    for hits, exp in zip(got, expected):
+        scores = [s for _, s in hits]
+        assert scores == sorted(scores, reverse=True)
+        for docid, score in hits:
+            if docid in exp:
+                assert score == pytest.approx(exp[docid], abs=1e-5)
+        # the same top 10 up to ties at the cut
+        tenth = min(exp.values())
+        assert {d for d, s in exp.items() if s > tenth + 1e-5} <= {d for d, _ in hits}
+    # queries without reasoning ("Reasoning: Empty") are fused too; plain-only queries are untouched
+    unaware = _search(small_world_index, tiny_bert_dir, queries, None, late_fusion=w)
+    assert unaware != plain
+
+
+def test_late_fusion_flag_belongs_to_the_dense_searcher(cli, small_world_index, tiny_bert_dir, small_world,
+                                                          tmp_path):
+    from hopscotch.retriever.io.runs import read_run
+
+    queries = tmp_path / "q.jsonl"
+    rows = [json.loads(line) for line in (small_world / "queries.jsonl").read_text().splitlines()][:8]
+    for row in rows:
+        row["reasoning"] = f"I wonder about {row['text'].split()[-1]}."
+    queries.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    common = ("search", "--queries", queries, "--index", small_world_index, "--model", tiny_bert_dir, "--k", 10)
+    runs = {name: tmp_path / f"{name}.trec" for name in ("aware", "one", "half", "plain")}
+    assert cli(*common, "--reasoning", "--out", runs["aware"])[0] == 0
+    assert cli(*common, "--reasoning", "--late-fusion", 1, "--out", runs["one"])[0] == 0
+    assert cli(*common, "--reasoning", "--late-fusion", 0.5, "--out", runs["half"])[0] == 0
+    assert cli(*common, "--late-fusion", 0.5, "--out", runs["plain"])[0] == 0  # no --reasoning: plain queries
+    assert runs["aware"].read_text() == runs["one"].read_text()
+    assert read_run(runs["half"]) != read_run(runs["aware"])
+    code, _, err = cli(*common, "--reasoning", "--late-fusion", 1.5, "--out", tmp_path / "bad.trec")
+    assert code == 2 and "--late-fusion must be a weight in [0, 1]" in err

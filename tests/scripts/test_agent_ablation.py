@@ -1,0 +1,68 @@
+"""scripts/agent_ablation.py's pure pieces: the markdown table and the marked docs section it replaces."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def ablation():
+    spec = importlib.util.spec_from_file_location("agent_ablation_under_test", ROOT / "scripts" / "agent_ablation.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _result() -> dict:
+    def cells(mean, p):
+        return {"a": {"mean": mean, "ci95": 0.05, "p": p}, "b": {"mean": mean / 2, "ci95": 0.01, "p": p}}
+
+    return {"sets": {"a": {"title": "Set A", "note": "first set", "test_steps": 12},
+                     "b": {"title": "Set B (pseudo-qrels)", "note": "PSEUDO-QRELS here", "test_steps": 7}},
+            "rows": [{"label": "base: query", "model": "base", "cells": cells(0.5, None)},
+                     {"label": "base: reasoning (default)", "model": "base", "cells": cells(0.61234, 0.01)},
+                     {"label": "BM25", "model": "-", "cells": {"a": {"mean": 0.4, "ci95": 0.1, "p": 0.5}}}],
+            "tuned": {"base": {"variant": "reasoning", "w": 0.7}},
+            "checks": {"a": ["base `reasoning` beats base query-only: YES"], "b": ["no"]},
+            "timings": {"search_s": 1.0}, "command": "python scripts/agent_ablation.py"}
+
+
+def test_render_table_has_one_row_per_system_and_a_column_per_set(ablation):
+    text = ablation.render_table(_result())
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("| system"))
+    assert header == "| system | Set A (12) | Set B (pseudo-qrels) (7) |"
+    table = [line for line in lines if line.startswith("| ")]
+    assert len(table) == 1 + 3
+    assert "| base: query | 0.500 ± 0.050 | 0.250 ± 0.010 |" in lines
+    assert "| base: reasoning (default) | 0.612 ± 0.050 (p=0.010*) | 0.306 ± 0.010 (p=0.010*) |" in lines
+    assert "| BM25 | 0.400 ± 0.100 (p=0.500) | — |" in lines
+    assert "PSEUDO-QRELS here" in text and "late-fusion w = 0.7" in text
+    assert "* Set A: base `reasoning` beats base query-only: YES" in text
+
+
+def test_replace_section_replaces_between_the_markers_only(ablation):
+    start, end = ablation.START, ablation.END
+    doc = f"# Benchmarks\n\nbefore\n\n{start}\nold table\n{end}\n\nafter\n"
+    new = ablation.replace_section(doc, "new table\n")
+    assert new == f"# Benchmarks\n\nbefore\n\n{start}\nnew table\n{end}\n\nafter\n"
+    assert ablation.replace_section(new, "new table") == new  # idempotent
+
+
+def test_replace_section_appends_when_the_markers_are_absent(ablation):
+    start, end = ablation.START, ablation.END
+    assert ablation.replace_section("# Benchmarks\n\ntext\n", "T") == f"# Benchmarks\n\ntext\n\n{start}\nT\n{end}\n"
+    assert ablation.replace_section("", "T") == f"{start}\nT\n{end}\n"
+    again = ablation.replace_section(ablation.replace_section("x\n", "one"), "two")
+    assert again.count(start) == 1 and "two" in again and "one" not in again
+
+
+def test_variants_cover_every_query_input(ablation):
+    from hopscotch.retriever.model.query_input import KINDS, QueryInput
+
+    assert {QueryInput.parse(v).kind for v in ablation.VARIANTS} == set(KINDS)
