@@ -8,14 +8,14 @@ nDCG@10 / Recall@100 on held-out questions and held-out search steps, with paire
 
 from __future__ import annotations
 
+import argparse
 import time
 from pathlib import Path
 
 
 def register(sub) -> None:
-    p = sub.add_parser("demo", help="run the main job on the embedded world",
-                       description="Generate the embedded world; run BM25, dense and hybrid retrieval; "
-                                   "synthesize training tuples, train briefly, and print base vs trained.")
+    p = sub.add_parser("demo", help="run the main job on the embedded world", description=__doc__.split("\n\n")[1],
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="demo_out", help="working folder (reused: finished stages are skipped)")
     p.add_argument("--docs", type=int, default=3000, help="documents of the generated world")
     p.add_argument("--questions", type=int, default=300,
