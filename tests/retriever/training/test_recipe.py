@@ -173,8 +173,9 @@ def test_the_query_input_mixture_keys():
             load_recipe(MINIMAL, overrides)
 
 
-@pytest.mark.parametrize("name", ["minilm_agent", "qwen3_embedding_4b_agent"])
-def test_agent_recipes_train_on_the_mixture(name):
+@pytest.mark.parametrize("name, default_input", [("minilm_agent", "reasoning_tail:128"),
+                                                 ("qwen3_embedding_4b_agent", "current_reasoning")])
+def test_agent_recipes_train_on_the_mixture(name, default_input):
     r = load_recipe(ROOT / "recipes" / f"{name}.yaml")
     assert r.data.query_inputs == ["query", "current_reasoning", "reasoning", "empty_reasoning"]
-    assert r.encoder_config().query_input == "current_reasoning"
+    assert r.encoder_config().query_input == default_input
