@@ -138,31 +138,24 @@ def test_no_source_file_over_400_lines(folder):
 
 
 def test_library_modules_never_set_environment_variables():
-    """Only the CLI (commands/, cli.py) and ``python -m`` entry points may set os.environ."""
+    """Only the CLI (commands/, cli.py) and ``main()`` entry points may set os.environ."""
     offenders = []
     for module, path in MODULES.items():
         if module.startswith(("hopscotch.retriever.commands", "hopscotch.retriever.cli")):
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.FunctionDef) and node.name == "main":
-                continue
-            target = None
-            if isinstance(node, (ast.Assign, ast.AugAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                target = next((t for t in targets if isinstance(t, ast.Subscript)
-                               and ast.unparse(t.value) == "os.environ"), None)
-            elif isinstance(node, ast.Call) and ast.unparse(node.func) in ("os.environ.setdefault", "os.putenv",
-                                                                           "os.environ.update"):
-                target = node
-            if target is not None and not _inside_main(path, node):
+        tree = ast.parse(path.read_text())
+        mains = [(fn.lineno, fn.end_lineno) for fn in ast.walk(tree)
+                 if isinstance(fn, ast.FunctionDef) and fn.name == "main"]
+        for node in ast.walk(tree):
+            if _sets_environment(node) and not any(start <= node.lineno <= end for start, end in mains):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not offenders, offenders
 
 
-def _inside_main(path: Path, node: ast.AST) -> bool:
-    tree = ast.parse(path.read_text())
-    for fn in ast.walk(tree):
-        if isinstance(fn, ast.FunctionDef) and fn.name == "main":
-            if fn.lineno <= node.lineno <= (fn.end_lineno or fn.lineno):
-                return True
-    return False
+def _sets_environment(node: ast.AST) -> bool:
+    """``os.environ[...] = ...`` (or ``+=``), ``os.environ.setdefault / update(...)``, ``os.putenv(...)``."""
+    if isinstance(node, (ast.Assign, ast.AugAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return any(isinstance(t, ast.Subscript) and ast.unparse(t.value) == "os.environ" for t in targets)
+    return isinstance(node, ast.Call) and ast.unparse(node.func) in (
+        "os.environ.setdefault", "os.putenv", "os.environ.update")
