@@ -1,0 +1,93 @@
+"""The evaluation manifest: what a score was computed on, recorded in every evaluation JSON.
+
+``eval``, ``eval-agent`` and ``replay`` write ``{"manifest": {...}, ...}``. Two results are comparable
+only when their manifests agree on every field of :data:`COMPARED_FIELDS`; :func:`check_comparable`
+raises a :class:`~hopscotch.retriever.errors.UsageError` naming the first field that differs::
+
+    a, b = load_result("bm25.json"), load_result("dense.json")
+    check_comparable(a["manifest"], b["manifest"], "bm25.json", "dense.json")
+
+Fields:
+
+* ``command``: ``eval``, ``eval-agent`` or ``replay`` (not compared: an ``eval`` and a ``replay`` of
+  the same calls may be compared);
+* ``corpus``: what the documents were (an index's corpus path, a corpus file, or null when unknown);
+* ``qrels``: ``{path, sha256}``; ``sha256`` is of the qrels *content* after duplicate expansion and
+  docid normalisation (:func:`qrels_fingerprint`), so two spellings of one file compare equal;
+* ``k``: the ranking depth evaluated (``eval``: the deepest cutoff of ``--metrics``);
+* ``snippet_chars``: characters of each document shown to an agent (null when not applicable);
+* ``query_input``: the query input variant (``query``, ``reasoning``, ...; null when not known);
+* ``judge``: where answer judgements came from (``run``, a judge file's path, or null);
+* ``protocol``: the metric definitions (``trec_eval``, ``bcp``, ``cmass``, ``hopscotch``);
+* ``queries_expected`` / ``queries_evaluated``: queries in the qrels (or runs) vs those scored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from hopscotch.retriever.errors import FormatError, UsageError
+
+COMPARED_FIELDS = ("corpus", "qrels", "k", "snippet_chars", "query_input", "judge", "protocol",
+                   "queries_expected", "queries_evaluated")
+
+
+def qrels_fingerprint(qrels: dict[str, dict[str, int]]) -> str:
+    """sha256 of the qrels content, independent of file order and format."""
+    h = hashlib.sha256()
+    for qid in sorted(qrels):
+        for docid in sorted(qrels[qid]):
+            h.update(f"{qid}\t{docid}\t{qrels[qid][docid]}\n".encode())
+    return h.hexdigest()
+
+
+def make_manifest(command: str, *, corpus: str | os.PathLike | None = None,
+                  qrels_path: str | os.PathLike | None = None, qrels: dict | None = None, k: int | None = None,
+                  snippet_chars: int | None = None, query_input: str | None = None, judge: str | None = None,
+                  protocol: str | None = None, queries_expected: int | None = None,
+                  queries_evaluated: int | None = None, **extra) -> dict:
+    """A manifest dict; ``extra`` keys are recorded but not compared."""
+    manifest = {
+        "command": command,
+        "corpus": None if corpus is None else str(corpus),
+        "qrels": None if qrels is None else {"path": None if qrels_path is None else str(qrels_path),
+                                             "sha256": qrels_fingerprint(qrels)},
+        "k": k, "snippet_chars": snippet_chars, "query_input": query_input, "judge": judge,
+        "protocol": protocol, "queries_expected": queries_expected, "queries_evaluated": queries_evaluated,
+    }
+    manifest.update(extra)
+    return manifest
+
+
+def _compared_value(manifest: dict, field: str):
+    value = manifest.get(field)
+    if field == "qrels" and isinstance(value, dict):
+        return value.get("sha256")
+    return value
+
+
+def check_comparable(a: dict, b: dict, name_a: str = "first result", name_b: str = "second result") -> None:
+    """Raise :class:`UsageError` naming the first field of :data:`COMPARED_FIELDS` where ``a`` and ``b`` differ."""
+    for field in COMPARED_FIELDS:
+        va, vb = _compared_value(a, field), _compared_value(b, field)
+        if va != vb:
+            raise UsageError(f"cannot compare {name_a} with {name_b}: their manifests differ in '{field}' "
+                             f"({va!r} vs {vb!r})")
+
+
+def load_result(path: str | os.PathLike) -> dict:
+    """An evaluation JSON written by ``eval``, ``eval-agent`` or ``replay``; it must carry a manifest."""
+    p = Path(path)
+    try:
+        obj = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{p}: no such result file") from None
+    except json.JSONDecodeError as exc:
+        raise FormatError(p, exc.lineno, "an evaluation result (JSON)", f"invalid JSON: {exc.msg}") from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("manifest"), dict):
+        raise FormatError(p, 1, "an evaluation result with a 'manifest' object (written by eval, eval-agent "
+                                "or replay)")
+    return obj
