@@ -1,10 +1,20 @@
-"""``hopscotch eval --run RUN --qrels PATH``: nDCG / Recall / MRR with 95% CIs, optional paired comparison."""
+"""``hopscotch eval --run RUN --qrels PATH``: nDCG / Recall / MRR with 95% CIs, optional paired comparison.
+
+Before scoring, each run is checked against the qrels (:func:`~hopscotch.retriever.evaluation.metrics.run_coverage`)
+and problems are warned about on stderr: docids that barely meet the qrels' docids (fewer than 5% of the
+evaluated queries the run answers retrieved any judged docid: a second docid spelling or another corpus;
+``--strict`` makes this an error, exit 2), qrels queries the run lacks (scored 0) and run queries without
+judgements (ignored). ``--json`` writes ``{manifest, metrics, ci95, num_queries, per_query[, compare]}``;
+the manifest (:mod:`hopscotch.retriever.evaluation.manifest`) is what ``hopscotch compare`` checks.
+"""
 
 from __future__ import annotations
 
 import os
+import sys
 
-from hopscotch.retriever.commands.qrels_options import add_qrels_options, load_qrels
+from hopscotch.retriever.commands.qrels_options import add_qrels_options, load_qrels, qrels_manifest_extra
+from hopscotch.retriever.errors import UsageError
 
 
 def register(sub) -> None:
@@ -15,26 +25,55 @@ def register(sub) -> None:
     p.add_argument("--compare", help="a second run: paired randomisation and t-test against --run")
     p.add_argument("--metrics", default="ndcg@10,recall@10,recall@100",
                    help="comma-separated: ndcg@k, recall@k, mrr@k, map@k, p@k")
-    p.add_argument("--json", dest="json_out", help="write {metrics, ci95, per_query} JSON here")
+    p.add_argument("--corpus", help="the corpus (or index) the run searched; recorded in the JSON manifest")
+    p.add_argument("--strict", action="store_true",
+                   help="fail (exit 2) instead of warning when a run's docids barely meet the qrels' docids")
+    p.add_argument("--json", dest="json_out", help="write {manifest, metrics, ci95, per_query} JSON here")
     p.set_defaults(func=run)
 
 
+def _check(name: str, run_docs, qrels, strict: bool) -> int:
+    """Warn (or, with ``strict``, fail) about how the run meets the qrels; returns the queries it answers."""
+    from hopscotch.retriever.evaluation.metrics import run_coverage
+
+    coverage = run_coverage(run_docs, qrels)
+    if strict and coverage.docids_disjoint:
+        raise UsageError(coverage.overlap_message(name) + " (--strict)")
+    for line in coverage.warnings(name):
+        print(f"hopscotch eval: warning: {line}", file=sys.stderr)
+    return coverage.answered
+
+
 def run(args) -> int:
-    from hopscotch.retriever.evaluation.metrics import compare_runs, evaluate, format_table
+    from hopscotch.retriever.evaluation.manifest import make_manifest
+    from hopscotch.retriever.evaluation.metrics import compare_runs, evaluate, format_table, parse_metric
     from hopscotch.retriever.io.common import write_json
     from hopscotch.retriever.io.runs import read_run
 
     metrics = [m.strip().lower() for m in args.metrics.split(",") if m.strip()]
+    if not metrics:
+        raise UsageError("--metrics names no metric")
+    depth = max(parse_metric(m)[1] for m in metrics)
     qrels = load_qrels(args)
-    base = evaluate(read_run(args.run), qrels, metrics)
+    base_run = read_run(args.run)
+    answered = _check(os.path.basename(args.run), base_run, qrels, args.strict)
+    other_run = None
+    if args.compare:
+        other_run = read_run(args.compare)
+        _check(os.path.basename(args.compare), other_run, qrels, args.strict)
+    base = evaluate(base_run, qrels, metrics)
     rows = [(os.path.basename(args.run), base)]
     other = None
-    if args.compare:
-        other = evaluate(read_run(args.compare), qrels, metrics)
+    if other_run is not None:
+        other = evaluate(other_run, qrels, metrics)
         rows.append((os.path.basename(args.compare), other))
     print(f"{len(base.per_query)} queries")
     print(format_table(rows, metrics))
-    out = base.to_json()
+    manifest = make_manifest("eval", corpus=args.corpus, qrels_path=args.qrels, qrels=qrels, k=depth,
+                             protocol="trec_eval", queries_expected=len(qrels),
+                             queries_evaluated=len(base.per_query), run=str(args.run), metrics=metrics,
+                             queries_answered=answered, **qrels_manifest_extra(args))
+    out = {"manifest": manifest, **base.to_json()}
     if other is not None:
         print()
         print("paired comparison (compare - run): delta  p(randomisation)  p(t-test)")

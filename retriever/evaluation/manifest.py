@@ -91,3 +91,38 @@ def load_result(path: str | os.PathLike) -> dict:
         raise FormatError(p, 1, "an evaluation result with a 'manifest' object (written by eval, eval-agent "
                                 "or replay)")
     return obj
+
+
+_QID_KEYS = ("query_id", "qid", "id")
+
+
+def per_query_table(result: dict, path: str | os.PathLike = "<result>") -> dict[str, dict[str, float]]:
+    """A result's per-query values as ``{qid: {metric: value}}`` (numeric values only).
+
+    ``per_query`` is either that mapping (``eval --json``) or a list of rows carrying their query id
+    (``query_id`` | ``qid`` | ``id``), as cmass-style ``per_query_metrics``.
+    """
+    rows = result.get("per_query", result.get("per_query_metrics"))
+    if isinstance(rows, list):
+        table = {}
+        for i, row in enumerate(rows):
+            qid = next((row[k] for k in _QID_KEYS if isinstance(row, dict) and row.get(k) is not None), None)
+            if qid is None:
+                raise FormatError(path, None, "per-query rows with a 'query_id'", f"row {i}: {repr(row)[:60]}")
+            table[str(qid)] = {k: v for k, v in row.items() if k not in _QID_KEYS}
+        rows = table
+    if not isinstance(rows, dict) or not rows or not all(isinstance(v, dict) for v in rows.values()):
+        raise FormatError(path, None, "a non-empty 'per_query' object {qid: {metric: value}} "
+                                      "(write it with eval --json)")
+    return {str(q): {m: float(v) for m, v in vals.items()
+                     if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            for q, vals in rows.items()}
+
+
+def shared_metrics(a: dict[str, dict[str, float]], b: dict[str, dict[str, float]]) -> list[str]:
+    """Metrics every query of both per-query tables carries, in the first table's order."""
+    names: list[str] | None = None
+    for table in (a, b):
+        for vals in table.values():
+            names = list(vals) if names is None else [m for m in names if m in vals]
+    return names or []

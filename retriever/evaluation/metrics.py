@@ -107,20 +107,25 @@ class PairedComparison:
     num_queries: int
 
 
-def compare_runs(a: EvalResult, b: EvalResult, metric: str, permutations: int = 10_000,
-                 seed: int = 0) -> PairedComparison:
-    """Paired comparison of two evaluated runs on their shared queries.
+def compare_per_query(a: dict[str, dict[str, float]], b: dict[str, dict[str, float]], metric: str,
+                      permutations: int = 10_000, seed: int = 0) -> PairedComparison:
+    """Paired comparison of two ``{qid: {metric: value}}`` tables on the queries both hold.
 
-    Two-sided p-values from a paired randomisation (sign-flip) test and a paired t-test.
-    ``delta`` is ``mean_b - mean_a``.
+    Two-sided p-values from a paired randomisation (sign-flip) test and a paired t-test;
+    ``delta`` is ``mean_b - mean_a``. A shared query without ``metric`` is a :class:`UsageError`.
     """
     from scipy import stats
 
-    qids = sorted(set(a.per_query) & set(b.per_query))
+    qids = sorted(set(a) & set(b))
     if not qids:
-        raise UsageError("the two runs share no evaluated query")
-    xa = np.array([a.per_query[q][metric] for q in qids])
-    xb = np.array([b.per_query[q][metric] for q in qids])
+        raise UsageError("the two results share no evaluated query")
+    for name, table in (("first", a), ("second", b)):
+        missing = [q for q in qids if not isinstance(table[q].get(metric), (int, float))]
+        if missing:
+            raise UsageError(f"the {name} result has no numeric {metric!r} for query {missing[0]!r} "
+                             f"({len(missing)} queries)")
+    xa = np.array([a[q][metric] for q in qids], dtype=float)
+    xb = np.array([b[q][metric] for q in qids], dtype=float)
     diff = xb - xa
     observed = abs(diff.mean())
     rng = np.random.default_rng(seed)
@@ -133,6 +138,77 @@ def compare_runs(a: EvalResult, b: EvalResult, metric: str, permutations: int = 
         p_t = float(stats.ttest_rel(xb, xa).pvalue)
     return PairedComparison(metric, float(xa.mean()), float(xb.mean()), float(diff.mean()), p_rand, p_t,
                             len(qids))
+
+
+def compare_runs(a: EvalResult, b: EvalResult, metric: str, permutations: int = 10_000,
+                 seed: int = 0) -> PairedComparison:
+    """Paired comparison of two evaluated runs on their shared queries (:func:`compare_per_query`)."""
+    return compare_per_query(a.per_query, b.per_query, metric, permutations, seed)
+
+
+MIN_QUERY_OVERLAP = 0.05
+
+
+@dataclass
+class RunCoverage:
+    """How a run meets its qrels: shared queries, and whether its docids are those of the qrels at all.
+
+    The docid check (:attr:`docids_disjoint`): of the *evaluated queries the run answers*, fewer than
+    :data:`MIN_QUERY_OVERLAP` (5%) retrieved even one docid that occurs anywhere in the qrels (any
+    query, any grade), or the run answers none of them. Counted per query, not per docid: a deep run
+    over sparse qrels legitimately retrieves mostly unjudged documents (1,000 per query against one
+    judged each), but a run in the qrels' docid space almost always reaches some judged document for
+    most queries, while a second spelling of the docids or another corpus reaches none.
+    """
+
+    evaluated: int  # qrels queries with a relevant document
+    missing_from_run: list[str]  # evaluated queries without a run line (they score 0)
+    not_evaluated: list[str]  # run queries without a relevant document in the qrels (ignored)
+    answered: int  # evaluated queries the run answers
+    touching: int  # of those, queries that retrieved some docid known to the qrels
+    retrieved: int  # distinct docids retrieved for the answered queries
+    retrieved_judged: int  # of those, docids known to the qrels
+    example_run_docid: str | None = None
+    example_qrels_docid: str | None = None
+
+    @property
+    def docids_disjoint(self) -> bool:
+        return self.evaluated > 0 and (self.answered == 0 or self.touching < MIN_QUERY_OVERLAP * self.answered)
+
+    def overlap_message(self, name: str) -> str:
+        return (f"{name}: only {self.touching} of the {self.answered} evaluated queries it answers retrieved any "
+                f"docid of the qrels ({self.retrieved_judged} of {self.retrieved} distinct docids are judged; "
+                f"run e.g. {self.example_run_docid!r}, qrels e.g. {self.example_qrels_docid!r}): the run and "
+                "qrels likely use different docid spellings or corpora")
+
+    def warnings(self, name: str) -> list[str]:
+        """One line per problem: the docid overlap, then missing queries either side."""
+        out = [self.overlap_message(name)] if self.docids_disjoint else []
+        if self.missing_from_run:
+            out.append(f"{name}: {len(self.missing_from_run)} of {self.evaluated} qrels queries have no line "
+                       f"in the run (scored 0), e.g. {self.missing_from_run[:3]}")
+        if self.not_evaluated:
+            out.append(f"{name}: {len(self.not_evaluated)} run queries have no relevant document in the qrels "
+                       f"(not evaluated), e.g. {self.not_evaluated[:3]}")
+        return out
+
+
+def run_coverage(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]],
+                 relevance_level: int = 1) -> RunCoverage:
+    """Measure how ``run`` meets ``qrels`` (see :class:`RunCoverage`); the queries :func:`evaluate` scores."""
+    judged = {q for q, d in qrels.items() if any(g >= relevance_level for g in d.values())}
+    known = {d for docs in qrels.values() for d in docs}
+    answered = [q for q in sorted(judged) if run.get(q)]
+    retrieved = {d for q in answered for d in run[q]}
+    return RunCoverage(
+        evaluated=len(judged),
+        missing_from_run=[q for q in sorted(judged) if not run.get(q)],
+        not_evaluated=[q for q in sorted(run) if q not in judged],
+        answered=len(answered),
+        touching=sum(1 for q in answered if not known.isdisjoint(run[q])),
+        retrieved=len(retrieved), retrieved_judged=len(retrieved & known),
+        example_run_docid=min(retrieved) if retrieved else None,
+        example_qrels_docid=min(known) if known else None)
 
 
 def format_table(rows: list[tuple[str, EvalResult]], metrics) -> str:

@@ -1,24 +1,45 @@
-"""Agent run records (BrowseComp-Plus layout) and the one vocabulary of their tool names.
+"""Agent run records (BrowseComp-Plus and cmass layouts), their judgements, and the one vocabulary of tool names.
 
 A run record is one question's trajectory: ``{query_id, status, tool_call_counts, retrieved_docids,
-result: [{type, tool_name, arguments, output}, ...]}``, one JSON object per ``*.json`` file or one per
-line of a ``*.jsonl`` file. Nested fields may be JSON objects, JSON strings or Python-repr strings
+result: [{type, tool_name, arguments, output[, details]}, ...]}``, one JSON object per ``*.json`` file or
+one per line of a ``*.jsonl`` file. Nested fields may be JSON objects, JSON strings or Python-repr strings
 (some published runs store them so); :func:`~hopscotch.retriever.io.common.parse_nested` reads all three.
 
+Layouts (:func:`run_files`):
+
+* ``bcp``: BrowseComp-Plus's ``search_agent/*_client.py`` write ``run_<timestamp>.json`` into one folder;
+  its ``scripts_evaluation/evaluate_run.py`` reads exactly the folder's ``run_*.json`` files.
+* ``cmass``: castorini/cmass's ``REPRODUCING.md``: ``artifacts/<run-id>/runs/<query_id>.json`` beside
+  ``run_config.json`` and ``evals/``; a record adds ``surfaced_docids``, ``previewed_docids``,
+  ``opened_docids``, ``cited_docids``, ``agent_docids`` and per-call ``details`` (``retrievedDocids``,
+  ``previewedDocids``, ``docid``); search outputs list hits as ``docid=X``.
+* ``any``: every ``*.json`` / ``*.jsonl`` below a folder except evaluation artefacts (``evals/``,
+  ``*_eval.json``, ``evaluation_summary.json``, ``run_config.json``).
+
+Judgements (:func:`read_judgements`) come from the harnesses' judges: a folder of per-run
+``*_eval.json`` files (BrowseComp-Plus ``evals/.../run_<ts>_eval.json``, cmass
+``evals/per-query/<query_id>_eval.json``), one such object per line of a JSONL file, a
+``detailed_judge_results.csv``, or an ``evaluation_summary.json`` (``per_query_metrics``: correctness only).
+
 Every part of Hopscotch that asks "is this a search call?" (DR-Synth's trace reader, ``eval-agent``)
-asks :func:`is_search_tool`, so a ``google_search`` call counts the same everywhere.
+asks :func:`is_search_tool`, so a ``google_search`` call counts the same everywhere. Every docid read
+here goes through :func:`~hopscotch.retriever.io.docids.canonical_docid`.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hopscotch.retriever.errors import FormatError, UsageError
-from hopscotch.retriever.io.common import parse_nested, read_jsonl
+from hopscotch.retriever.io.common import open_text, parse_nested, read_jsonl
+from hopscotch.retriever.io.docids import canonical_docid
 
 #: Search tools by name (after :func:`tool_name`); any name ending in ``_search`` is one too.
 SEARCH_TOOL_NAMES = frozenset({"search", "web_search", "google_search", "google_scholar", "bing_search", "retrieve",
@@ -26,6 +47,10 @@ SEARCH_TOOL_NAMES = frozenset({"search", "web_search", "google_search", "google_
 #: Tools that open one document by docid.
 GET_DOCUMENT_TOOL_NAMES = frozenset({"get_document", "get_doc", "open_document", "fetch_document",
                                      "read_document"})
+LAYOUTS = ("any", "bcp", "cmass")
+_EVAL_ARTEFACTS = ("evaluation_summary.json", "run_config.json")
+_OUTPUT_DOCID_PATTERNS = (re.compile(r"<docid:\s*([^>\s]+)\s*>"), re.compile(r'"docid"\s*:\s*"([^"]+)"'),
+                          re.compile(r"'docid'\s*:\s*'([^']+)'"), re.compile(r"\bdocid=([^\s\],;)]+)"))
 
 
 def tool_name(name: Any) -> str:
@@ -44,15 +69,42 @@ def is_get_document_tool(name: Any) -> bool:
     return tool_name(name) in GET_DOCUMENT_TOOL_NAMES
 
 
-def iter_run_records(path: str | os.PathLike) -> Iterator[tuple[str, dict]]:
-    """Yield ``(where, record)`` for every run record in a folder (recursively) or file."""
+def _is_eval_artefact(path: Path, root: Path) -> bool:
+    rel = path.relative_to(root).parts
+    return "evals" in rel[:-1] or path.name.endswith("_eval.json") or path.name in _EVAL_ARTEFACTS
+
+
+def run_files(path: str | os.PathLike, layout: str = "any") -> list[Path]:
+    """The run files of a folder in ``layout`` (see the module doc), or ``[path]`` for a file."""
     path = Path(path)
+    if layout not in LAYOUTS:
+        raise UsageError(f"unknown run layout {layout!r} (choose from {', '.join(LAYOUTS)})")
     if not path.exists():
         raise UsageError(f"{path}: no such run file or folder")
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.suffix in (".json", ".jsonl"))
+    if path.is_file():
+        return [path]
+    if layout == "bcp":
+        files = sorted(path.glob("run_*.json"))
+        if not files:
+            raise UsageError(f"{path}: no run_*.json files (BrowseComp-Plus's evaluate_run.py reads only those; "
+                             "pass a JSONL file of runs by name)")
+        return files
+    if layout == "cmass":
+        folder = path / "runs" if (path / "runs").is_dir() else path
+        files = sorted(p for p in folder.glob("*.json") if not _is_eval_artefact(p, folder))
+        if not files:
+            raise UsageError(f"{folder}: no <query_id>.json run artefacts (cmass layout: <run-id>/runs/*.json)")
+        return files
+    files = sorted(p for p in path.rglob("*") if p.suffix in (".json", ".jsonl") and p.is_file()
+                   and not _is_eval_artefact(p, path))
     if not files:
         raise UsageError(f"{path}: no *.json or *.jsonl run files")
-    for f in files:
+    return files
+
+
+def iter_run_records(path: str | os.PathLike, layout: str = "any") -> Iterator[tuple[str, dict]]:
+    """Yield ``(where, record)`` for every run record of :func:`run_files`; ``where`` is ``file`` or ``file:line``."""
+    for f in run_files(path, layout):
         if f.suffix == ".jsonl":
             for lineno, obj in read_jsonl(f, "a run record object"):
                 yield f"{f}:{lineno}", obj
@@ -63,7 +115,7 @@ def iter_run_records(path: str | os.PathLike) -> Iterator[tuple[str, dict]]:
 def read_run_file(path: Path) -> dict:
     """The one run record of a ``*.json`` file."""
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
+        obj = json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise FormatError(path, exc.lineno, "one JSON run record", f"invalid JSON: {exc.msg}") from None
     if not isinstance(obj, dict):
@@ -80,3 +132,191 @@ def tool_calls(record: dict) -> list[dict]:
         if isinstance(step, dict) and step.get("type") == "tool_call":
             out.append(step)
     return out
+
+
+def final_response(record: dict) -> str:
+    """The final answer text: the last ``result`` item's output when it is ``output_text``, else ``""``.
+
+    This is BrowseComp-Plus's and cmass's definition (a run ending in a tool call has no response).
+    """
+    steps = parse_nested(record.get("result")) or []
+    if isinstance(steps, list) and steps:
+        last = parse_nested(steps[-1])
+        if isinstance(last, dict) and last.get("type") == "output_text":
+            return str(last.get("output") or "")
+    return ""
+
+
+def tool_call_counts(record: dict) -> dict[str, int]:
+    """``tool_call_counts`` by raw tool name as the harness wrote them (``{}`` when absent)."""
+    counts = parse_nested(record.get("tool_call_counts"))
+    if not isinstance(counts, dict):
+        return {}
+    return {str(k): int(v) for k, v in counts.items() if isinstance(v, (int, float))}
+
+
+def step_details(step: dict) -> dict:
+    """A tool call's ``details`` object (cmass), or ``{}``."""
+    details = parse_nested(step.get("details"))
+    return details if isinstance(details, dict) else {}
+
+
+def step_arguments(step: dict) -> dict:
+    args = parse_nested(step.get("arguments"))
+    return args if isinstance(args, dict) else {}
+
+
+def step_failed(step: dict) -> bool:
+    """True for a failed call: an output starting with ``Error`` or a JSON ``{"error": ...}`` without a docid
+    (BrowseComp-Plus's get_document miss), or ``details`` with an error or an HTTP status >= 400."""
+    output = step.get("output")
+    if str(output or "").lstrip().lower().startswith("error"):
+        return True
+    parsed = parse_nested(output)
+    if isinstance(parsed, dict) and parsed.get("error") and "docid" not in parsed:
+        return True
+    details = step_details(step)
+    status = details.get("httpStatus", details.get("status"))
+    return bool(details.get("error")) or (isinstance(status, int) and status >= 400)
+
+
+def canonical_list(values: Iterable[Any]) -> list[str]:
+    """Docids in first-encounter order, deduplicated, through ``canonical_docid``."""
+    seen: dict[str, None] = {}
+    for value in values:
+        if value is not None and str(value).strip():
+            seen.setdefault(canonical_docid(str(value).strip()), None)
+    return list(seen)
+
+
+def docid_field(record_or_step: dict, key: str) -> list[str] | None:
+    """A list-of-docids field (``surfaced_docids``, ``details.retrievedDocids``, ...), or None when absent."""
+    if key not in record_or_step or record_or_step[key] is None:
+        return None
+    value = parse_nested(record_or_step[key])
+    return canonical_list(value if isinstance(value, list) else [value])
+
+
+def output_docids(output: Any) -> list[str]:
+    """Docids in a search output: a JSON list of ``{docid, ...}`` hits, ``<docid: X>``, ``"docid": "X"`` or ``docid=X``."""
+    parsed = parse_nested(output)
+    if isinstance(parsed, list):
+        return canonical_list(h.get("docid") for h in parsed if isinstance(h, dict))
+    if not isinstance(output, str):
+        return []
+    found = [(m.start(), m.group(1)) for pattern in _OUTPUT_DOCID_PATTERNS for m in pattern.finditer(output)]
+    return canonical_list(d for _, d in sorted(found))
+
+
+def opened_docid(step: dict) -> str | None:
+    """The docid a get-document / read_document call opened (arguments, else ``details.docid``)."""
+    docid = step_arguments(step).get("docid", step_details(step).get("docid"))
+    return None if docid is None else canonical_docid(str(docid))
+
+
+@dataclass
+class Judgement:
+    """One answer judgement: ``correct`` is None when the judge gave none (parse error, not judged)."""
+
+    query_id: str | None
+    correct: bool | None
+    confidence: float | None = None
+    parse_error: bool = False
+    run_stem: str | None = None  # the stem of the run file it judges (``json_path``), when known
+
+
+def _as_bool(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("yes", "no", "true", "false", "correct", "incorrect"):
+        return value.strip().lower() in ("yes", "true", "correct")
+    return None
+
+
+def _as_float(value: Any) -> float | None:
+    try:
+        return None if value is None or value == "" else float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def judgement_from(obj: dict) -> Judgement | None:
+    """The judgement an object carries (a run record or a judge's ``*_eval.json``), else None.
+
+    Read from ``judge_result.{correct, confidence, parse_error}``, else ``correct`` / ``is_correct`` /
+    ``judgement`` and ``confidence`` at the top level.
+    """
+    judge = parse_nested(obj.get("judge_result"))
+    judge = judge if isinstance(judge, dict) else {}
+    correct = None
+    for value in (judge.get("correct"), obj.get("correct"), obj.get("is_correct"), obj.get("judgement")):
+        correct = _as_bool(value)
+        if correct is not None:
+            break
+    parse_error = bool(judge.get("parse_error", False))
+    if correct is None and not parse_error:
+        return None
+    qid = obj.get("query_id")
+    stem = Path(str(obj["json_path"])).stem if obj.get("json_path") else None
+    return Judgement(None if qid is None else str(qid), correct,
+                     _as_float(judge.get("confidence", obj.get("confidence"))), parse_error, stem)
+
+
+def _csv_judgements(path: Path) -> list[Judgement]:
+    with open_text(path) as fh:
+        rows = list(csv.DictReader(fh))
+    if rows and "query_id" not in rows[0]:
+        raise FormatError(path, 1, "a detailed_judge_results.csv header with query_id", ",".join(rows[0]))
+    out = []
+    for row in rows:
+        correct = _as_bool(row.get("judge_correct", ""))
+        conf = row.get("judge_confidence", row.get("confidence"))
+        stem = Path(row["json_path"]).stem if row.get("json_path") else None
+        out.append(Judgement(str(row["query_id"]), correct, _as_float(conf),
+                             _as_bool(row.get("parse_error", "")) is True or correct is None, stem))
+    return out
+
+
+def _json_judgements(path: Path, obj: Any) -> list[Judgement]:
+    if isinstance(obj, dict) and isinstance(obj.get("per_query_metrics"), list):  # an evaluation_summary.json
+        return [Judgement(str(m["query_id"]), bool(m.get("correct")))
+                for m in obj["per_query_metrics"] if isinstance(m, dict) and "query_id" in m]
+    items = obj if isinstance(obj, list) else [obj]
+    out = []
+    for item in items:
+        j = judgement_from(item) if isinstance(item, dict) else None
+        if j is None:
+            raise FormatError(path, None, "a judge result with judge_result.correct", str(item)[:80])
+        if j.query_id is None and path.name.endswith("_eval.json"):
+            j.query_id = path.name[: -len("_eval.json")]
+        out.append(j)
+    return out
+
+
+def read_judgements(path: str | os.PathLike) -> list[Judgement]:
+    """The judgements of a judge's output (see the module doc for the accepted layouts)."""
+    path = Path(path)
+    if not path.exists():
+        raise UsageError(f"{path}: no such judgement file or folder")
+    if path.is_dir():
+        files = sorted(path.rglob("*_eval.json"))
+        if not files:
+            raise UsageError(f"{path}: no *_eval.json judge files")
+        out = []
+        for f in files:
+            try:
+                out.extend(_json_judgements(f, json.loads(f.read_text(encoding="utf-8"))))
+            except json.JSONDecodeError as exc:
+                raise FormatError(f, exc.lineno, "a judge result (JSON)", f"invalid JSON: {exc.msg}") from None
+        return out
+    if path.name.endswith((".csv", ".csv.gz")):
+        return _csv_judgements(path)
+    if path.name.endswith((".jsonl", ".jsonl.gz")):
+        return [j for _, obj in read_jsonl(path, "a judge result object") for j in _json_judgements(path, obj)]
+    try:
+        return _json_judgements(path, json.loads(path.read_text(encoding="utf-8")))
+    except json.JSONDecodeError as exc:
+        raise FormatError(path, exc.lineno, "judge results (JSON, JSONL, CSV or a folder)",
+                          f"invalid JSON: {exc.msg}") from None

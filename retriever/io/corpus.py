@@ -3,9 +3,11 @@
 Every reader yields :class:`Document` records one at a time, so a corpus of any size can be counted,
 sharded or encoded in constant memory.
 
-Ids: a record's id is taken from ``_id`` | ``docid`` | ``id``. Records without one (ClimbMix shards of
-``{text}``) get ``shard_<5-digit shard index>_<row>``, the row counted from 0 within the shard file and
-not zero-padded. The shard index is the last integer in the file name (``part_00012.parquet`` -> 12)
+Ids: a record's id is taken from ``_id`` | ``docid`` | ``id`` | ``doc_id`` and passed through
+:func:`~hopscotch.retriever.io.docids.canonical_docid` (a zero-padded ClimbMix id such as
+``shard_00045_06622`` reads as ``shard_00045_6622``). Records without one (ClimbMix shards of ``{text}``)
+get ``shard_<5-digit shard index>_<row>``, the row counted from 0 within the shard file and not
+zero-padded (already canonical). The shard index is the last integer in the file name (``part_00012.parquet`` -> 12)
 when every file of the folder has a distinct one, else the file's position in sorted order.
 """
 
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from hopscotch.retriever.errors import FormatError
 from hopscotch.retriever.io.common import first_key, read_jsonl
+from hopscotch.retriever.io.docids import canonical_docid
 
 ID_KEYS = ("_id", "docid", "id", "doc_id")
 TEXT_KEYS = ("text", "contents", "content")
@@ -48,7 +51,7 @@ def _record_to_document(obj: dict, path, lineno: int | None, shard: int, row: in
         raise FormatError(path, lineno, "a document with a string 'text' or 'contents' field",
                           f"keys {sorted(obj)[:8]}")
     docid = first_key(obj, ID_KEYS)
-    docid = climbmix_id(shard, row) if docid is None else str(docid)
+    docid = climbmix_id(shard, row) if docid is None else canonical_docid(str(docid))
     title = obj.get("title") or ""
     if not isinstance(title, str):
         raise FormatError(path, lineno, "a string 'title'", type(title).__name__)

@@ -1,16 +1,22 @@
-"""Relevance judgement readers: TREC 4-column, BEIR TSV with header, and two JSONL shapes.
+"""Relevance judgement readers: TREC 4-column, BEIR TSV with header, and two JSONL shapes; duplicate groups.
 
 JSONL shapes (BrowseComp-Plus projected onto ClimbMix): ``{query_id, doc_id, relevance}`` rows, or
 ``{record_id, qrel: [doc_id, ...]}`` rows (every listed document relevant with grade 1).
+
+Every docid is read through :func:`~hopscotch.retriever.io.docids.canonical_docid`, so qrels in either
+ClimbMix spelling match runs and corpora in the other; a document listed twice for one query (e.g. in
+both spellings) keeps its highest grade.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
-from hopscotch.retriever.errors import FormatError
+from hopscotch.retriever.errors import FormatError, UsageError
 from hopscotch.retriever.io.common import first_key, iter_lines, read_jsonl
+from hopscotch.retriever.io.docids import canonical_docid
 
 Qrels = dict[str, dict[str, int]]
 
@@ -20,6 +26,13 @@ def _grade(value, path, lineno) -> int:
         return int(float(value))
     except (TypeError, ValueError):
         raise FormatError(path, lineno, "an integer relevance grade", str(value)) from None
+
+
+def _add(qrels: Qrels, qid: str, docid: str, grade: int) -> None:
+    docs = qrels.setdefault(qid, {})
+    docid = canonical_docid(docid)
+    if docid not in docs or grade > docs[docid]:
+        docs[docid] = grade
 
 
 def _read_tabular(path: Path) -> Qrels:
@@ -35,7 +48,7 @@ def _read_tabular(path: Path) -> Qrels:
         else:
             raise FormatError(path, lineno, "'qid Q0 docid rel' (TREC) or 'query-id<TAB>corpus-id<TAB>score' (BEIR)",
                               line)
-        qrels.setdefault(qid.strip(), {})[docid.strip()] = _grade(rel, path, lineno)
+        _add(qrels, qid.strip(), docid.strip(), _grade(rel, path, lineno))
     return qrels
 
 
@@ -48,7 +61,7 @@ def _read_jsonl(path: Path) -> Qrels:
             if qid is None or not isinstance(docs, list):
                 raise FormatError(path, lineno, "{record_id, qrel: [doc_id, ...]}", f"keys {sorted(obj)}")
             for d in docs:
-                qrels.setdefault(str(qid), {})[str(d)] = 1
+                _add(qrels, str(qid), str(d), 1)
             continue
         qid = first_key(obj, ("query_id", "qid", "record_id"))
         docid = first_key(obj, ("doc_id", "docid", "corpus_id", "corpus-id"))
@@ -56,7 +69,7 @@ def _read_jsonl(path: Path) -> Qrels:
             raise FormatError(path, lineno, "{query_id, doc_id, relevance} or {record_id, qrel: [...]}",
                               f"keys {sorted(obj)}")
         rel = first_key(obj, ("relevance", "score", "rel"))
-        qrels.setdefault(str(qid), {})[str(docid)] = 1 if rel is None else _grade(rel, path, lineno)
+        _add(qrels, str(qid), str(docid), 1 if rel is None else _grade(rel, path, lineno))
     return qrels
 
 
@@ -75,27 +88,177 @@ def read_qrels(path: str | os.PathLike) -> Qrels:
     return _read_tabular(p)
 
 
+# ---------------------------------------------------------------------------------------- duplicate groups
+
+_GROUP_SUFFIXES = (".jsonl", ".jsonl.gz", ".parquet")
+
+
+def _group_rows(path: Path) -> Iterator[tuple[Path, int, dict]]:
+    """``(file, line, row)`` of a duplicate-group JSONL or parquet file, or of every such file of a folder."""
+    if path.is_dir():
+        files = sorted(f for f in path.iterdir() if f.is_file() and f.name.endswith(_GROUP_SUFFIXES))
+        if not files:
+            raise FormatError(path, None, "a folder holding *.jsonl or *.parquet duplicate groups", "none found")
+    else:
+        files = [path]
+    for f in files:
+        if not f.name.endswith(".parquet"):
+            for lineno, obj in read_jsonl(f, "a duplicate group {doc_id, exact_duplicates, near_duplicates}"):
+                yield f, lineno, obj
+            continue
+        import pyarrow.parquet as pq
+
+        try:
+            pf = pq.ParquetFile(f)
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a bad file
+            raise FormatError(f, None, "a readable parquet file", str(exc)) from None
+        row = 0
+        for batch in pf.iter_batches(batch_size=65536):
+            for obj in batch.to_pylist():
+                row += 1  # parquet has no lines: the 1-based row stands in
+                yield f, row, obj
+
+
+def _docid_list(value, field: str, path, lineno) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(d, str) and d for d in value):
+        raise FormatError(path, lineno, f"'{field}' as a list of doc id strings", repr(value)[:80])
+    return [canonical_docid(d) for d in value]
+
+
+def _near_list(value, path, lineno) -> list[tuple[str, float]]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise FormatError(path, lineno, "'near_duplicates' as a list of {doc_id, jaccard} objects", repr(value)[:80])
+    out = []
+    for item in value:
+        docid = item.get("doc_id") if isinstance(item, dict) else None
+        jac = item.get("jaccard") if isinstance(item, dict) else None
+        if (not isinstance(docid, str) or not docid or isinstance(jac, bool) or not isinstance(jac, (int, float))
+                or not 0.0 <= jac <= 1.0):
+            raise FormatError(path, lineno, "'near_duplicates' entries as {doc_id: string, jaccard: 0..1}",
+                              repr(item)[:80])
+        out.append((canonical_docid(docid), float(jac)))
+    return out
+
+
+class DuplicateGroups:
+    """Exact-duplicate classes (closed under transitivity) and near-duplicate links of a corpus.
+
+    Read from cmass's ``corpus_duplicates`` rows ``{doc_id, exact_duplicates: [...], near_duplicates:
+    [{doc_id, jaccard}], n_exact?, n_near?}`` (JSONL, parquet, or a folder of either) or from exact-group
+    rows ``{doc_ids: [...]}``. Semantics, as cmass defines its duplicates (``DUPLICATES.md``):
+
+    * exact duplicates are byte-identical, so they form equivalence classes: every listed pair is
+      merged and the classes are closed (A = B and B = C puts A, B, C in one class), whether a file
+      lists whole groups on every row or only some pairs;
+    * near duplicates (``jaccard >= min_jaccard``; None: not used) are *not* transitive (A ~ B and
+      B ~ C says nothing of A and C; single-linkage chains unrelated boilerplate), so only direct
+      neighbours are taken: the neighbours of any member of a document's exact class, each with its own
+      exact class (a byte-identical copy has the same Jaccard). Links are used in both directions.
+
+    Docids are canonical (:func:`~hopscotch.retriever.io.docids.canonical_docid`): padded group files
+    match unpadded qrels. The file is held in memory: for the full ClimbMix release, keep only the rows
+    of judged documents first (cmass rows already list whole neighbourhoods, both directions).
+    """
+
+    def __init__(self, min_jaccard: float | None = None):
+        if min_jaccard is not None and not 0.0 <= min_jaccard <= 1.0:
+            raise UsageError(f"the near-duplicate Jaccard threshold must lie in [0, 1], got {min_jaccard}")
+        self.min_jaccard = min_jaccard
+        self._parent: dict[str, str] = {}
+        self._near: dict[str, set[str]] = {}
+
+    def _root(self, docid: str) -> str:
+        parent = self._parent
+        root = docid
+        while parent.get(root, root) != root:
+            root = parent[root]
+        while docid != root:  # path compression
+            parent[docid], docid = root, parent[docid]
+        return root
+
+    def merge_exact(self, docids: list[str]) -> None:
+        """Put ``docids`` in one exact-duplicate class."""
+        for d in docids:
+            self._parent.setdefault(d, d)
+        first = self._root(docids[0]) if docids else None
+        for d in docids[1:]:
+            root = self._root(d)
+            if root != first:
+                self._parent[root] = first
+
+    def link_near(self, a: str, b: str, jaccard: float) -> None:
+        """Record a near-duplicate pair (kept only at or above ``min_jaccard``)."""
+        if self.min_jaccard is not None and jaccard >= self.min_jaccard and a != b:
+            self._near.setdefault(a, set()).add(b)
+            self._near.setdefault(b, set()).add(a)
+
+    def add_row(self, obj: dict, path, lineno: int) -> None:
+        """One row of a group file, checked (a bad field type is a :class:`FormatError` naming file:line)."""
+        if "doc_ids" in obj and "doc_id" not in obj:
+            self.merge_exact(_docid_list(obj["doc_ids"], "doc_ids", path, lineno))
+            return
+        docid = obj.get("doc_id")
+        if not isinstance(docid, str) or not docid:
+            raise FormatError(path, lineno, "a string 'doc_id' (or an exact group {doc_ids: [...]})",
+                              f"keys {sorted(obj)[:8]}" if docid is None else repr(docid)[:80])
+        docid = canonical_docid(docid)
+        self.merge_exact([docid, *_docid_list(obj.get("exact_duplicates"), "exact_duplicates", path, lineno)])
+        for other, jaccard in _near_list(obj.get("near_duplicates"), path, lineno):
+            self.link_near(docid, other, jaccard)
+
+    def classes(self) -> dict[str, set[str]]:
+        """Every exact class of two or more documents, keyed by each member."""
+        by_root: dict[str, set[str]] = {}
+        for d in self._parent:
+            by_root.setdefault(self._root(d), set()).add(d)
+        return {d: members for members in by_root.values() if len(members) > 1 for d in members}
+
+    def expand(self, qrels: Qrels) -> Qrels:
+        """``qrels`` plus, for each relevant (grade > 0) document, its duplicates at its grade (the highest
+        grade wins where several reach one document; judged documents keep a higher grade of their own)."""
+        exact = self.classes()
+        same: dict[str, set[str]] = {}
+
+        def duplicates(docid: str) -> set[str]:
+            if docid not in same:
+                members = exact.get(docid, {docid})
+                out = set(members)
+                for m in members:
+                    for n in self._near.get(m, ()):
+                        out |= exact.get(n, {n})
+                same[docid] = out
+            return same[docid]
+
+        out: Qrels = {}
+        for qid, docs in qrels.items():
+            row = dict(docs)
+            for docid, grade in docs.items():
+                if grade <= 0:
+                    continue
+                for d in duplicates(docid):
+                    if row.get(d, 0) < grade:
+                        row[d] = grade
+            out[qid] = row
+        return out
+
+
+def read_duplicate_groups(path: str | os.PathLike, min_jaccard: float | None = None) -> DuplicateGroups:
+    """Read a duplicate-group file (or folder); see :class:`DuplicateGroups` for the formats and semantics."""
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"{p}: no such duplicate-group file or folder")
+    groups = DuplicateGroups(min_jaccard)
+    for f, lineno, obj in _group_rows(p):
+        groups.add_row(obj, f, lineno)
+    return groups
+
+
 def expand_qrels_with_duplicates(qrels: Qrels, groups_path: str | os.PathLike,
                                  min_jaccard: float | None = None) -> Qrels:
-    """Add a relevant document's exact (and optionally near, ``jaccard >= min_jaccard``) duplicates.
-
-    ``groups_path`` is JSONL of ``{doc_id, exact_duplicates: [...], near_duplicates: [{doc_id, jaccard}]}``.
-    """
-    dups: dict[str, set[str]] = {}
-    for lineno, obj in read_jsonl(groups_path, "a duplicate group {doc_id, exact_duplicates, near_duplicates}"):
-        if "doc_id" not in obj:
-            raise FormatError(groups_path, lineno, "a 'doc_id' field", f"keys {sorted(obj)}")
-        same = set(map(str, obj.get("exact_duplicates") or []))
-        if min_jaccard is not None:
-            for near in obj.get("near_duplicates") or []:
-                if float(near.get("jaccard", 0.0)) >= min_jaccard:
-                    same.add(str(near["doc_id"]))
-        dups.setdefault(str(obj["doc_id"]), set()).update(same)
-    out: Qrels = {}
-    for qid, docs in qrels.items():
-        row = dict(docs)
-        for docid, grade in docs.items():
-            for d in dups.get(docid, ()):
-                row[d] = max(row.get(d, 0), grade)
-        out[qid] = row
-    return out
+    """Expand ``qrels`` over the duplicate groups at ``groups_path``: the closure over exact duplicates,
+    and direct near duplicates with ``jaccard >= min_jaccard`` when it is given (:class:`DuplicateGroups`)."""
+    return read_duplicate_groups(groups_path, min_jaccard).expand(qrels)

@@ -1,4 +1,9 @@
-"""Query readers: JSONL (``_id``|``query_id``|``id``, ``text``|``query``, optional context fields) and TSV.
+"""Query readers: JSONL (``_id``|``query_id``|``qid``|``id``, ``text``|``query``|``question``, optional context
+fields) and TSV.
+
+cmass / BrowseComp-Plus query rows ``{id, question, answer, canary?}`` read as ``qid = id``,
+``text = question``, with ``answer`` (and any other field) kept in :attr:`Query.extra`. Queries hold no
+docids, so there is nothing here for :func:`~hopscotch.retriever.io.docids.canonical_docid` to normalise.
 
 The optional context fields of an agent step, shared with the training tuples (:mod:`.tuples`) and read by
 :func:`parse_context_fields`: ``reasoning`` (the full reasoning before the query), ``current_reasoning``
@@ -18,7 +23,7 @@ from hopscotch.retriever.errors import FormatError
 from hopscotch.retriever.io.common import first_key, iter_lines, read_jsonl
 
 QID_KEYS = ("_id", "query_id", "qid", "id")
-QTEXT_KEYS = ("text", "query")
+QTEXT_KEYS = ("text", "query", "question")
 CONTEXT_KEYS = ("reasoning", "current_reasoning", "prior_queries", "prior_results")
 
 
@@ -99,12 +104,12 @@ def read_queries(path: str | os.PathLike) -> Iterator[Query]:
                 continue  # tolerate a header line
             yield Query(parts[0].strip(), "\t".join(parts[1:]).strip())
         return
-    for lineno, obj in read_jsonl(p, "a query object with '_id' and 'text'"):
+    expected = "a query object with '_id'|'query_id'|'qid'|'id' and 'text'|'query'|'question'"
+    for lineno, obj in read_jsonl(p, expected):
         qid = first_key(obj, QID_KEYS)
         text = first_key(obj, QTEXT_KEYS)
-        if qid is None or not isinstance(text, str):
-            raise FormatError(p, lineno, "a query object with '_id'|'query_id'|'id' and 'text'|'query'",
-                              f"keys {sorted(obj)[:8]}")
+        if qid is None or isinstance(qid, (dict, list)) or not isinstance(text, str):
+            raise FormatError(p, lineno, expected, f"keys {sorted(obj)[:8]}")
         context = parse_context_fields(obj, p, lineno)
         extra = {k: v for k, v in obj.items() if k not in (*QID_KEYS, *QTEXT_KEYS, *CONTEXT_KEYS)}
         yield Query(str(qid), text, extra=extra, **context)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from hopscotch.retriever.errors import FormatError
 from hopscotch.retriever.io.common import atomic_write, iter_lines
+from hopscotch.retriever.io.docids import canonical_docid
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -16,7 +17,11 @@ Run = dict[str, dict[str, float]]
 
 
 def read_run(path: str | os.PathLike) -> Run:
-    """Read a TREC run into ``{qid: {docid: score}}``."""
+    """Read a TREC run into ``{qid: {docid: score}}``.
+
+    Docids are read through :func:`~hopscotch.retriever.io.docids.canonical_docid`; a document listed
+    twice for one query (e.g. in both ClimbMix spellings) keeps its highest score.
+    """
     run: Run = {}
     for lineno, line in iter_lines(path):
         parts = line.split()
@@ -24,9 +29,13 @@ def read_run(path: str | os.PathLike) -> Run:
             raise FormatError(path, lineno, "6 columns 'qid Q0 docid rank score tag'", line)
         qid, _, docid, _, score, _ = parts
         try:
-            run.setdefault(qid, {})[docid] = float(score)
+            value = float(score)
         except ValueError:
             raise FormatError(path, lineno, "a numeric score in column 5", score) from None
+        docs = run.setdefault(qid, {})
+        docid = canonical_docid(docid)
+        if docid not in docs or value > docs[docid]:
+            docs[docid] = value
     return run
 
 

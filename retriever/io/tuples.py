@@ -6,6 +6,7 @@ positive_passages: [{docid, title, text}], negative_passages}``; the optional co
 training can pick or mix query input variants).
 AgentIR's files carry no ``reasoning`` field but a query string ``Reasoning: ...\\n\\nQuery: ...``;
 it is split back into the two so the reasoning can be cut from the left at training time.
+Passage docids are read through :func:`hopscotch.retriever.io.docids.canonical_docid`.
 :func:`tuple_line` writes one line (DR-Synth's output); :func:`read_training_tuples` reads files,
 folders or, online, Hugging Face datasets.
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from hopscotch.retriever.errors import FormatError, UsageError
 from hopscotch.retriever.io.common import read_jsonl
-from hopscotch.retriever.io.docids import signed_docid_hash
+from hopscotch.retriever.io.docids import canonical_docid, signed_docid_hash
 from hopscotch.retriever.io.queries import parse_context_fields
 
 _AGENTIR_QUERY = re.compile(r"^\s*Reasoning:\s*(.*?)\n\nQuery:\s*(.*)$", re.DOTALL)
@@ -58,7 +59,7 @@ def _passage(obj, path, lineno, field: str) -> Passage:
     text = obj["text"]
     title = obj.get("title") or ""
     docid = obj.get("docid", obj.get("_id", obj.get("id")))
-    docid = str(docid) if docid is not None else f"text:{signed_docid_hash(title + chr(0) + text):x}"
+    docid = canonical_docid(str(docid)) if docid is not None else f"text:{signed_docid_hash(title + chr(0) + text):x}"
     return Passage(docid, str(title), text)
 
 
@@ -112,8 +113,20 @@ def _hf_rows(name: str) -> Iterable[tuple[int, dict]]:
         yield i, dict(row)
 
 
-def read_training_tuples(sources: str | os.PathLike | Sequence[str | os.PathLike]) -> list[TrainingTuple]:
-    """Read tuples from JSONL files or folders (or ``org/name[:split]`` Hugging Face datasets when online)."""
+def read_training_tuples(sources: str | os.PathLike | Sequence[str | os.PathLike],
+                         corpus: str | os.PathLike | None = None) -> list[TrainingTuple]:
+    """Read tuples from JSONL files or folders (or ``org/name[:split]`` Hugging Face datasets when online).
+
+    Rows in Tevatron's newer format (``query_text``, ``positive_document_ids``, ...) are resolved against
+    ``corpus`` by :class:`hopscotch.retriever.io.tevatron.TevatronIdResolver`.
+    """
+    from hopscotch.retriever.io.tevatron import TevatronIdResolver
+
+    resolver = TevatronIdResolver(corpus)
+
+    def parse(obj: dict, path, lineno) -> TrainingTuple:
+        return parse_tuple(resolver.expand(obj, path, lineno), path, lineno)
+
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
     tuples: list[TrainingTuple] = []
@@ -121,9 +134,9 @@ def read_training_tuples(sources: str | os.PathLike | Sequence[str | os.PathLike
         source = str(source)
         if Path(source).exists():
             for f in _files(source):
-                tuples.extend(parse_tuple(obj, f, n) for n, obj in read_jsonl(f, "a training tuple object"))
+                tuples.extend(parse(obj, f, n) for n, obj in read_jsonl(f, "a training tuple object"))
         elif re.fullmatch(r"[\w.-]+/[\w.-]+(:\w+)?", source):
-            tuples.extend(parse_tuple(obj, source, n) for n, obj in _hf_rows(source))
+            tuples.extend(parse(obj, source, n) for n, obj in _hf_rows(source))
         else:
             raise UsageError(f"data.train: {source}: no such file or folder")
     if not tuples:

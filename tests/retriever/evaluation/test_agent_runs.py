@@ -1,4 +1,8 @@
-"""``hopscotch eval-agent``: evidence recall over shown documents, search calls, accuracy; robust run reading."""
+"""``hopscotch eval-agent`` (``hopscotch`` protocol): evidence recall over shown documents, calls, accuracy; run reading.
+
+Since issue 11 an incomplete run counts as wrong in the accuracy (it used to be left out), so the fixture's
+accuracy is 1 correct of 3 runs (q1 correct, q2 wrong, q3 incomplete), not 1 of 2.
+"""
 
 from __future__ import annotations
 
@@ -68,7 +72,8 @@ def test_report(runs_dir):
     assert [per[q]["search_calls"] for q in ("q1", "2", "q3")] == [2, 3, 1]
     assert report["evidence_recall"] == pytest.approx((2 / 3 + 1 / 2 + 1) / 3)
     assert report["search_calls_per_question"] == pytest.approx(2)
-    assert report["judged"] == 2 and report["accuracy"] == 0.5
+    assert report["judged"] == 2 and report["accuracy_over"] == 3 and report["accuracy"] == pytest.approx(1 / 3)
+    assert per["q3"]["incomplete"] and per["q3"]["correct"] is False
     assert report["completed"] == 2 and report["qrels_without_run"] == ["q4"]
 
 
@@ -97,7 +102,7 @@ def test_real_tongyi_runs(shared_data):
         shown = shown_docids(r)
         assert listed <= shown
         assert search_calls(r) == r["tool_call_counts"]["search"]
-    qrels = {str(r["query_id"]): {sorted(shown_docids(r))[0]: 1, "never-shown": 1} for r in records}
+    qrels = {str(r["query_id"]): {min(shown_docids(r)): 1, "never-shown": 1} for r in records}
     report = evaluate_agent_runs(path, qrels)
     assert report["evidence_recall"] == pytest.approx(0.5) and report["accuracy"] is None
 
@@ -107,8 +112,14 @@ def test_cli(cli, runs_dir, tmp_path):
     qrels.write_text("".join(f"{q} Q0 {d} {g}\n" for q, docs in QRELS.items() for d, g in docs.items()))
     code, out, err = cli("eval-agent", "--runs", runs_dir, "--qrels", qrels, "--json", tmp_path / "r.json")
     assert code == 0, err
-    assert "evidence recall: 72.22% over 3 runs with qrels" in out and "accuracy: 50.00% over 2 judged" in out
-    assert json.loads((tmp_path / "r.json").read_text())["num_runs"] == 3
+    assert "evidence recall: 72.22% over 3 runs with qrels" in out
+    assert "accuracy: 33.33% over 3 runs (2 judged completed; 1 incomplete counted wrong)" in out
+    written = json.loads((tmp_path / "r.json").read_text())
+    assert written["num_runs"] == 3
+    manifest = written["manifest"]
+    assert manifest["command"] == "eval-agent" and manifest["protocol"] == "hopscotch" and manifest["judge"] == "run"
+    assert manifest["queries_expected"] == 4 and manifest["queries_evaluated"] == 3
+    assert manifest["snippet_chars"] is None and manifest["qrels"]["path"] == str(qrels)
 
 
 def test_bad_inputs(tmp_path):
