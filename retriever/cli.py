@@ -15,7 +15,8 @@ import sys
 from hopscotch.retriever.errors import HopscotchError
 
 COMMAND_MODULES = [
-    "world", "bm25_index", "index", "search", "eval", "tune_fusion", "synth", "train", "serve", "eval_agent", "demo",
+    "world", "bm25_index", "index", "search", "eval", "compare", "tune_fusion", "synth", "train", "serve",
+    "eval_agent", "replay", "demo",
 ]
 
 
@@ -36,6 +37,9 @@ def _version() -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="hopscotch", description="Reasoning-aware dense retrieval for deep-research agents.")
     parser.add_argument("--version", action="version", version=f"hopscotch {_version()}")
+    parser.add_argument("--offline", action="store_true",
+                        help="never reach the Hugging Face Hub (models and datasets from the local cache only; "
+                             "same as HF_HUB_OFFLINE=1); accepted before or after the command")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMAND_MODULES:
@@ -44,8 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--offline" in argv:  # the hub is offline only when the user says so (here or HF_HUB_OFFLINE=1)
+        argv = [a for a in argv if a != "--offline"]
+        for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+            os.environ[var] = "1"
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     parser = build_parser()
     args = parser.parse_args(argv)
