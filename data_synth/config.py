@@ -8,6 +8,8 @@ from hopscotch.data_synth.labels import LabelConfig
 from hopscotch.data_synth.rerankers.base import RERANKERS, OracleWeights, RerankerSpec
 from hopscotch.data_synth.traces import TRACE_FORMATS
 
+# how a tuple's query is written: reasoning in its own field, or AgentIR's 'Reasoning: ...\n\nQuery: ...' string
+QUERY_FORMATS = ("separate", "agentir")
 # knobs that change how fast a run is, not what it writes (left out of the resume fingerprint)
 RUNTIME_ONLY = ("workers", "show_progress", "fresh", "llm_timeout", "llm_max_retries", "llm_cache", "llm_api_key_env",
                 "batch_size")
@@ -48,6 +50,8 @@ class SynthConfig:
     batch_size: int = 64
     show_progress: bool = True
     fresh: bool = False                 # discard the work files of an earlier, different run
+    query_format: str = "separate"      # separate: query and reasoning fields | agentir: one AgentIR query string
+    query_instruction: str = ""         # prefix of the agentir query string (Tevatron adds its --query_prefix)
 
     def __post_init__(self):
         if isinstance(self.weights, dict):
@@ -62,6 +66,8 @@ class SynthConfig:
             raise ValueError("workers must be at least 1")
         if self.max_questions is not None and self.max_questions < 1:
             raise ValueError("max_questions must be at least 1")
+        if self.query_format not in QUERY_FORMATS:
+            raise ValueError(f"unknown query format {self.query_format!r}; choose from {', '.join(QUERY_FORMATS)}")
         self.label_config()  # validates positives / negatives / near_duplicate
 
     def label_config(self) -> LabelConfig:
@@ -84,4 +90,7 @@ class SynthConfig:
             d.pop("encoder")
         if self.reranker != "cross-encoder":
             d.pop("cross_encoder")
+        if self.query_format == "separate":  # the default: fingerprints of earlier runs stay valid
+            d.pop("query_format")
+            d.pop("query_instruction")
         return d

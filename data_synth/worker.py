@@ -28,6 +28,7 @@ from hopscotch.retriever.index.bm25 import BM25Index
 from hopscotch.retriever.io.corpus import Document
 from hopscotch.retriever.io.queries import context_dict
 from hopscotch.retriever.io.tuples import passage_dict, tuple_line
+from hopscotch.retriever.model.query_template import format_query
 
 
 class QuestionWorker:
@@ -98,7 +99,10 @@ class QuestionWorker:
             if result.drop_reason:
                 stats[f"dropped.{result.drop_reason}"] += 1
                 continue
-            lines.append(tuple_line(step.query_id, step.query, step.reasoning,
+            query, reasoning = step.query, step.reasoning
+            if self.config.query_format == "agentir":  # Tevatron reads only 'query': the reasoning goes in it
+                query, reasoning = format_query(step.query, step.reasoning, self.config.query_instruction), None
+            lines.append(tuple_line(step.query_id, query, reasoning,
                                     [passage_dict(c.docid, c.title, c.text) for c in result.positives],
                                     [passage_dict(c.docid, c.title, c.text) for c in result.negatives],
                                     context_dict(step)))

@@ -3,6 +3,12 @@
     hopscotch index --corpus PATH --model M --out DIR [--batch-size B] [--max-length L]
                     [--shard-size N] [--spec SPEC] [--layout auto|shards|merged]
     hopscotch index --plan --docs 553000000 --dim 384 --spec OPQ64,IVF262144,PQ64
+    hopscotch index --import-tevatron 'corpus.*.pkl' --out DIR [--corpus PATH] [--model M] [--spec SPEC]
+    hopscotch index --out DIR --export-tevatron OUT_PREFIX     # writes OUT_PREFIX.<shard>.pkl
+
+Tevatron's encode pickles ``(reps, lookup)`` (the published BrowseComp-Plus dense indexes) are read only
+when named with ``--import-tevatron``, through the restricted unpickler of
+:mod:`hopscotch.retriever.io.tevatron` (numpy arrays, lists and strings; anything else is refused unrun).
 
 Run it under ``torchrun --nproc_per_node G -m hopscotch.retriever.cli index ...`` (or ``accelerate launch``) to split
 the shards across processes/GPUs; rerun the same command after a crash to resume.
@@ -41,6 +47,15 @@ def register(sub) -> None:
     p.add_argument("--wait-timeout", type=float, help="seconds rank 0 waits for the other ranks' shards")
     p.add_argument("--gpu-index", choices=["auto", "yes", "no"], default="auto",
                    help="train the FAISS index on GPUs (faiss-gpu) when available")
+    tev = p.add_argument_group("Tevatron encode pickles (reps, lookup)")
+    tev.add_argument("--import-tevatron", metavar="GLOB",
+                     help="build --out from Tevatron encode pickles (a quoted glob, e.g. 'corpus.*.pkl') instead "
+                          "of encoding; --corpus (optional) gives the documents' texts, --model the query encoder "
+                          "to record. WARNING: pickles run code; they are read only when named here, with a "
+                          "restricted unpickler that accepts numpy arrays, lists and strings and refuses the rest")
+    tev.add_argument("--export-tevatron", metavar="OUT_PREFIX",
+                     help="write the --out index's embeddings as Tevatron pickles OUT_PREFIX.<shard>.pkl (float32 "
+                          "reps, docid list); without --corpus/--model the existing --out index is exported")
     plan = p.add_argument_group("planning (--plan prints estimates and builds nothing)")
     plan.add_argument("--plan", action="store_true", help="print the memory / disk / time plan of the index and exit")
     plan.add_argument("--docs", type=int, help="number of documents (default: count --corpus)")
@@ -88,6 +103,22 @@ def run(args) -> int:
 
     if args.plan:
         return _run_plan(args)
+    if (args.import_tevatron or args.export_tevatron) and not args.out:
+        raise UsageError("--import-tevatron / --export-tevatron need --out DIR (the index folder)")
+    export_only = args.export_tevatron and not (args.corpus or args.model)  # export the existing --out index
+    if args.import_tevatron:
+        _import_tevatron(args)
+    elif not export_only and not _build(args):
+        return 0  # not rank 0: rank 0 finishes the index
+    if args.export_tevatron:
+        _export_tevatron(args.out, args.export_tevatron)
+    return 0
+
+
+def _build(args) -> bool:
+    """Encode ``--corpus`` and build the FAISS index; True on the process that finished the index."""
+    from hopscotch.retriever.errors import UsageError
+
     missing = [f"--{n}" for n in ("corpus", "model", "out") if not getattr(args, n)]
     if missing:
         raise UsageError(f"missing {', '.join(missing)} (or use --plan)")
@@ -104,10 +135,118 @@ def run(args) -> int:
           f"({result.encoded_docs:,} documents, {result.docs_per_second:,.0f} docs/s), "
           f"{len(result.skipped_shards)} already done", file=sys.stderr)
     if result.meta is None:
-        return 0  # not rank 0: rank 0 finishes the index
+        return False
     use_gpu = {"auto": None, "yes": True, "no": False}[args.gpu_index]
     build_faiss_index(args.out, args.spec, layout=_layout(args), train_size=args.train_size, use_gpu=use_gpu)
     meta = result.meta
     print(f"index of {meta.num_docs:,} documents ({meta.num_shards} shards, dim {meta.dim}, {args.spec}) "
           f"written to {args.out} in {time.perf_counter() - t0:.1f}s")
-    return 0
+    return True
+
+
+def _rechunk(parts, size: int):
+    """``(reps, docids)`` parts of any sizes -> blocks of exactly ``size`` rows (the last one shorter)."""
+    import numpy as np
+
+    embs, ids, held = [], [], 0
+    for reps, docids in parts:
+        embs.append(reps)
+        ids.extend(docids)
+        held += len(docids)
+        while held >= size:
+            block = np.concatenate(embs) if len(embs) > 1 else embs[0]
+            yield block[:size], ids[:size]
+            embs, ids, held = [block[size:]], ids[size:], held - size
+    if held:
+        yield (np.concatenate(embs) if len(embs) > 1 else embs[0]), ids
+
+
+def _clear_index_folder(out, overwrite: bool) -> None:
+    import shutil
+
+    from hopscotch.retriever.errors import UsageError
+    from hopscotch.retriever.index.layout import ENCODE_CONFIG_FILE, FAISS_DIR, LOOKUP_DIR, META_FILE, SHARD_DIR
+
+    parts = [out / n for n in (SHARD_DIR, LOOKUP_DIR, FAISS_DIR, META_FILE, ENCODE_CONFIG_FILE) if (out / n).exists()]
+    if parts and not overwrite:
+        raise UsageError(f"{out} already holds an index; use another --out, or --overwrite to replace it")
+    for part in parts:
+        if part.is_dir():
+            shutil.rmtree(part)
+        else:
+            part.unlink()
+
+
+def _import_tevatron(args) -> None:
+    """Tevatron pickles -> shards of ``--shard-size`` (float16 embeddings + ids, documents when ``--corpus``),
+    the docid lookup, ``index.json`` and the FAISS index ``--spec``. Vectors are kept as they are."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from hopscotch.retriever.errors import FormatError, UsageError
+    from hopscotch.retriever.index.docstore import build_docid_lookup
+    from hopscotch.retriever.index.faiss_index import build_faiss_index, check_spec_syntax
+    from hopscotch.retriever.index.layout import ENCODE_CONFIG_FILE, IndexMeta
+    from hopscotch.retriever.index.shard_files import write_shard
+    from hopscotch.retriever.io.common import write_json
+    from hopscotch.retriever.io.corpus import Document, load_corpus_dict
+    from hopscotch.retriever.io.tevatron import read_tevatron_pickle, tevatron_pickle_paths
+    from hopscotch.retriever.model.config import ModelSettings, model_settings
+
+    if args.shard_size <= 0:
+        raise UsageError("--shard-size must be positive")
+    check_spec_syntax(args.spec)
+    t0, out = time.perf_counter(), Path(args.out)
+    paths = tevatron_pickle_paths(args.import_tevatron)
+    settings = model_settings(args.model) if args.model else ModelSettings("")
+    docs = load_corpus_dict(args.corpus) if args.corpus else None
+    _clear_index_folder(out, args.overwrite)
+    write_json(out / ENCODE_CONFIG_FILE, {"tevatron_pickles": [str(p.resolve()) for p in paths],
+                                          "corpus": args.corpus, "shard_size": args.shard_size})
+    dims: list[int] = []
+
+    def parts():
+        for path in paths:
+            part = read_tevatron_pickle(path)
+            dims.append(part.reps.shape[1])
+            if dims[-1] != dims[0]:
+                raise FormatError(path, None, f"{dims[0]}-d reps like {paths[0]}", f"shape {part.reps.shape}")
+            if np.abs(part.reps).max(initial=0.0) > np.finfo(np.float16).max:
+                raise FormatError(path, None, "reps within the float16 range the index stores", "larger values")
+            yield part.reps, part.docids
+
+    num_docs = shard = 0
+    for shard, (emb, ids) in enumerate(_rechunk(parts(), args.shard_size)):
+        if docs is not None and (missing := next((d for d in ids if d not in docs), None)) is not None:
+            raise FormatError(args.corpus, None, "every docid of the pickles", f"no document {missing!r}")
+        rows = [docs[d] for d in ids] if docs is not None else [Document(d, "", "") for d in ids]
+        write_shard(out, shard, rows, emb, docs is not None, 0.0)
+        num_docs += len(ids)
+    if not num_docs:
+        raise UsageError(f"--import-tevatron {args.import_tevatron!r}: the pickles hold no embeddings")
+    meta = IndexMeta(model=args.model or "", model_path=str(settings.path), max_length=args.max_length,
+                     dim=dims[0], num_docs=num_docs, num_shards=shard + 1, shard_size=args.shard_size,
+                     reasoning_aware=args.reasoning_aware or settings.reasoning_aware,
+                     query_input=settings.query_input, docstore=docs is not None, corpus=args.corpus or "",
+                     passage_prefix=settings.passage_prefix)
+    build_docid_lookup(out, meta, corpus=args.import_tevatron, show_progress=False)
+    meta.save(out)
+    use_gpu = {"auto": None, "yes": True, "no": False}[args.gpu_index]
+    build_faiss_index(out, args.spec, layout=_layout(args), train_size=args.train_size, use_gpu=use_gpu)
+    print(f"index of {num_docs:,} documents from {len(paths)} Tevatron pickles ({meta.num_shards} shards, dim "
+          f"{meta.dim}, {args.spec}) written to {out} in {time.perf_counter() - t0:.1f}s"
+          + ("" if args.model else "; no --model recorded: give 'search --model' the query encoder"))
+
+
+def _export_tevatron(index_dir: str, prefix: str) -> None:
+    """One Tevatron pickle per shard of a finished index: ``PREFIX.<shard>.pkl`` = ``(float32 reps, docids)``."""
+    from hopscotch.retriever.index.layout import IndexMeta, iter_shard_docids, load_shard_embeddings
+    from hopscotch.retriever.io.tevatron import tevatron_export_path, write_tevatron_pickle
+
+    meta = IndexMeta.load(index_dir)
+    for shard in range(meta.num_shards):
+        write_tevatron_pickle(tevatron_export_path(prefix, shard), load_shard_embeddings(index_dir, shard),
+                              list(iter_shard_docids(index_dir, shard)))
+    print(f"{meta.num_docs:,} embeddings of {index_dir} written as {meta.num_shards} Tevatron pickles "
+          f"'{prefix}.*.pkl'")

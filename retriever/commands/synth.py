@@ -12,6 +12,7 @@ import time
 
 RERANKER_CHOICES = ("lexical", "dense", "cross-encoder", "llm")
 TRACE_FORMAT_CHOICES = ("auto", "ircot", "tongyi", "browsecomp", "world", "generic")
+QUERY_FORMAT_CHOICES = ("separate", "agentir")
 
 
 def register(sub) -> None:
@@ -40,6 +41,13 @@ def register(sub) -> None:
     out.add_argument("--stats", help="stats JSON (default: <out stem>.stats.json)")
     out.add_argument("--preview", type=int, default=0, metavar="N", help="print the first N tuples readably")
     out.add_argument("--fresh", action="store_true", help="discard work files of an earlier, different run")
+    out.add_argument("--query-format", default="separate", choices=QUERY_FORMAT_CHOICES,
+                     help="separate (default): 'query' and 'reasoning' in their own fields; agentir: 'query' holds "
+                          "AgentIR's 'Reasoning: {reasoning or Empty}\\n\\nQuery: {query}', so Tevatron (which "
+                          "reads only 'query') trains on the reasoning")
+    out.add_argument("--query-instruction", default="", metavar="TEXT",
+                     help="with --query-format agentir: a prefix of that string (default none: Tevatron adds "
+                          "AgentIR's instruction itself through its --query_prefix)")
     lab = p.add_argument_group("labelling")
     lab.add_argument("--reranker", default="lexical", choices=RERANKER_CHOICES, help="the oracle (default lexical)")
     lab.add_argument("--depth", type=int, default=50, help="candidate window length (default 50)")
@@ -104,9 +112,12 @@ def run(args) -> int:
             weights=parse_weights(args.oracle_weights), encoder=args.encoder, cross_encoder=args.cross_encoder,
             llm_base_url=args.llm_base_url, llm_model=args.llm_model, llm_api_key_env=args.llm_api_key_env,
             llm_cache=args.llm_cache, llm_window=args.llm_window, llm_stride=args.llm_stride,
-            llm_timeout=args.llm_timeout, llm_max_retries=args.llm_max_retries, fresh=args.fresh)
+            llm_timeout=args.llm_timeout, llm_max_retries=args.llm_max_retries, fresh=args.fresh,
+            query_format=args.query_format, query_instruction=args.query_instruction)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if args.query_instruction and args.query_format != "agentir":
+        raise UsageError("--query-instruction needs --query-format agentir")
     inputs = SynthInputs(args.qa, args.corpus, traces=args.traces or (), question_only=args.question_only,
                          qrels=args.qrels, bm25_index=args.bm25_index)
     stats = synthesize(inputs, out=args.out, config=config, stats_path=args.stats)
