@@ -83,8 +83,8 @@ def read_done_marker(index_dir: str | os.PathLike, shard: int) -> dict | None:
 class IndexMeta:
     """The manifest of a finished index folder (``index.json``)."""
 
-    model: str                      # as given (``minilm`` or a path)
-    model_path: str                 # resolved folder
+    model: str                      # as given (``minilm``, a Hub id or a path): for display
+    model_path: str                 # the resolved folder, absolute (see :meth:`load` for old relative ones)
     max_length: int | None
     dim: int
     num_docs: int
@@ -97,6 +97,13 @@ class IndexMeta:
     passage_prefix: str = ""        # prepended to every document before encoding (trained models)
     faiss: dict = field(default_factory=dict)   # {default, built: {name: entry}}: see index.faiss_index
     version: int = LAYOUT_VERSION
+    model_cwd: str = ""             # the working directory a relative model_path was given in
+    model_relpath: str = ""         # model_path relative to the index folder (found again when both move)
+
+    def __post_init__(self):
+        if self.model_path and not os.path.isabs(self.model_path):  # made absolute where it was typed
+            self.model_cwd = self.model_cwd or os.getcwd()
+            self.model_path = os.path.normpath(os.path.join(self.model_cwd, self.model_path))
 
     @classmethod
     def load(cls, index_dir: str | os.PathLike) -> IndexMeta:
@@ -114,9 +121,16 @@ class IndexMeta:
         missing = {"model", "model_path", "dim", "num_docs", "num_shards", "shard_size"} - set(raw)
         if missing:
             raise UsageError(f"{path}: index manifest lacks {sorted(missing)}")
-        return cls(**{k: v for k, v in raw.items() if k in known})
+        meta = cls(**{k: v for k, v in raw.items() if k in known}, **_old_relative_base(raw, Path(index_dir)))
+        meta.model_path = _located_model(meta, Path(index_dir))
+        return meta
 
     def save(self, index_dir: str | os.PathLike) -> None:
+        """Write ``index.json``, recording where the model lies relative to ``index_dir`` too."""
+        try:
+            self.model_relpath = os.path.relpath(self.model_path, os.path.abspath(index_dir)) if self.model_path else ""
+        except ValueError:  # another drive
+            self.model_relpath = ""
         write_json(Path(index_dir) / META_FILE, asdict(self))
 
     def shard_rows(self, shard: int) -> int:
@@ -124,6 +138,37 @@ class IndexMeta:
         if shard < self.num_shards - 1:
             return self.shard_size
         return self.num_docs - self.shard_size * (self.num_shards - 1)
+
+
+def _old_relative_base(raw: dict, index_dir: Path) -> dict:
+    """For a manifest written before paths were made absolute (a relative ``model_path``, no ``model_cwd``):
+    the first of the working directory, the index folder and its parents under which that path exists."""
+    rel = str(raw.get("model_path") or "")
+    if not rel or os.path.isabs(rel) or raw.get("model_cwd"):
+        return {}
+    here = index_dir.absolute()
+    for base in (Path.cwd(), here, *here.parents):
+        if (base / rel).is_dir():
+            return {"model_cwd": str(base)}
+    return {}
+
+
+def _located_model(meta: IndexMeta, index_dir: Path) -> str:
+    """``meta.model_path`` when it exists; else the same folder beside the (moved) index (``model_relpath``),
+    the bundled model again for an alias, or a Hub id's snapshot in the local cache (never downloaded)."""
+    from hopscotch.retriever.model import loading
+
+    if not meta.model_path or os.path.isdir(meta.model_path):  # '': no model recorded (imported vectors)
+        return meta.model_path
+    if meta.model_relpath:
+        moved = os.path.normpath(os.path.join(index_dir.absolute(), meta.model_relpath))
+        if os.path.isdir(moved):
+            return moved
+    if meta.model.lower() in loading.MODEL_ALIASES:
+        return loading.bundled_minilm_path()
+    if loading.looks_like_hub_id(meta.model):
+        return loading.cached_hub_snapshot(meta.model) or meta.model_path
+    return meta.model_path
 
 
 def save_npy(path: str | os.PathLike, arr: np.ndarray) -> None:

@@ -8,6 +8,11 @@ What fills the reasoning slot is the query input variant (``reasoning``, ``curre
 ``prior_queries``, ``reasoning_tail:N``, ``with_documents``; ``query`` gives ``{instruction}{query}``):
 :mod:`hopscotch.retriever.model.query_input` builds that text and :func:`format_queries` applies it.
 
+The instruction is concatenated with no separator, exactly as Tevatron (``query_prefix + query``) and
+AgentIR (``task_prefix + format_reasoning_query(query, thinking)``) do: AgentIR's prefix ends in ``\\nQuery:``
+and its encoder sees ``...\\nQuery:Reasoning: ...``. :func:`parse_query` reads such a text back (the saved
+model folder's query tokenizer uses it, see :mod:`hopscotch.retriever.model.saving`).
+
 Documents encode as ``title + " " + text`` (just ``text`` when there is no title).
 """
 
@@ -28,6 +33,21 @@ def format_query(query: str, reasoning: str | None = None, instruction: str = ""
         return f"{instruction}{query}"
     reasoning = reasoning.strip() if reasoning and reasoning.strip() else EMPTY_REASONING
     return f"{instruction}Reasoning: {reasoning}\n\nQuery: {query}"
+
+
+def parse_query(text: str, instruction: str = "") -> tuple[str, str | None] | None:
+    """``(query, reasoning)`` of a text in the reasoning template ``[instruction]Reasoning: {reasoning}\\n\\nQuery:
+    {query}``, the inverse of :func:`format_query` (``reasoning`` None for ``Empty``); None for any other text.
+
+    The instruction may be missing from ``text``; the last ``\\n\\nQuery: `` separates reasoning and query.
+    """
+    body = text[len(instruction):] if instruction and text.startswith(instruction) else text
+    if not body.startswith("Reasoning: "):
+        return None
+    reasoning, sep, query = body[len("Reasoning: "):].rpartition("\n\nQuery: ")
+    if not sep:
+        return None
+    return query, (None if reasoning.strip() in ("", "Empty") else reasoning)
 
 
 def format_document(title: str | None, text: str) -> str:
