@@ -21,6 +21,10 @@ Judgements (:func:`read_judgements`) come from the harnesses' judges: a folder o
 ``evals/per-query/<query_id>_eval.json``), one such object per line of a JSONL file, a
 ``detailed_judge_results.csv``, or an ``evaluation_summary.json`` (``per_query_metrics``: correctness only).
 
+Every record :func:`iter_run_records` yields is checked by :func:`check_run_record` (field types, counts),
+after :mod:`.common` has checked its bytes and JSON: a malformed record is a :class:`FormatError` naming
+its file and line (a ``*.json`` record: line 1).
+
 Every part of Hopscotch that asks "is this a search call?" (DR-Synth's trace reader, ``eval-agent``)
 asks :func:`is_search_tool`, so a ``google_search`` call counts the same everywhere. Every docid read
 here goes through :func:`~hopscotch.retriever.io.docids.canonical_docid`.
@@ -29,7 +33,7 @@ here goes through :func:`~hopscotch.retriever.io.docids.canonical_docid`.
 from __future__ import annotations
 
 import csv
-import json
+import math
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -38,8 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from hopscotch.retriever.errors import FormatError, UsageError
-from hopscotch.retriever.io.common import open_text, parse_nested, read_jsonl
+from hopscotch.retriever.io.common import decoded_lines, parse_nested, read_json, read_jsonl
 from hopscotch.retriever.io.docids import canonical_docid
+from hopscotch.retriever.io.validate import check_id, count
 
 #: Search tools by name (after :func:`tool_name`); any name ending in ``_search`` is one too.
 SEARCH_TOOL_NAMES = frozenset({"search", "web_search", "google_search", "google_scholar", "bing_search", "retrieve",
@@ -102,22 +107,58 @@ def run_files(path: str | os.PathLike, layout: str = "any") -> list[Path]:
     return files
 
 
+_DOCID_LIST_KEYS = ("surfaced_docids", "previewed_docids", "opened_docids", "cited_docids", "agent_docids")
+
+
+def check_run_record(record: dict, path: str | os.PathLike, lineno: int) -> dict:
+    """``record`` if its fields have the types the readers below rely on, else :class:`FormatError` at ``path:lineno``.
+
+    Checked when present (nested fields may be JSON or Python-repr strings): ``query_id`` / ``qid`` an id
+    (:func:`~hopscotch.retriever.io.validate.check_id`), ``status`` a string, ``tool_call_counts`` an
+    object of non-negative integer counts, ``result`` a list of step objects (or strings), and
+    ``retrieved_docids`` and the cmass docid lists lists of docids, or one docid (``retrieved_docids``
+    may also hold ``{call: [docids]}`` objects).
+    """
+    for key in ("query_id", "qid"):
+        if record.get(key) not in (None, ""):  # absent or empty: the evaluators skip or refuse the record
+            check_id(record[key], path, lineno, f"a '{key}'")
+    if record.get("status") is not None and not isinstance(record["status"], str):
+        raise FormatError(path, lineno, "a string 'status'", repr(record["status"])[:80])
+    counts = parse_nested(record.get("tool_call_counts"), path, lineno, "'tool_call_counts'", strict=True)
+    if counts is not None:
+        if not isinstance(counts, dict):
+            raise FormatError(path, lineno, "'tool_call_counts' as an object {tool: count}", repr(counts)[:80])
+        for name, value in counts.items():
+            count(value, path, lineno, f"'tool_call_counts' entry {str(name)[:40]!r}")
+    steps = parse_nested(record.get("result"), path, lineno, "'result'", strict=True)
+    if steps is not None and (not isinstance(steps, list) or not all(isinstance(x, (dict, str)) for x in steps)):
+        raise FormatError(path, lineno, "'result' as a list of step objects", repr(steps)[:80])
+    for key in ("retrieved_docids", *_DOCID_LIST_KEYS):
+        value = parse_nested(record.get(key), path, lineno, f"'{key}'", strict=True)
+        allowed = (str, int, dict, list) if key == "retrieved_docids" else (str, int)
+        items = value if isinstance(value, list) else [] if value is None else [value]
+        if not all(isinstance(x, allowed) and not isinstance(x, bool) for x in items):
+            raise FormatError(path, lineno, f"'{key}' as a list of docids", repr(value)[:80])
+    return record
+
+
 def iter_run_records(path: str | os.PathLike, layout: str = "any") -> Iterator[tuple[str, dict]]:
-    """Yield ``(where, record)`` for every run record of :func:`run_files`; ``where`` is ``file`` or ``file:line``."""
+    """Yield ``(where, record)`` for every run record of :func:`run_files`; ``where`` is ``file`` or ``file:line``.
+
+    Every record is checked by :func:`check_run_record` (bytes and JSON by :mod:`.common`).
+    """
     for f in run_files(path, layout):
-        if f.suffix == ".jsonl":
+        if f.name.endswith((".jsonl", ".jsonl.gz")):
             for lineno, obj in read_jsonl(f, "a run record object"):
-                yield f"{f}:{lineno}", obj
+                yield f"{f}:{lineno}", check_run_record(obj, f, lineno)
         else:
-            yield str(f), read_run_file(f)
+            yield str(f), check_run_record(read_run_file(f), f, 1)
 
 
 def read_run_file(path: Path) -> dict:
-    """The one run record of a ``*.json`` file."""
-    try:
-        obj = json.loads(Path(path).read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise FormatError(path, exc.lineno, "one JSON run record", f"invalid JSON: {exc.msg}") from None
+    """The one run record of a ``*.json`` file (bytes and JSON checked; field types are not: see
+    :func:`check_run_record`)."""
+    obj = read_json(path, "one JSON run record")
     if not isinstance(obj, dict):
         raise FormatError(path, 1, "one JSON run record (an object)", type(obj).__name__)
     return obj
@@ -152,7 +193,8 @@ def tool_call_counts(record: dict) -> dict[str, int]:
     counts = parse_nested(record.get("tool_call_counts"))
     if not isinstance(counts, dict):
         return {}
-    return {str(k): int(v) for k, v in counts.items() if isinstance(v, (int, float))}
+    return {str(k): int(v) for k, v in counts.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0}
 
 
 def step_details(step: dict) -> dict:
@@ -236,10 +278,12 @@ def _as_bool(value: Any) -> bool | None:
 
 
 def _as_float(value: Any) -> float | None:
+    """A finite number, else None (absent, unparsable, nan or inf: no confidence given)."""
     try:
-        return None if value is None or value == "" else float(value)
-    except (TypeError, ValueError):
+        number = None if value is None or value == "" or isinstance(value, bool) else float(value)
+    except (TypeError, ValueError, OverflowError):
         return None
+    return number if number is not None and math.isfinite(number) else None
 
 
 def judgement_from(obj: dict) -> Judgement | None:
@@ -265,23 +309,33 @@ def judgement_from(obj: dict) -> Judgement | None:
 
 
 def _csv_judgements(path: Path) -> list[Judgement]:
-    with open_text(path) as fh:
-        rows = list(csv.DictReader(fh))
-    if rows and "query_id" not in rows[0]:
-        raise FormatError(path, 1, "a detailed_judge_results.csv header with query_id", ",".join(rows[0]))
+    where = {"line": 1}  # the file line csv has last read (a quoted field may span several)
+
+    def lines() -> Iterator[str]:
+        for lineno, line in decoded_lines(path):
+            where["line"] = lineno
+            yield line
+
     out = []
-    for row in rows:
-        correct = _as_bool(row.get("judge_correct", ""))
-        conf = row.get("judge_confidence", row.get("confidence"))
-        stem = Path(row["json_path"]).stem if row.get("json_path") else None
-        out.append(Judgement(str(row["query_id"]), correct, _as_float(conf),
-                             _as_bool(row.get("parse_error", "")) is True or correct is None, stem))
+    reader = csv.DictReader(lines())
+    try:
+        for row in reader:
+            if "query_id" not in row:
+                raise FormatError(path, 1, "a detailed_judge_results.csv header with query_id", ",".join(row))
+            qid = check_id(row["query_id"], path, where["line"], "a 'query_id'")
+            correct = _as_bool(row.get("judge_correct", ""))
+            conf = row.get("judge_confidence", row.get("confidence"))
+            stem = Path(row["json_path"]).stem if isinstance(row.get("json_path"), str) and row["json_path"] else None
+            out.append(Judgement(qid, correct, _as_float(conf),
+                                 _as_bool(row.get("parse_error", "")) is True or correct is None, stem))
+    except csv.Error as exc:  # an unterminated quote, a field over csv's size limit
+        raise FormatError(path, where["line"], "CSV judge results", str(exc)) from None
     return out
 
 
 def _json_judgements(path: Path, obj: Any) -> list[Judgement]:
     if isinstance(obj, dict) and isinstance(obj.get("per_query_metrics"), list):  # an evaluation_summary.json
-        return [Judgement(str(m["query_id"]), bool(m.get("correct")))
+        return [Judgement(check_id(m["query_id"], path, 1, "a per_query_metrics 'query_id'"), bool(m.get("correct")))
                 for m in obj["per_query_metrics"] if isinstance(m, dict) and "query_id" in m]
     items = obj if isinstance(obj, list) else [obj]
     out = []
@@ -304,19 +358,9 @@ def read_judgements(path: str | os.PathLike) -> list[Judgement]:
         files = sorted(path.rglob("*_eval.json"))
         if not files:
             raise UsageError(f"{path}: no *_eval.json judge files")
-        out = []
-        for f in files:
-            try:
-                out.extend(_json_judgements(f, json.loads(f.read_text(encoding="utf-8"))))
-            except json.JSONDecodeError as exc:
-                raise FormatError(f, exc.lineno, "a judge result (JSON)", f"invalid JSON: {exc.msg}") from None
-        return out
+        return [j for f in files for j in _json_judgements(f, read_json(f, "a judge result (JSON)"))]
     if path.name.endswith((".csv", ".csv.gz")):
         return _csv_judgements(path)
     if path.name.endswith((".jsonl", ".jsonl.gz")):
         return [j for _, obj in read_jsonl(path, "a judge result object") for j in _json_judgements(path, obj)]
-    try:
-        return _json_judgements(path, json.loads(path.read_text(encoding="utf-8")))
-    except json.JSONDecodeError as exc:
-        raise FormatError(path, exc.lineno, "judge results (JSON, JSONL, CSV or a folder)",
-                          f"invalid JSON: {exc.msg}") from None
+    return _json_judgements(path, read_json(path, "judge results (JSON, JSONL, CSV or a folder)"))

@@ -1,7 +1,13 @@
 """Corpus readers: JSONL, parquet, BEIR folders and ClimbMix-style shard folders, all streamed.
 
 Every reader yields :class:`Document` records one at a time, so a corpus of any size can be counted,
-sharded or encoded in constant memory.
+sharded or encoded in constant memory (:func:`read_corpus` keeps the docids it has seen, to refuse a
+repeat; ``unique=False`` and :func:`iter_file` do not).
+
+Checks (the input boundary, :mod:`.validate`): bytes, gzip and JSON through :mod:`.common`; a docid is a
+string or an integer without control or line-break characters (a newline in one would shift every later
+docid of a BM25 index's ``docids.txt``); text and title are strings. Any failure is a :class:`FormatError`
+naming the file and line (parquet: the 1-based row).
 
 Ids: a record's id is taken from ``_id`` | ``docid`` | ``id`` | ``doc_id`` and passed through
 :func:`~hopscotch.retriever.io.docids.canonical_docid` (a zero-padded ClimbMix id such as
@@ -20,8 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hopscotch.retriever.errors import FormatError
-from hopscotch.retriever.io.common import first_key, read_jsonl
+from hopscotch.retriever.io.common import first_key, parquet_rows, read_jsonl
 from hopscotch.retriever.io.docids import canonical_docid
+from hopscotch.retriever.io.validate import UniqueIds, check_id, check_text
 
 ID_KEYS = ("_id", "docid", "id", "doc_id")
 TEXT_KEYS = ("text", "contents", "content")
@@ -50,44 +57,42 @@ def _record_to_document(obj: dict, path, lineno: int | None, shard: int, row: in
     if not isinstance(text, str):
         raise FormatError(path, lineno, "a document with a string 'text' or 'contents' field",
                           f"keys {sorted(obj)[:8]}")
+    text = check_text(text, path, lineno, "a document 'text'")
     docid = first_key(obj, ID_KEYS)
-    docid = climbmix_id(shard, row) if docid is None else canonical_docid(str(docid))
+    docid = climbmix_id(shard, row) if docid is None else canonical_docid(check_id(docid, path, lineno, "a docid"))
     title = obj.get("title") or ""
     if not isinstance(title, str):
         raise FormatError(path, lineno, "a string 'title'", type(title).__name__)
-    return Document(docid, title, text)
+    return Document(docid, check_text(title, path, lineno, "a string 'title'"), text)
 
 
-def _iter_jsonl_corpus(path: Path, shard: int) -> Iterator[Document]:
+def _iter_jsonl_corpus(path: Path, shard: int) -> Iterator[tuple[int, Document]]:
     for row, (lineno, obj) in enumerate(read_jsonl(path, "a JSON object with 'text'")):
-        yield _record_to_document(obj, path, lineno, shard, row)
+        yield lineno, _record_to_document(obj, path, lineno, shard, row)
 
 
-def _iter_parquet_corpus(path: Path, shard: int, batch_size: int = 4096) -> Iterator[Document]:
-    import pyarrow.parquet as pq
-
-    try:
-        pf = pq.ParquetFile(path)
-    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a bad file
-        raise FormatError(path, None, "a readable parquet file", str(exc)) from None
-    names = set(pf.schema_arrow.names)
-    if not names & set(TEXT_KEYS):
+def _parquet_columns(names: list[str], path) -> list[str]:
+    if not set(names) & set(TEXT_KEYS):
         raise FormatError(path, None, "a parquet column 'text' or 'contents'", f"columns {sorted(names)}")
-    columns = [c for c in (*ID_KEYS, *TEXT_KEYS, "title") if c in names]
-    row = 0
-    for batch in pf.iter_batches(batch_size=batch_size, columns=columns):
-        for obj in batch.to_pylist():
-            # parquet has no lines: report the 1-based row as the "line"
-            yield _record_to_document(obj, path, row + 1, shard, row)
-            row += 1
+    return [c for c in (*ID_KEYS, *TEXT_KEYS, "title") if c in names]
+
+
+def _iter_parquet_corpus(path: Path, shard: int) -> Iterator[tuple[int, Document]]:
+    # parquet has no lines: the 1-based row stands in for the line
+    for row, obj in enumerate(parquet_rows(path, lambda names: _parquet_columns(names, path))):
+        yield row + 1, _record_to_document(obj, path, row + 1, shard, row)
+
+
+def _numbered_docs(path: Path, shard: int) -> Iterator[tuple[int, Document]]:
+    """``(line, document)`` of one corpus file: the JSONL line, or the 1-based parquet row."""
+    if path.name.endswith(".parquet"):
+        return _iter_parquet_corpus(path, shard)
+    return _iter_jsonl_corpus(path, shard)
 
 
 def iter_file(path: str | os.PathLike, shard: int = 0) -> Iterator[Document]:
     """Stream one corpus file (JSONL, optionally gzipped, or parquet)."""
-    p = Path(path)
-    if p.name.endswith(".parquet"):
-        return _iter_parquet_corpus(p, shard)
-    return _iter_jsonl_corpus(p, shard)
+    return (doc for _, doc in _numbered_docs(Path(path), shard))
 
 
 def _trailing_int(name: str) -> int | None:
@@ -124,22 +129,26 @@ def corpus_files(path: str | os.PathLike) -> list[tuple[int, Path]]:
     return shard_files(p)
 
 
-def read_corpus(path: str | os.PathLike) -> Iterator[Document]:
-    """Stream every document of a corpus file, BEIR folder or shard folder."""
+def read_corpus(path: str | os.PathLike, unique: bool = True) -> Iterator[Document]:
+    """Stream every document of a corpus file, BEIR folder or shard folder.
+
+    With ``unique`` (the default) a docid met a second time (canonical: both ClimbMix spellings of one
+    document count as one) is a :class:`FormatError` naming the file and line of both; this keeps one
+    entry per docid in memory.
+    """
+    seen = UniqueIds("document ids") if unique else None
     for shard, f in corpus_files(path):
-        yield from iter_file(f, shard)
+        for lineno, doc in _numbered_docs(f, shard):
+            if seen is not None:
+                seen.add(doc.docid, f, lineno)
+            yield doc
 
 
 def count_documents(path: str | os.PathLike) -> int:
-    """Count documents without keeping them (constant memory)."""
-    return sum(1 for _ in read_corpus(path))
+    """Count documents without keeping them (constant memory; repeated docids are not looked for)."""
+    return sum(1 for _ in read_corpus(path, unique=False))
 
 
 def load_corpus_dict(path: str | os.PathLike) -> dict[str, Document]:
-    """Load a (small) corpus into ``{docid: Document}``; raises on duplicate ids."""
-    docs: dict[str, Document] = {}
-    for doc in read_corpus(path):
-        if doc.docid in docs:
-            raise FormatError(path, None, f"unique document ids ({doc.docid!r} repeats)")
-        docs[doc.docid] = doc
-    return docs
+    """Load a (small) corpus into ``{docid: Document}``; a repeated docid is a :class:`FormatError`."""
+    return {doc.docid: doc for doc in read_corpus(path)}

@@ -4,8 +4,13 @@ JSONL shapes (BrowseComp-Plus projected onto ClimbMix): ``{query_id, doc_id, rel
 ``{record_id, qrel: [doc_id, ...]}`` rows (every listed document relevant with grade 1).
 
 Every docid is read through :func:`~hopscotch.retriever.io.docids.canonical_docid`, so qrels in either
-ClimbMix spelling match runs and corpora in the other; a document listed twice for one query (e.g. in
-both spellings) keeps its highest grade.
+ClimbMix spelling match runs and corpora in the other; a document listed for one query in both spellings
+keeps its highest grade.
+
+Checks (the input boundary, :mod:`.validate`), each a :class:`FormatError` naming file and line: ids are
+strings or integers without control characters (and without whitespace in TREC / TSV files); a grade is
+an integer (``1``, ``"1"``, ``1.0``; ``0.9``, ``nan``, ``inf`` refused, never truncated; negative grades are
+TREC's non-relevant levels); a (qid, docid) row repeated with another grade is refused.
 """
 
 from __future__ import annotations
@@ -15,28 +20,38 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from hopscotch.retriever.errors import FormatError, UsageError
-from hopscotch.retriever.io.common import first_key, iter_lines, read_jsonl
+from hopscotch.retriever.io.common import first_key, iter_lines, parquet_rows, read_jsonl
 from hopscotch.retriever.io.docids import canonical_docid
+from hopscotch.retriever.io.validate import check_id, integer_grade
 
 Qrels = dict[str, dict[str, int]]
 
 
-def _grade(value, path, lineno) -> int:
-    try:
-        return int(float(value))
-    except (TypeError, ValueError):
-        raise FormatError(path, lineno, "an integer relevance grade", str(value)) from None
+class _QrelsBuilder:
+    """Collects ``{qid: {docid: grade}}`` from checked rows.
 
+    A row repeating a (qid, docid) as the file spells it is fine with the same grade and a
+    :class:`FormatError` with another (the file contradicts itself). Two spellings of one ClimbMix
+    document meet after :func:`canonical_docid` and keep the higher grade.
+    """
 
-def _add(qrels: Qrels, qid: str, docid: str, grade: int) -> None:
-    docs = qrels.setdefault(qid, {})
-    docid = canonical_docid(docid)
-    if docid not in docs or grade > docs[docid]:
-        docs[docid] = grade
+    def __init__(self):
+        self.qrels: Qrels = {}
+        self._rows: dict[tuple[str, str], tuple[int, int]] = {}
+
+    def add(self, qid: str, docid: str, grade: int, path, lineno: int) -> None:
+        first = self._rows.setdefault((qid, docid), (grade, lineno))
+        if first[0] != grade:
+            raise FormatError(path, lineno, f"one grade per (query, document) pair (line {first[1]} gives "
+                                            f"{qid} {docid} grade {first[0]})", f"grade {grade}")
+        docs = self.qrels.setdefault(qid, {})
+        docid = canonical_docid(docid)
+        if docid not in docs or grade > docs[docid]:
+            docs[docid] = grade
 
 
 def _read_tabular(path: Path) -> Qrels:
-    qrels: Qrels = {}
+    out = _QrelsBuilder()
     for lineno, line in iter_lines(path):
         parts = line.split("\t") if "\t" in line else line.split()
         if lineno == 1 and parts and parts[0].lower() in ("query-id", "query_id", "qid"):
@@ -48,20 +63,23 @@ def _read_tabular(path: Path) -> Qrels:
         else:
             raise FormatError(path, lineno, "'qid Q0 docid rel' (TREC) or 'query-id<TAB>corpus-id<TAB>score' (BEIR)",
                               line)
-        _add(qrels, qid.strip(), docid.strip(), _grade(rel, path, lineno))
-    return qrels
+        qid = check_id(qid.strip(), path, lineno, "a query id", whitespace=False)
+        docid = check_id(docid.strip(), path, lineno, "a docid", whitespace=False)
+        out.add(qid, docid, integer_grade(rel, path, lineno), path, lineno)
+    return out.qrels
 
 
 def _read_jsonl(path: Path) -> Qrels:
-    qrels: Qrels = {}
+    out = _QrelsBuilder()
     for lineno, obj in read_jsonl(path, "a qrels object"):
         if "qrel" in obj:
             qid = first_key(obj, ("record_id", "query_id", "qid"))
             docs = obj["qrel"]
             if qid is None or not isinstance(docs, list):
                 raise FormatError(path, lineno, "{record_id, qrel: [doc_id, ...]}", f"keys {sorted(obj)}")
+            qid = check_id(qid, path, lineno, "a query id")
             for d in docs:
-                _add(qrels, str(qid), str(d), 1)
+                out.add(qid, check_id(d, path, lineno, "docids in 'qrel'"), 1, path, lineno)
             continue
         qid = first_key(obj, ("query_id", "qid", "record_id"))
         docid = first_key(obj, ("doc_id", "docid", "corpus_id", "corpus-id"))
@@ -69,8 +87,9 @@ def _read_jsonl(path: Path) -> Qrels:
             raise FormatError(path, lineno, "{query_id, doc_id, relevance} or {record_id, qrel: [...]}",
                               f"keys {sorted(obj)}")
         rel = first_key(obj, ("relevance", "score", "rel"))
-        _add(qrels, str(qid), str(docid), 1 if rel is None else _grade(rel, path, lineno))
-    return qrels
+        out.add(check_id(qid, path, lineno, "a query id"), check_id(docid, path, lineno, "a docid"),
+                1 if rel is None else integer_grade(rel, path, lineno), path, lineno)
+    return out.qrels
 
 
 def read_qrels(path: str | os.PathLike) -> Qrels:
@@ -106,17 +125,8 @@ def _group_rows(path: Path) -> Iterator[tuple[Path, int, dict]]:
             for lineno, obj in read_jsonl(f, "a duplicate group {doc_id, exact_duplicates, near_duplicates}"):
                 yield f, lineno, obj
             continue
-        import pyarrow.parquet as pq
-
-        try:
-            pf = pq.ParquetFile(f)
-        except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a bad file
-            raise FormatError(f, None, "a readable parquet file", str(exc)) from None
-        row = 0
-        for batch in pf.iter_batches(batch_size=65536):
-            for obj in batch.to_pylist():
-                row += 1  # parquet has no lines: the 1-based row stands in
-                yield f, row, obj
+        for row, obj in enumerate(parquet_rows(f, batch_size=65536), start=1):
+            yield f, row, obj  # parquet has no lines: the 1-based row stands in
 
 
 def _docid_list(value, field: str, path, lineno) -> list[str]:
@@ -124,7 +134,7 @@ def _docid_list(value, field: str, path, lineno) -> list[str]:
         return []
     if not isinstance(value, list) or not all(isinstance(d, str) and d for d in value):
         raise FormatError(path, lineno, f"'{field}' as a list of doc id strings", repr(value)[:80])
-    return [canonical_docid(d) for d in value]
+    return [canonical_docid(check_id(d, path, lineno, f"doc ids in '{field}'")) for d in value]
 
 
 def _near_list(value, path, lineno) -> list[tuple[str, float]]:
@@ -140,7 +150,7 @@ def _near_list(value, path, lineno) -> list[tuple[str, float]]:
                 or not 0.0 <= jac <= 1.0):
             raise FormatError(path, lineno, "'near_duplicates' entries as {doc_id: string, jaccard: 0..1}",
                               repr(item)[:80])
-        out.append((canonical_docid(docid), float(jac)))
+        out.append((canonical_docid(check_id(docid, path, lineno, "a 'near_duplicates' doc_id")), float(jac)))
     return out
 
 
@@ -205,7 +215,7 @@ class DuplicateGroups:
         if not isinstance(docid, str) or not docid:
             raise FormatError(path, lineno, "a string 'doc_id' (or an exact group {doc_ids: [...]})",
                               f"keys {sorted(obj)[:8]}" if docid is None else repr(docid)[:80])
-        docid = canonical_docid(docid)
+        docid = canonical_docid(check_id(docid, path, lineno, "a 'doc_id'"))
         self.merge_exact([docid, *_docid_list(obj.get("exact_duplicates"), "exact_duplicates", path, lineno)])
         for other, jaccard in _near_list(obj.get("near_duplicates"), path, lineno):
             self.link_near(docid, other, jaccard)

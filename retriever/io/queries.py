@@ -21,6 +21,7 @@ from pathlib import Path
 
 from hopscotch.retriever.errors import FormatError
 from hopscotch.retriever.io.common import first_key, iter_lines, read_jsonl
+from hopscotch.retriever.io.validate import UniqueIds, check_id, check_text
 
 QID_KEYS = ("_id", "query_id", "qid", "id")
 QTEXT_KEYS = ("text", "query", "question")
@@ -63,7 +64,7 @@ def parse_context_fields(obj: dict, path, lineno) -> dict:
         value = obj.get(key)
         if value is not None and not isinstance(value, str):
             raise FormatError(path, lineno, f"a string '{key}'", type(value).__name__)
-        out[key] = value
+        out[key] = None if value is None else check_text(value, path, lineno, f"a string '{key}'")
     queries = obj.get("prior_queries")
     if queries is not None and (not isinstance(queries, list) or not all(isinstance(q, str) for q in queries)):
         raise FormatError(path, lineno, "'prior_queries' as a list of strings", repr(queries)[:80])
@@ -91,10 +92,16 @@ def _is_tsv(path: Path) -> bool:
 
 
 def read_queries(path: str | os.PathLike) -> Iterator[Query]:
-    """Stream queries from a JSONL or ``qid<TAB>query`` TSV file (or a BEIR folder)."""
+    """Stream queries from a JSONL or ``qid<TAB>query`` TSV file (or a BEIR folder).
+
+    A query id is a string or an integer without whitespace or control characters (it becomes a column
+    of TREC runs and qrels); an id met twice is a :class:`FormatError` naming both lines (one query, one
+    ranking). Texts are strings; bytes, BOM and JSON are checked by :mod:`.common`.
+    """
     p = Path(path)
     if p.is_dir():
         p = p / "queries.jsonl"
+    seen = UniqueIds("query ids")
     if _is_tsv(p):
         for lineno, line in iter_lines(p):
             parts = line.split("\t")
@@ -102,7 +109,9 @@ def read_queries(path: str | os.PathLike) -> Iterator[Query]:
                 raise FormatError(p, lineno, "'qid<TAB>query'", line)
             if lineno == 1 and parts[0].lower() in ("qid", "query-id", "query_id", "id"):
                 continue  # tolerate a header line
-            yield Query(parts[0].strip(), "\t".join(parts[1:]).strip())
+            qid = check_id(parts[0].strip(), p, lineno, "a query id", whitespace=False)
+            seen.add(qid, p, lineno)
+            yield Query(qid, check_text("\t".join(parts[1:]).strip(), p, lineno, "a query text"))
         return
     expected = "a query object with '_id'|'query_id'|'qid'|'id' and 'text'|'query'|'question'"
     for lineno, obj in read_jsonl(p, expected):
@@ -110,6 +119,8 @@ def read_queries(path: str | os.PathLike) -> Iterator[Query]:
         text = first_key(obj, QTEXT_KEYS)
         if qid is None or isinstance(qid, (dict, list)) or not isinstance(text, str):
             raise FormatError(p, lineno, expected, f"keys {sorted(obj)[:8]}")
+        qid = check_id(qid, p, lineno, "a query id", whitespace=False)
+        seen.add(qid, p, lineno)
         context = parse_context_fields(obj, p, lineno)
         extra = {k: v for k, v in obj.items() if k not in (*QID_KEYS, *QTEXT_KEYS, *CONTEXT_KEYS)}
-        yield Query(str(qid), text, extra=extra, **context)
+        yield Query(qid, check_text(text, p, lineno, "a query text"), extra=extra, **context)

@@ -24,6 +24,7 @@ from hopscotch.retriever.errors import FormatError, UsageError
 from hopscotch.retriever.io.common import read_jsonl
 from hopscotch.retriever.io.docids import canonical_docid, signed_docid_hash
 from hopscotch.retriever.io.queries import parse_context_fields
+from hopscotch.retriever.io.validate import check_id, check_text
 
 _AGENTIR_QUERY = re.compile(r"^\s*Reasoning:\s*(.*?)\n\nQuery:\s*(.*)$", re.DOTALL)
 
@@ -56,21 +57,31 @@ def _passage(obj, path, lineno, field: str) -> Passage:
     if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
         raise FormatError(path, lineno, f"'{field}' entries as {{docid, title, text}} objects with a string text",
                           repr(obj)[:80])
-    text = obj["text"]
-    title = obj.get("title") or ""
+    text = check_text(obj["text"], path, lineno, f"a '{field}' text")
+    title = check_text(obj.get("title") or "", path, lineno, f"a '{field}' title")
     docid = obj.get("docid", obj.get("_id", obj.get("id")))
-    docid = canonical_docid(str(docid)) if docid is not None else f"text:{signed_docid_hash(title + chr(0) + text):x}"
-    return Passage(docid, str(title), text)
+    if docid is not None:
+        docid = canonical_docid(check_id(docid, path, lineno, f"a '{field}' docid"))
+    else:
+        docid = f"text:{signed_docid_hash(title + chr(0) + text):x}"
+    return Passage(docid, title, text)
 
 
 def parse_tuple(obj: dict, path, lineno) -> TrainingTuple:
-    """One JSONL record to a :class:`TrainingTuple`; hard negatives equal to a positive are dropped."""
+    """One JSONL record to a :class:`TrainingTuple`; hard negatives equal to a positive are dropped.
+
+    Checked (a :class:`FormatError` naming file and line): ``query`` a non-empty string, ``query_id`` a
+    string or integer id, passages ``{docid?, title?, text}`` with string texts and ids without control
+    characters, and the context fields of :func:`~hopscotch.retriever.io.queries.parse_context_fields`.
+    """
     query = obj.get("query")
     if not isinstance(query, str) or not query.strip():
         raise FormatError(path, lineno, "a non-empty string 'query'", f"keys {sorted(obj)[:8]}")
+    query = check_text(query, path, lineno, "a string 'query'")
     qid = obj.get("query_id", obj.get("qid", obj.get("_id")))
     if qid is None:
         raise FormatError(path, lineno, "a 'query_id'", f"keys {sorted(obj)[:8]}")
+    qid = check_id(qid, path, lineno, "a 'query_id'")
     context = parse_context_fields(obj, path, lineno)
     reasoning = context.pop("reasoning")
     if reasoning is None and (m := _AGENTIR_QUERY.match(query)):
@@ -89,7 +100,7 @@ def parse_tuple(obj: dict, path, lineno) -> TrainingTuple:
         if neg.docid not in pos_ids and neg.docid not in seen:
             seen.add(neg.docid)
             negatives.append(neg)
-    return TrainingTuple(str(qid), query, reasoning, positives, negatives, **context)
+    return TrainingTuple(qid, query, reasoning, positives, negatives, **context)
 
 
 def _files(source: str) -> list[Path]:
