@@ -151,11 +151,11 @@ def _init_child(threads: int) -> None:
 
 def _run(tasks: list, worker: QuestionWorker, store: PartStore, total_steps: int, config: SynthConfig) -> None:
     """Process ``tasks`` (in ``config.workers`` forked processes that inherit ``worker`` and ``store``)."""
-    from tqdm.auto import tqdm
+    from hopscotch.retriever.io.progress import progress
 
     global _WORKER, _STORE
     done_steps = total_steps - sum(len(t[2]) for t in tasks)
-    bar = tqdm(total=total_steps, initial=done_steps, unit="step", desc="synth", disable=not config.show_progress)
+    bar = progress(total=total_steps, initial=done_steps, unit="step", desc="synth", show=config.show_progress)
     _WORKER, _STORE = worker, store
     kept, pool = 0, None
     try:

@@ -135,15 +135,14 @@ def _query_input(searcher, reasoning: bool) -> str | None:
 
 def _search(searcher, queries, args, out_dir: Path) -> dict:
     """Search every call, write ``calls.trec`` and return the run as written (scores as in the file)."""
-    from tqdm.auto import tqdm
-
     from hopscotch.retriever.io.docids import canonical_docid
+    from hopscotch.retriever.io.progress import progress
     from hopscotch.retriever.io.runs import RunWriter, read_run
     from hopscotch.retriever.searchers import iter_search
 
     path = out_dir / "calls.trec"
     with RunWriter(path, tag=searcher.name or "hopscotch") as out, \
-            tqdm(total=len(queries), desc=f"replay ({searcher.name})", unit="call") as bar:
+            progress(total=len(queries), desc=f"replay ({searcher.name})", unit="call") as bar:
         for qid, hits in iter_search(searcher, queries, args.k, args.reasoning, args.batch_size):
             best: dict[str, float] = {}
             for docid, score in hits:

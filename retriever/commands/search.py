@@ -40,9 +40,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from tqdm.auto import tqdm
-
     from hopscotch.retriever.errors import UsageError
+    from hopscotch.retriever.io.progress import progress
     from hopscotch.retriever.io.queries import read_queries
     from hopscotch.retriever.io.runs import RunWriter
     from hopscotch.retriever.searchers import iter_search, searcher_from_args
@@ -67,8 +66,8 @@ def run(args) -> int:
         print(f"hopscotch search: note: {args.index} was built for reasoning-aware queries; add --reasoning "
               "to use the template", file=sys.stderr)
     t0 = time.perf_counter()
-    with RunWriter(args.out, tag=args.tag) as out, tqdm(total=len(queries), desc=f"search ({searcher.name})",
-                                                        unit="query") as bar:
+    with RunWriter(args.out, tag=args.tag) as out, progress(total=len(queries), desc=f"search ({searcher.name})",
+                                                            unit="query") as bar:
         for qid, hits in iter_search(searcher, queries, args.k, args.reasoning, args.batch_size):
             out.write(qid, hits)
             bar.update(1)

@@ -12,7 +12,8 @@ def register(sub) -> None:
     p = sub.add_parser("train", help="train a reasoning-aware dual encoder from a recipe",
                        description="Train a dual encoder from a recipe YAML; any recipe key can be overridden "
                                    "as key=value (e.g. train.lr=3e-5 data.train=tuples.jsonl). The model is "
-                                   "written to OUTPUT/final.")
+                                   "written to OUTPUT/final; OUTPUT/train_manifest.json records the run, and "
+                                   "--resume continues only the same run.")
     build_arg_parser(p)
     p.set_defaults(func=run)
 
@@ -20,5 +21,5 @@ def register(sub) -> None:
 def run(args) -> int:
     from hopscotch.retriever.training.trainer import train
 
-    print(train(args.recipe, args.output, args.overrides, resume=args.resume))
+    print(train(args.recipe, args.output, args.overrides, resume=args.resume, overwrite=args.overwrite))
     return 0

@@ -54,13 +54,14 @@ class BM25Index:
         """Index documents (``title + " " + text``); the corpus is tokenized in chunks, never held as text."""
         import bm25s
         from bm25s.tokenization import Tokenizer
-        from tqdm.auto import tqdm
+
+        from hopscotch.retriever.io.progress import live_bars, progress
 
         tokenizer = Tokenizer(stopwords=stopwords or [], stemmer=_stemmer(stemmer))
         ids: list[list[int]] = []
         docids: list[str] = []
         chunk: list[str] = []
-        bar = tqdm(desc="bm25 tokenize", unit="doc", disable=not show_progress)
+        bar = progress(desc="bm25 tokenize", unit="doc", show=show_progress)
 
         def flush():
             if chunk:
@@ -79,7 +80,7 @@ class BM25Index:
             raise UsageError("cannot build a BM25 index over an empty corpus")
         model = bm25s.BM25(k1=k1, b=b)
         vocab = tokenizer.get_vocab_dict()
-        model.index((ids, vocab), show_progress=show_progress)
+        model.index((ids, vocab), show_progress=live_bars(show_progress))  # bm25s bars: a terminal only
         return cls(model, docids, k1, b, stemmer, stopwords)
 
     # -- persistence ------------------------------------------------------------------------------

@@ -35,12 +35,12 @@ def _hashes(raw_ids: np.ndarray) -> np.ndarray:
 def build_docid_lookup(index_dir: str | os.PathLike, meta: IndexMeta, corpus: str = "",
                        show_progress: bool = True) -> None:
     """Write ``lookup/hashes.npy`` and ``lookup/rows.npy``; raises :class:`FormatError` on repeated docids."""
-    from tqdm.auto import tqdm
+    from hopscotch.retriever.io.progress import progress
 
     index_dir = Path(index_dir)
     hashes = np.empty(meta.num_docs, dtype=np.uint64)
     pos = 0
-    for shard in tqdm(range(meta.num_shards), desc="docid lookup", unit="shard", disable=not show_progress):
+    for shard in progress(range(meta.num_shards), desc="docid lookup", unit="shard", show=show_progress):
         ids = load_shard_ids(index_dir, shard)
         hashes[pos:pos + len(ids)] = _hashes(ids)
         pos += len(ids)

@@ -236,7 +236,7 @@ def encode_corpus(corpus: str | os.PathLike, model: str | os.PathLike, out_dir: 
 def _encode_pending_shards(job: _EncodeJob, result: EncodeResult, encoder) -> int:
     """Encode this rank's unfinished shards (loading the encoder only if there is one), recording them in
     ``result``; returns the corpus size (with one rank: as far as it was read, which is all of it)."""
-    from tqdm.auto import tqdm
+    from hopscotch.retriever.io.progress import progress
 
     opts = job.options
     counts, block, total = None, None, 0
@@ -245,8 +245,8 @@ def _encode_pending_shards(job: _EncodeJob, result: EncodeResult, encoder) -> in
         total = sum(counts)
         block = rank_block(num_shards(total, opts.shard_size), opts.rank, opts.world_size)
     size_of_block = None if block is None else min(block.stop * opts.shard_size, total) - block.start * opts.shard_size
-    bar = tqdm(desc=f"encode rank {opts.rank}/{opts.world_size}", unit="doc", total=size_of_block,
-               disable=not opts.show_progress)
+    bar = progress(desc=f"encode rank {opts.rank}/{opts.world_size}", unit="doc", total=size_of_block,
+                   show=opts.show_progress)
 
     def pending(shard: int) -> bool:
         return not shard_complete(job.out_dir, shard)
@@ -291,15 +291,15 @@ def _autocast(encoder, precision: str):
 
 
 def _wait_for_shards(job: _EncodeJob, total_shards: int) -> None:
-    from tqdm.auto import tqdm
+    from hopscotch.retriever.io.progress import progress
 
     timeout = job.options.wait_timeout
     deadline = None if timeout is None else time.monotonic() + timeout
     missing = [s for s in range(total_shards) if not shard_complete(job.out_dir, s)]
     if not missing:
         return
-    bar = tqdm(total=total_shards, initial=total_shards - len(missing), desc="waiting for other ranks", unit="shard",
-               disable=not job.options.show_progress)
+    bar = progress(total=total_shards, initial=total_shards - len(missing), desc="waiting for other ranks",
+                   unit="shard", show=job.options.show_progress)
     while missing:
         if deadline is not None and time.monotonic() > deadline:
             bar.close()

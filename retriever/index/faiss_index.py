@@ -184,11 +184,11 @@ def _trained_index(index_dir: Path, meta: IndexMeta, path: Path, spec: str, trai
 def _write_shard_indexes(index_dir: Path, meta: IndexMeta, trained, folder: Path, spec: str,
                          show_progress: bool) -> None:
     """One index file per shard, each written atomically: a killed build resumes at the first missing one."""
-    from tqdm.auto import tqdm
+    from hopscotch.retriever.io.progress import progress
 
     faiss = _faiss()
     folder.mkdir(parents=True, exist_ok=True)
-    for shard in tqdm(range(meta.num_shards), desc=f"faiss {spec}", unit="shard", disable=not show_progress):
+    for shard in progress(range(meta.num_shards), desc=f"faiss {spec}", unit="shard", show=show_progress):
         path = folder / f"{shard_name(shard)}.faiss"
         if not path.is_file():
             index = faiss.clone_index(trained)
@@ -200,7 +200,7 @@ def _write_merged_index(index_dir: Path, meta: IndexMeta, trained, folder: Path,
                         show_progress: bool) -> None:
     """``merged.faiss``: IVF inverted lists merged from per-shard parts (resumable, removed once the merged
     file is written; ids shifted to global rows); HNSW and other graph / flat codes added in corpus order."""
-    from tqdm.auto import tqdm
+    from hopscotch.retriever.io.progress import progress
 
     faiss = _faiss()
     ivf = _is_ivf(trained)
@@ -208,7 +208,7 @@ def _write_merged_index(index_dir: Path, meta: IndexMeta, trained, folder: Path,
     if ivf:
         _write_shard_indexes(index_dir, meta, trained, parts_dir, spec, show_progress)
     index = faiss.clone_index(trained)
-    for shard in tqdm(range(meta.num_shards), desc=f"merge {spec}", unit="shard", disable=not show_progress):
+    for shard in progress(range(meta.num_shards), desc=f"merge {spec}", unit="shard", show=show_progress):
         if ivf:
             part = faiss.read_index(str(parts_dir / f"{shard_name(shard)}.faiss"))
             faiss.extract_index_ivf(index).merge_from(faiss.extract_index_ivf(part), shard * meta.shard_size)
@@ -268,7 +268,7 @@ class ShardedFaissIndex:
     def load(cls, index_dir: str | os.PathLike, name: str | None = None, use_gpu: bool | None = None,
              meta: IndexMeta | None = None, show_progress: bool = False) -> ShardedFaissIndex:
         """Load the default (or the named) FAISS index of a finished index folder; ``Flat`` if none was built."""
-        from tqdm.auto import tqdm
+        from hopscotch.retriever.io.progress import progress
 
         faiss = _faiss()
         index_dir = Path(index_dir)
@@ -287,7 +287,7 @@ class ShardedFaissIndex:
         spec, layout = entry["spec"], entry["layout"]
         parts, offsets = [], []
         shards = range(meta.num_shards) if layout == "shards" else [None]
-        for shard in tqdm(shards, desc="load index", unit="shard", disable=not show_progress):
+        for shard in progress(shards, desc="load index", unit="shard", show=show_progress):
             if is_flat(spec):
                 index = faiss.IndexFlatIP(meta.dim)
                 for s in ([shard] if shard is not None else range(meta.num_shards)):

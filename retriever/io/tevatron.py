@@ -39,6 +39,7 @@ import numpy as np
 from hopscotch.retriever.errors import FormatError, UsageError
 from hopscotch.retriever.io.common import atomic_write
 from hopscotch.retriever.io.docids import canonical_docid
+from hopscotch.retriever.io.validate import check_id
 
 PICKLE_PROTOCOL = 4  # what Tevatron's own encode writes (Python's default protocol)
 PICKLE_WARNING = ("pickle files can run arbitrary code when loaded; Hopscotch loads them with a restricted "
@@ -94,15 +95,21 @@ class TevatronReps:
 
 
 def _docid(value, path) -> str:
+    """One lookup entry as a canonical docid: a str, an integer, or UTF-8 bytes; checked with
+    :func:`~hopscotch.retriever.io.validate.check_id` (no empty ids, control or line-break characters)."""
     if isinstance(value, (tuple, list)):
         raise FormatError(path, None, "a lookup of docids (chunked lookups of (docid, chunk) pairs are not "
                                       "supported)", repr(value)[:80])
+    if isinstance(value, (bytes, np.bytes_)):
+        try:
+            value = bytes(value).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FormatError(path, None, "docids in the lookup as UTF-8 bytes",
+                              f"{bytes(value)[:40]!r} ({exc.reason} at byte {exc.start})") from None
     if isinstance(value, (str, np.str_)):
-        return canonical_docid(str(value))
+        return canonical_docid(check_id(str(value), path, None, "a docid in the lookup"))
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
         return str(int(value))
-    if isinstance(value, (bytes, np.bytes_)):
-        return canonical_docid(bytes(value).decode("utf-8"))
     raise FormatError(path, None, "docids (strings or integers) in the lookup", type(value).__name__)
 
 
@@ -218,7 +225,7 @@ class TevatronIdResolver:
         for raw in ids:
             if not isinstance(raw, (str, int)) or isinstance(raw, bool):
                 raise FormatError(path, lineno, f"docids (strings) in '{key}'", repr(raw)[:80])
-            doc = docs.get(canonical_docid(str(raw)))
+            doc = docs.get(canonical_docid(check_id(raw, path, lineno, f"a docid in '{key}'")))
             if doc is None:
                 raise FormatError(path, lineno, f"'{key}' ids found in the corpus {self.corpus}",
                                   f"unknown docid {raw!r}")

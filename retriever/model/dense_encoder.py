@@ -40,13 +40,14 @@ class DenseEncoder:
     def encode_texts(self, texts: Sequence[str], batch_size: int | None = None, show_progress: bool = False,
                      desc: str = "encode") -> np.ndarray:
         import torch
-        from tqdm.auto import tqdm
+
+        from hopscotch.retriever.io.progress import progress
 
         texts = list(texts)
         bs = batch_size or self.batch_size
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         order = np.argsort(-self._token_lengths(texts), kind="stable")
-        bar = tqdm(total=len(texts), desc=desc, unit="text", disable=not show_progress)
+        bar = progress(total=len(texts), desc=desc, unit="text", show=show_progress)
         self.model.eval()
         with torch.inference_mode():
             for start in range(0, len(texts), bs):

@@ -24,14 +24,13 @@ Example::
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hopscotch.retriever.errors import FormatError, UsageError
-from hopscotch.retriever.io.common import open_text
+from hopscotch.retriever.io.common import read_json
 
 Hits = Sequence[tuple[str, float]]
 FUSION_METHODS = ("rrf", "interp")
@@ -181,11 +180,7 @@ class FusionSettings:
 
 def read_fusion_config(path: str | os.PathLike) -> FusionSettings:
     """The fusion a JSON file names (``hopscotch tune-fusion --out``): ``{"method": ..., parameters}``."""
-    with open_text(path) as fh:
-        try:
-            obj = json.load(fh)
-        except json.JSONDecodeError as exc:
-            raise FormatError(path, exc.lineno, "a JSON object {method, parameters}", f"invalid JSON: {exc.msg}") from None
+    obj = read_json(path, "a JSON object {method, parameters}")  # bad bytes, invalid or too deep JSON: FormatError
     if not isinstance(obj, dict):
         raise FormatError(path, None, "a JSON object {method, parameters}", type(obj).__name__)
     try:

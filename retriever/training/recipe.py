@@ -11,8 +11,10 @@ the command line overrides any::
     recipe.train.lr, recipe.model.pooling, recipe.encoder_config()
 
 Values on the command line are parsed as YAML (``3e-5`` a float, ``[a.jsonl, b.jsonl]`` a list,
-``null`` None). An unknown key (with the closest known names), a value of the wrong type or one out
-of range is an error naming the key. The encoder's own settings (pooling, lengths, instruction,
+``null`` None). An unknown key (with the closest known names), a value of the wrong type, one out of
+range (``command line: recipe key train.lr must be > 0, got -1``) or not finite is an error naming the
+key, raised before anything is loaded; so are contradicting keys (``train.warmup_steps`` over
+``train.max_steps``, an unknown ``eval.metric``). The encoder's own settings (pooling, lengths, instruction,
 temperature, ...) are not spelled here: the ``model`` and ``loss`` sections take those fields, with
 their types and defaults, from :class:`~hopscotch.retriever.model.config.EncoderConfig`, and
 :meth:`Recipe.encoder_config` maps them back. ``dataclasses.asdict(recipe)`` is the resolved recipe
@@ -24,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import math
 import operator
 import os
 import types
@@ -42,22 +45,25 @@ SCHEDULERS = ("linear", "cosine", "constant")
 _MISSING = dataclasses.MISSING
 
 
-def knob(default, *, gt=None, ge=None, le=None, lt=None):
-    """A recipe field: its default and the range :func:`load_recipe` enforces (a None value always passes)."""
-    bounds = {op: limit for op, limit in (("gt", gt), ("ge", ge), ("le", le), ("lt", lt)) if limit is not None}
-    return field(default=default, metadata={"bounds": bounds})
+def knob(default, *, hint: str | None = None, **limits):
+    """A recipe field: its default and the range (``gt``, ``ge``, ``le``, ``lt``) :func:`load_recipe` enforces
+    (a None value always passes); ``hint`` (what the sentinel values mean) is appended to an out-of-range error."""
+    return field(default=default, metadata={"bounds": limits, "hint": hint})
 
 
 # Where a recipe keeps each EncoderConfig field: in ``model`` unless listed here. The temperature scales
 # the loss, so recipes set it under ``loss``; ``lora`` (a plain dict in EncoderConfig) is the typed
 # section ``model.lora``.
 _ENCODER_FIELD_SECTION = {"temperature": "loss", "learn_temperature": "loss", "lora": "model.lora"}
+# The ranges of EncoderConfig's numeric fields (EncoderConfig checks them too, without saying where they were set).
+_ENCODER_BOUNDS = {"temperature": {"gt": 0}, "query_max_len": {"ge": 1}, "passage_max_len": {"ge": 1}}
 
 
 def _encoder_fields(section: str) -> list[tuple]:
     """The EncoderConfig fields a section carries, with their types and defaults, for ``make_dataclass``."""
     hints = typing.get_type_hints(EncoderConfig)
-    return [(f.name, hints[f.name], field(default=f.default, default_factory=f.default_factory))
+    return [(f.name, hints[f.name], field(default=f.default, default_factory=f.default_factory,
+                                          metadata={"bounds": _ENCODER_BOUNDS.get(f.name, {})}))
             for f in fields(EncoderConfig) if _ENCODER_FIELD_SECTION.get(f.name, "model") == section]
 
 
@@ -108,7 +114,7 @@ class DataRecipe:
     train: str | list[str] | None = None     # required: a tuple file, a folder, org/name[:split], or a list
     group_size: int = knob(8, ge=1)           # passages per query: 1 positive + group_size-1 hard negatives
     length_grouping: bool = True              # batches of similar lengths (sorted within mega-batches)
-    pad_to_multiple_of: int | None = knob(8, ge=1)   # round padded lengths up; None: no rounding
+    pad_to_multiple_of: int | None = knob(8, ge=1, hint="null: no rounding")   # round padded lengths up
     max_tuples: int | None = knob(None, ge=1)        # read only the first N tuples
     # the training mixture of query input variants: each tuple draws one per epoch (seeded by train.seed),
     # e.g. [query, current_reasoning, reasoning, empty_reasoning]; empty_reasoning = the reasoning template
@@ -124,7 +130,7 @@ class TrainRecipe:
     seed: int = knob(42, ge=0)                        # initial weights (LoRA, temperature), data order, dropout
     batch_size: int = knob(16, ge=1)                  # queries per process per step (per micro-step)
     grad_accum_steps: int = knob(1, ge=1)             # global batches per optimizer step
-    gradcache_chunk_size: int | None = knob(None, ge=1)   # GradCache mini-batch size; None: the batch at once
+    gradcache_chunk_size: int | None = knob(None, ge=1, hint="null: no GradCache")  # GradCache mini-batch size
     encode_chunk_size: int | None = knob(None, ge=1)  # length-sorted sub-batches within one forward
     lr: float = knob(2e-5, gt=0)                      # peak learning rate
     weight_decay: float = knob(0.01, ge=0)            # not on biases, norms and the temperature
@@ -133,13 +139,13 @@ class TrainRecipe:
     warmup_ratio: float = knob(0.1, ge=0, le=1)       # of the total steps
     warmup_steps: int | None = knob(None, ge=0)       # overrides warmup_ratio
     epochs: int = knob(1, ge=1)                       # passes over the tuples
-    max_steps: int | None = knob(None, ge=1)          # overrides epochs
-    max_grad_norm: float | None = knob(1.0, ge=0)     # 0 or None: no clipping
+    max_steps: int | None = knob(None, ge=1, hint="null, the default: train.epochs decide")  # overrides epochs
+    max_grad_norm: float | None = knob(1.0, ge=0, hint="0 or null: no clipping")
     mixed_precision: Literal["no", "bf16", "fp16"] = "no"   # accelerate's autocast; write "no" quoted in YAML
-    threads: int | None = knob(None, ge=1)            # torch.set_num_threads on CPU; None: $OMP_NUM_THREADS
-    log_every: int = knob(10, ge=0)                   # optimizer steps between logged losses (0: never)
-    save_every: int = knob(500, ge=0)                 # checkpoint every N optimizer steps (0: only the final model)
-    save_total_limit: int | None = knob(2, ge=0)      # checkpoints kept (0 or None: all)
+    threads: int | None = knob(None, ge=1, hint="null: $OMP_NUM_THREADS")  # torch.set_num_threads on CPU
+    log_every: int = knob(10, ge=0, hint="0: never")  # optimizer steps between logged losses
+    save_every: int = knob(500, ge=0, hint="0: only the final model")  # checkpoint every N optimizer steps
+    save_total_limit: int | None = knob(2, ge=0, hint="0 or null: keep all")  # checkpoints kept
     report_to: Literal["none", "wandb"] = "none"      # wandb: WANDB_MODE=offline|disabled from the environment
     run_name: str | None = None                       # the wandb run's name
 
@@ -151,7 +157,7 @@ class EvalRecipe:
     queries: str | None = None     # dev queries (JSONL with optional 'reasoning'); None: no dev evaluation
     corpus: str | None = None      # required with queries
     qrels: str | None = None       # required with queries
-    every: int = knob(0, ge=0)     # evaluate every N steps (0: only at the end)
+    every: int = knob(0, ge=0, hint="0: only at the end")  # evaluate every N steps
     metric: str = "ndcg@10"        # the metric that picks the best model
     batch_size: int = knob(64, ge=1)  # texts per forward when embedding the dev set
     max_queries: int | None = knob(None, ge=1)  # score only the first N dev queries that have qrels
@@ -185,9 +191,9 @@ _LIMITS = {"gt": (">", operator.gt), "ge": (">=", operator.ge), "le": ("<=", ope
 
 @functools.cache
 def _schema(cls: type) -> dict[str, tuple[object, dict]]:
-    """``{field: (type, bounds)}`` of a section."""
+    """``{field: (type, {"bounds": ..., "hint": ...})}`` of a section."""
     hints = typing.get_type_hints(cls)
-    return {f.name: (hints[f.name], f.metadata.get("bounds", {})) for f in fields(cls)}
+    return {f.name: (hints[f.name], f.metadata or {"bounds": {}}) for f in fields(cls)}
 
 
 @functools.cache
@@ -247,15 +253,19 @@ def _coerce(value, tp):
     raise TypeError(f"recipe fields of type {tp!r} are not supported")
 
 
-def _checked(value, tp, bounds: dict, key: str, where: str):
+def _checked(value, tp, meta: dict, key: str, where: str):
     out = _coerce(value, tp)
     if out is _MISSING:
         hint = " (YAML reads yes/no/on/off as true/false: quote the word)" if isinstance(value, bool) else ""
         raise UsageError(f"{where}: recipe key {key}: expected {_describe(tp)}, got {value!r}{hint}")
+    shown = value if isinstance(value, (int, float)) else out  # -1 as written, '3e-5' as the number it means
+    if isinstance(out, float) and not math.isfinite(out):
+        raise UsageError(f"{where}: recipe key {key} must be a finite number, got {shown!r}")
+    bounds = meta["bounds"]
     if out is not None and not all(_LIMITS[op][1](out, limit) for op, limit in bounds.items()):
-        kind = "a whole number" if isinstance(out, int) else "a number"
         limits = " and ".join(f"{_LIMITS[op][0]} {limit}" for op, limit in bounds.items())
-        raise UsageError(f"{where}: recipe key {key}: expected {kind} {limits}, got {out!r}")
+        hint = f" ({meta['hint']})" if meta.get("hint") else ""
+        raise UsageError(f"{where}: recipe key {key} must be {limits}, got {shown!r}{hint}")
     return out
 
 
@@ -272,13 +282,13 @@ def _merge(cls: type, values: dict, update: dict, where: str, prefix: str = "") 
         full = f"{prefix}{key}"
         if key not in schema:
             raise _unknown(full, sorted(prefix + k for k in schema), where)
-        tp, bounds = schema[key]
+        tp, meta = schema[key]
         if dataclasses.is_dataclass(tp):
             if not isinstance(value, dict):
                 raise UsageError(f"{where}: recipe key {full!r} is a section; expected a mapping, got {value!r}")
             _merge(tp, values[key], value, where, full + ".")
         else:
-            values[key] = _checked(value, tp, bounds, full, where)
+            values[key] = _checked(value, tp, meta, full, where)
 
 
 def _build(cls: type, values: dict):
@@ -340,7 +350,21 @@ def load_recipe(recipe: str | os.PathLike | dict | Recipe | None, overrides: lis
         raise UsageError("recipe keys eval.corpus and eval.qrels are required with eval.queries")
     out.encoder_config()  # EncoderConfig checks pooling, lengths, padding side and temperature
     _check_mixture(out.data)
+    _check_together(out)
     return out
+
+
+def _check_together(recipe: Recipe) -> None:
+    """Keys in range alone but not together: warmup longer than the run, a dev metric nobody computes."""
+    from hopscotch.retriever.evaluation.metrics import parse_metric
+
+    tr = recipe.train
+    if tr.warmup_steps is not None and tr.max_steps is not None and tr.warmup_steps > tr.max_steps:
+        raise UsageError(f"recipe key train.warmup_steps must be <= train.max_steps ({tr.max_steps}), got {tr.warmup_steps}")
+    try:
+        parse_metric(recipe.eval.metric)
+    except UsageError as exc:
+        raise UsageError(f"recipe key eval.metric: {exc}") from None
 
 
 def _check_mixture(data: DataRecipe) -> None:

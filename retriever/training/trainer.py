@@ -9,6 +9,11 @@ Each optimizer step takes ``grad_accum_steps`` global batches; each is split acr
 (plainly or GradCache-style) and scored against every process's passages. Checkpoints every
 ``train.save_every`` steps hold everything ``--resume`` needs to continue exactly; a dev set
 (``eval.*``) is scored every ``eval.every`` steps and the best model kept in ``OUTPUT/best``.
+
+Before any model loads, the recipe is range-checked and :func:`~.preflight.preflight` fingerprints the
+run into ``OUTPUT/train_manifest.json``: a fresh start refuses a folder holding another run (unless
+``--overwrite``), ``--resume`` refuses a run of another recipe, data, base model, code or launch, and a
+checkpoint is only loaded after every pickle in it has loaded weights-only.
 """
 
 from __future__ import annotations
@@ -31,16 +36,18 @@ if TYPE_CHECKING:  # the CLI imports this module for its flags: no torch until a
 
 def train(recipe: str | os.PathLike | dict | Recipe | None, output_dir: str | os.PathLike,
           overrides: Sequence[str] = (), resume: bool = False, on_step_end: Callable | None = None,
-          show_progress: bool = True) -> str:
+          show_progress: bool = True, overwrite: bool = False) -> str:
     """Train from ``recipe`` (a YAML path, a dict or a :class:`Recipe`) plus ``key=value`` overrides;
     returns ``OUTPUT/final``.
 
     ``resume=True`` continues from the newest ``OUTPUT/checkpoint-*`` (a fresh start when there is
-    none). ``on_step_end(state, loss)`` is called after every optimizer step.
+    none) of the same run (same manifest). ``overwrite=True`` deletes another run's outputs in
+    ``output_dir`` first; without either, such a folder is refused. ``on_step_end(state, loss)`` is called
+    after every optimizer step.
     """
     from hopscotch.retriever.training.recipe import load_recipe
 
-    run = _start(load_recipe(recipe, list(overrides)), Path(output_dir), resume)
+    run = _start(load_recipe(recipe, list(overrides)), Path(output_dir), resume, overwrite)
     started = _loop(run, on_step_end, show_progress)
     return _finish(run, started)
 
@@ -67,22 +74,22 @@ class _Run:
     state: TrainerState
 
 
-def _start(recipe: Recipe, output_dir: Path, resume: bool) -> _Run:
-    """Accelerator, model, data plan, optimizer, schedule, loss, checkpoint state and dev set, in the
-    order that fixes the RNG draws (a resumed run must replay them)."""
+def _start(recipe: Recipe, output_dir: Path, resume: bool, overwrite: bool = False) -> _Run:
+    """Accelerator, run folder checks, data plan, model, optimizer, schedule, loss, checkpoint state and
+    dev set, in the order that fixes the RNG draws (a resumed run must replay them)."""
     from accelerate.utils import set_seed
 
     from hopscotch.retriever.io.tuples import read_training_tuples
     from hopscotch.retriever.training import checkpoint as ckpt
     from hopscotch.retriever.training import setup
     from hopscotch.retriever.training.batches import Collator, plan_epoch
+    from hopscotch.retriever.training.preflight import preflight
 
     tr, data = recipe.train, recipe.data
     accelerator, deepspeed = _accelerator(recipe, output_dir)
+    latest = preflight(recipe, output_dir, resume, overwrite, accelerator, deepspeed)
     setup.set_threads(tr)
-    set_seed(tr.seed)
-    model = unwrapped = setup.build_model(recipe)
-    tuples = read_training_tuples(data.train)[:data.max_tuples]
+    tuples = read_training_tuples(data.train)[:data.max_tuples]  # no RNG draws: before the seed, the model
     global_batch, accum = tr.batch_size * accelerator.num_processes, tr.grad_accum_steps
 
     def plan(epoch: int) -> list:  # a pure function of (seed, epoch): a resumed run replays it
@@ -94,19 +101,22 @@ def _start(recipe: Recipe, output_dir: Path, resume: bool) -> _Run:
         raise UsageError(f"data.train: {len(tuples)} tuples make no full step of {global_batch * accum} queries "
                          "(train.batch_size x processes x train.grad_accum_steps)")
     total_steps = tr.max_steps or tr.epochs * steps_per_epoch
+    if tr.warmup_steps is not None and tr.warmup_steps > total_steps:
+        raise UsageError(f"recipe key train.warmup_steps must be <= the run's {total_steps} steps "
+                         f"(train.epochs {tr.epochs} x {steps_per_epoch} steps an epoch), got {tr.warmup_steps}")
+    set_seed(tr.seed)
+    model = unwrapped = setup.build_model(recipe)
     optimizer = setup.build_optimizer(model, tr)
     scheduler = setup.build_scheduler(optimizer, tr, total_steps)
-    model, optimizer = accelerator.prepare(model, optimizer)
-    accelerator.register_for_checkpointing(scheduler)
+    model, optimizer = accelerator.prepare(model, optimizer)  # the scheduler is checkpointed by checkpoint.py
     loss_scale = 1.0 if deepspeed else 1.0 / accum  # accelerate divides the loss itself under DeepSpeed
     run = _Run(recipe=recipe, output_dir=output_dir, accelerator=accelerator, model=model, unwrapped=unwrapped,
                optimizer=optimizer, scheduler=scheduler, loss_fn=setup.build_loss(recipe.loss),
                collate=Collator(unwrapped, data.pad_to_multiple_of), plan=plan, total_steps=total_steps,
                global_batch=global_batch, loss_scale=loss_scale, deepspeed=deepspeed, dev=None,
                state=ckpt.TrainerState())
-    latest = ckpt.latest_checkpoint(output_dir) if resume else None
     if latest is not None:
-        run.state = ckpt.load_checkpoint(accelerator, latest)
+        run.state = ckpt.load_checkpoint(accelerator, latest, scheduler, deepspeed)
         accelerator.print(f"resuming from {latest} (step {run.state.step})")
     run.dev = _dev_evaluator(recipe)
     if tr.report_to == "wandb":
@@ -142,12 +152,12 @@ def _dev_evaluator(recipe: Recipe):
 def _loop(run: _Run, on_step_end: Callable | None, show_progress: bool) -> float:
     """Optimizer steps until ``total_steps``, epoch after epoch, from the state's data position;
     returns when the steps started (``time.perf_counter()``)."""
-    from tqdm.auto import tqdm
+    from hopscotch.retriever.io.progress import progress
 
     state, accum = run.state, run.recipe.train.grad_accum_steps
     run.model.train()
-    bar = tqdm(total=run.total_steps, initial=state.step, desc="train", unit="step",
-               disable=not (show_progress and run.accelerator.is_main_process))
+    bar = progress(total=run.total_steps, initial=state.step, desc="train", unit="step",
+                   show=show_progress and run.accelerator.is_main_process)
     started, start_samples = time.perf_counter(), state.samples
     while state.step < run.total_steps:
         batches = run.plan(state.epoch)
@@ -210,7 +220,7 @@ def _after_step(run: _Run, loss: float, rate: float) -> None:
     if every and state.step % every == 0:
         _evaluate_and_keep_best(run)
     if tr.save_every and state.step % tr.save_every == 0 and state.step < run.total_steps:
-        ckpt.save_checkpoint(run.accelerator, run.output_dir, state, tr.save_total_limit)
+        ckpt.save_checkpoint(run.accelerator, run.output_dir, state, run.scheduler, tr.save_total_limit)
 
 
 def _evaluate_and_keep_best(run: _Run) -> None:
@@ -265,7 +275,12 @@ def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.
     parser = parser or argparse.ArgumentParser(prog="train.py", description=__doc__.split("\n")[0])
     parser.add_argument("--recipe", required=True, help="recipe YAML (recipes/*.yaml)")
     parser.add_argument("--output", required=True, help="run folder; the model lands in OUTPUT/final")
-    parser.add_argument("--resume", action="store_true", help="continue from the newest OUTPUT/checkpoint-*")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue from the newest OUTPUT/checkpoint-* (refused when the recipe, data, base "
+                             "model, code or launch differ from OUTPUT/train_manifest.json)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="delete another run's checkpoints, best, final and summary in OUTPUT first (without "
+                             "it, or --resume, a folder holding a run is refused)")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="recipe overrides, e.g. train.lr=3e-5")
     return parser
 
@@ -279,7 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     args = build_arg_parser().parse_args(argv)
     try:
-        final = train(args.recipe, args.output, args.overrides, resume=args.resume)
+        final = train(args.recipe, args.output, args.overrides, resume=args.resume, overwrite=args.overwrite)
         if int(os.environ.get("RANK", "0")) == 0:
             print(final)
     except HopscotchError as exc:

@@ -214,3 +214,38 @@ def test_resolver_reads_the_corpus_once_and_only_when_needed(tmp_path, corpus):
     assert set(out) == {"query_id", "query", "positive_passages", "negative_passages"}
     docs = resolver.documents("f", 1)
     assert resolver.expand(row, "f", 2) == out and resolver.documents("f", 2) is docs
+
+
+@pytest.mark.parametrize("lookup, match", [
+    ([b"d0", b"\xff\xfebad"], r"UTF-8 bytes.*invalid start byte"),  # bytes that are not UTF-8
+    ([np.bytes_(b"ok"), np.bytes_(b"\xc3")], "UTF-8 bytes"),
+    (["d0", "d1\nd2"], "without control or line-break characters"),  # would shift every later lookup line
+    (["d0", "d\x00"], "without control or line-break characters"),
+    (["d0", b"d\r"], "without control or line-break characters"),  # checked after decoding too
+    (["d0", ""], "not empty"),
+    (["d0", "\ud800"], "without control or line-break characters"),  # a lone surrogate cannot be written back
+])
+def test_bad_lookup_docids_are_format_errors(tmp_path, lookup, match):
+    path = dump(tmp_path / "x.pkl", (np.zeros((2, 2), np.float32), lookup))
+    with pytest.raises(FormatError, match=match) as err:
+        read_tevatron_pickle(path)
+    assert str(path) in str(err.value)
+
+
+def test_utf8_bytes_lookup_reads_canonically(tmp_path):
+    lookup = [b"shard_00045_06622", np.bytes_("caf\u00e9".encode())]
+    got = read_tevatron_pickle(dump(tmp_path / "b.pkl", (np.zeros((2, 2), np.float32), lookup)))
+    assert got.docids == ["shard_00045_6622", "caf\u00e9"]
+
+
+@pytest.mark.parametrize("bad", ["d1\nd2", "d1\r", "\t", "", "d\u2028"])
+def test_resolver_refuses_control_characters_in_ids(tmp_path, corpus, bad):
+    row = {"query_id": "q1", "query_text": "q", "positive_document_ids": ["d1"], "negative_document_ids": [bad]}
+    f = write_rows(tmp_path / "t.jsonl", [row])
+    with pytest.raises(FormatError, match="docid in 'negative_document_ids'") as err:
+        read_training_tuples(f, corpus=corpus)
+    assert err.value.line == 1 and str(f) in str(err.value)
+    # an integer id is read as its decimal string (and, absent from the corpus, named as unknown)
+    with pytest.raises(FormatError, match="unknown docid 7"):
+        read_training_tuples(write_rows(tmp_path / "n.jsonl", [dict(row, negative_document_ids=[7])]),
+                             corpus=corpus)

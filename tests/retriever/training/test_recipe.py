@@ -1,5 +1,6 @@
 """Recipes: typed sections with EncoderConfig's defaults, YAML files and ``key=value`` overrides, and
-errors that name the key (unknown keys with a guess, wrong types, values out of range)."""
+errors that name the key (unknown keys with a guess, wrong types, values out of range or not finite, keys
+that contradict each other, lengths over the base model's), raised before any model loads."""
 
 from __future__ import annotations
 
@@ -92,13 +93,31 @@ def test_recipe_round_trips_through_asdict():
     (["train=1"], "'train' is a section"),
     (["model.lora=1"], "'model.lora' is a section"),
     (["lr"], "expected key=value"),
-    (["train.lr=0"], "train.lr: expected a number > 0, got 0.0"),
-    (["train.max_steps=0"], "train.max_steps: expected a whole number >= 1, got 0"),
-    (["train.batch_size=0"], "train.batch_size: expected a whole number >= 1"),
-    (["train.warmup_ratio=1.5"], "train.warmup_ratio: expected a number >= 0 and <= 1"),
-    (["model.lora.dropout=1"], "model.lora.dropout: expected a number >= 0 and < 1"),
-    (["loss.temperature=0"], "loss.temperature: expected a number > 0"),
-    (["model.query_max_len=0"], "model.query_max_len: expected a whole number >= 1"),
+    (["train.lr=0"], "command line: recipe key train.lr must be > 0, got 0$"),
+    (["train.lr=-1"], "recipe key train.lr must be > 0, got -1$"),
+    (["train.lr=-3e-5"], "recipe key train.lr must be > 0, got -3e-05$"),
+    (["train.lr=.inf"], "recipe key train.lr must be a finite number, got inf"),
+    (["loss.temperature=.nan"], "recipe key loss.temperature must be a finite number, got nan"),
+    (["train.max_steps=0"], "train.max_steps must be >= 1, got 0 \\(null, the default: train.epochs decide\\)"),
+    (["train.max_steps=-1"], "train.max_steps must be >= 1, got -1 \\(null, the default: train.epochs decide\\)"),
+    (["train.batch_size=0"], "train.batch_size must be >= 1, got 0$"),
+    (["train.grad_accum_steps=0"], "train.grad_accum_steps must be >= 1"),
+    (["train.epochs=0"], "train.epochs must be >= 1"),
+    (["train.save_every=-1"], "train.save_every must be >= 0, got -1 \\(0: only the final model\\)"),
+    (["train.save_total_limit=-2"], "train.save_total_limit must be >= 0, got -2 \\(0 or null: keep all\\)"),
+    (["train.warmup_steps=-1"], "train.warmup_steps must be >= 0"),
+    (["train.warmup_ratio=1.5"], "train.warmup_ratio must be >= 0 and <= 1, got 1.5"),
+    (["train.weight_decay=-0.1"], "train.weight_decay must be >= 0"),
+    (["train.max_grad_norm=-1"], "train.max_grad_norm must be >= 0, got -1 \\(0 or null: no clipping\\)"),
+    (["data.group_size=0"], "data.group_size must be >= 1"),
+    (["eval.batch_size=0"], "eval.batch_size must be >= 1"),
+    (["model.lora.r=0"], "model.lora.r must be >= 1"),
+    (["model.lora.dropout=1"], "model.lora.dropout must be >= 0 and < 1, got 1"),
+    (["loss.temperature=0"], "command line: recipe key loss.temperature must be > 0, got 0"),
+    (["model.query_max_len=0"], "command line: recipe key model.query_max_len must be >= 1, got 0"),
+    (["model.passage_max_len=-5"], "model.passage_max_len must be >= 1, got -5"),
+    (["train.max_steps=5", "train.warmup_steps=6"], "train.warmup_steps must be <= train.max_steps \\(5\\), got 6"),
+    (["eval.metric=ndcg10"], "recipe key eval.metric: unknown metric 'ndcg10'"),
     (["model.pooling=max"], "model.pooling: expected one of"),
     (["eval.queries=q.jsonl"], "eval.corpus and eval.qrels are required"),
 ])
@@ -110,7 +129,7 @@ def test_bad_values_name_the_key(overrides, message):
 def test_errors_say_where(tmp_path):
     path = tmp_path / "r.yaml"
     path.write_text("data: {train: a.jsonl}\ntrain: {lr: -1}\n")
-    with pytest.raises(UsageError, match=r"r.yaml: recipe key train.lr: expected a number > 0"):
+    with pytest.raises(UsageError, match=r"r.yaml: recipe key train.lr must be > 0, got -1$"):
         load_recipe(path)
     with pytest.raises(UsageError, match=r"^command line: unknown recipe key 'eval.nope'"):
         load_recipe(MINIMAL, ["eval.nope=1"])
@@ -145,10 +164,41 @@ def test_agentir_recipe_values():
     assert agentir.encoder_config().padding_side == "left"
 
 
-def test_cli_reports_a_range_error_on_one_line(cli, tmp_path):
+@pytest.mark.parametrize("override, message", [("train.lr=-1", "recipe key train.lr must be > 0, got -1"),
+                                               ("train.max_steps=-1", "recipe key train.max_steps must be >= 1")])
+def test_cli_reports_a_range_error_on_one_line(cli, tmp_path, override, message):
     code, _, err = cli("train", "--recipe", ROOT / "recipes" / "minilm_hotpot.yaml", "--output", tmp_path / "o",
-                       "train.lr=-1")
-    assert code == 2 and err.strip().count("\n") == 0 and "train.lr: expected a number > 0" in err
+                       override)
+    assert code == 2 and err.strip().count("\n") == 0 and message in err
+    assert not (tmp_path / "o").exists()  # refused before the run folder, let alone a model
+
+
+@pytest.fixture
+def no_model_load(monkeypatch):
+    from hopscotch.retriever.model.dual_encoder import DualEncoder
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model was loaded before the check")
+
+    monkeypatch.setattr(DualEncoder, "from_pretrained", refuse)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["model.passage_max_len=600"], r"recipe key model.passage_max_len must be <= 512 \(the position embeddings"),
+    (["model.query_max_len=513"], r"recipe key model.query_max_len must be <= 512"),
+    (["train.max_steps=null", "train.warmup_steps=100"], r"train.warmup_steps must be <= the run's 3 steps \(train.epochs 1 x 3 steps an epoch\), got 100"),
+    (["data.train=missing.jsonl"], r"data.train: missing.jsonl: no such file or folder"),
+    (["eval.queries=q.jsonl", "eval.corpus=c.jsonl", "eval.qrels=r.tsv"], r"recipe key eval.queries: q.jsonl: no such"),
+])
+def test_checks_that_need_the_model_or_the_data_come_before_it_loads(tiny_bert_dir, tmp_path, write_training_tuples,
+                                                                      no_model_load, overrides, message):
+    """The base model's config.json (max_position_embeddings 512) bounds the lengths; the data the warmup."""
+    from hopscotch.retriever.training.trainer import train
+
+    r = {"model": {"name": str(tiny_bert_dir)}, "data": {"train": str(write_training_tuples(tmp_path / "t.jsonl"))},
+         "train": {"batch_size": 16, "max_steps": 2}}
+    with pytest.raises(UsageError, match=message):
+        train(r, tmp_path / "run", overrides, show_progress=False)
 
 
 def test_the_query_input_mixture_keys():

@@ -1,5 +1,6 @@
 """Exact resume: a run killed (SIGKILL) after step 3 and resumed from its step-2 checkpoint ends with the
-weights of an uninterrupted run (1e-6), dropout on, so RNG states and the data position must be restored.
+weights of an uninterrupted run (1e-6), dropout on, so RNG states and the data position must be restored;
+the resume passes the manifest check (same recipe, data, model, code) and the weights-only checkpoint check.
 
 This file is also the runner: ``python tests/retriever/training/test_resume.py RECIPE_JSON OUTPUT [--kill-at N] [--resume]``.
 """
@@ -29,7 +30,7 @@ def recipe(model_dir: Path, tuples: Path) -> dict:
 
 def run(recipe_file: Path, out: Path, *flags: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, __file__, str(recipe_file), str(out), *flags], env=env,
+    return subprocess.run([sys.executable, __file__, str(recipe_file), str(out), *flags], check=False, env=env,
                           capture_output=True, text=True, timeout=240)
 
 
@@ -65,6 +66,12 @@ def test_killed_and_resumed_run_matches_uninterrupted_run(tiny_bert_dir, tmp_pat
     assert ta == pytest.approx(tb, abs=1e-7) and ta != pytest.approx(0.05, abs=1e-6)
     summary = json.loads((tmp_path / "killed" / "train_summary.json").read_text())
     assert summary["steps"] == 7
+    # the same run: both folders carry the same manifest, and no checkpoint holds an accelerate custom pickle
+    manifests = [json.loads((tmp_path / run / "train_manifest.json").read_text()) for run in ("straight", "killed")]
+    assert manifests[0]["inputs"] == manifests[1]["inputs"] and manifests[0]["recipe"]["train"]["max_steps"] == 7
+    assert manifests[0]["recipe"]["train"] == manifests[1]["recipe"]["train"]
+    assert not list(tmp_path.glob("*/checkpoint-*/custom_checkpoint_*.pkl"))
+    assert not list(tmp_path.glob("*/.*.tmp"))
     kept = sorted(p.name for p in (tmp_path / "straight").glob("checkpoint-*"))
     assert kept == ["checkpoint-4", "checkpoint-6"]  # save_total_limit=2
 

@@ -1,0 +1,155 @@
+"""What a training run is made of, written as ``OUTPUT/train_manifest.json`` so that ``--resume`` can tell
+it continues the same run.
+
+``run_manifest(recipe, model_path, launch)`` is a JSON object of four parts:
+
+* ``recipe``: the resolved recipe (``dataclasses.asdict``);
+* ``inputs``: every file the run reads, by recipe key: ``data.train`` (each source as written; a folder's
+  ``*.jsonl`` / ``*.jsonl.gz`` by name), ``eval.queries`` / ``eval.corpus`` / ``eval.qrels`` when set, and
+  ``model.name`` (every file of the base model's folder by relative path). A file up to
+  :data:`FULL_HASH_BYTES` is ``{"size", "sha256"}`` (its whole content); a bigger one is ``{"size",
+  "mtime_ns", "sha256_sampled"}`` (:data:`SAMPLES` blocks of :data:`BLOCK` bytes spread over the file), so
+  a 10 GB corpus or an 8 GB model costs milliseconds; a Hub dataset id is ``{"hub": id}``;
+* ``code``: the versions of Hopscotch, Python and the libraries the numbers depend on;
+* ``launch``: processes, device type and whether DeepSpeed runs (the batch plan and RNG states depend on them).
+
+:func:`manifest_differences` lists what differs between two manifests, one dotted field each
+(``recipe.train.lr``, ``inputs[data.train][t.jsonl].sha256``). A missing input is a :class:`UsageError`
+naming its recipe key, raised before any model loads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import platform
+from pathlib import Path
+
+from hopscotch.retriever.errors import UsageError
+
+FORMAT = 1
+FULL_HASH_BYTES = 64 << 20   # files up to this size are hashed whole
+BLOCK = 1 << 20              # bytes per sampled block of a bigger file
+SAMPLES = 16                 # sampled blocks, the first at offset 0 and the last ending at the file's end
+_TUPLE_SUFFIXES = (".jsonl", ".jsonl.gz")
+_LIBRARIES = ("torch", "transformers", "accelerate", "sentence-transformers", "numpy")
+
+
+def file_fingerprint(path: str | os.PathLike) -> dict:
+    """``{"size", "sha256"}`` of a file up to :data:`FULL_HASH_BYTES`; ``{"size", "mtime_ns", "sha256_sampled"}``
+    of a bigger one (the sampled blocks miss edits between them, the mtime catches those)."""
+    stat = os.stat(path)
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        if stat.st_size <= FULL_HASH_BYTES:
+            for chunk in iter(lambda: f.read(BLOCK), b""):
+                digest.update(chunk)
+            return {"size": stat.st_size, "sha256": digest.hexdigest()}
+        digest.update(str(stat.st_size).encode())
+        last = stat.st_size - BLOCK
+        for i in range(SAMPLES):
+            f.seek(last * i // (SAMPLES - 1))
+            digest.update(f.read(BLOCK))
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256_sampled": digest.hexdigest()}
+
+
+def _folder_files(folder: Path) -> dict[str, dict]:
+    """Every regular file under ``folder`` (links followed, hidden entries skipped) by relative path."""
+    out = {}
+    for root, dirs, files in os.walk(folder, followlinks=True):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if not name.startswith("."):
+                path = Path(root) / name
+                out[path.relative_to(folder).as_posix()] = file_fingerprint(path)
+    return out
+
+
+def _train_sources(train: str | list[str]) -> dict[str, dict]:
+    """``data.train``'s sources as the tuple reader resolves them: a file, a folder's tuple files, a Hub id."""
+    import re
+
+    out: dict[str, dict] = {}
+    for source in [train] if isinstance(train, str) else train:
+        path = Path(source)
+        if path.is_dir():
+            files = sorted(p for p in path.iterdir() if p.name.endswith(_TUPLE_SUFFIXES) and p.is_file())
+            if not files:
+                raise UsageError(f"data.train: {source} is a folder without *.jsonl files")
+            out[source] = {p.name: file_fingerprint(p) for p in files}
+        elif path.is_file():
+            out[source] = file_fingerprint(path)
+        elif re.fullmatch(r"[\w.-]+/[\w.-]+(:\w+)?", source):
+            out[source] = {"hub": source}
+        else:
+            raise UsageError(f"data.train: {source}: no such file or folder")
+    return out
+
+
+def _input(key: str, value: str) -> dict:
+    path = Path(value)
+    if path.is_dir():
+        return _folder_files(path)
+    if path.is_file():
+        return file_fingerprint(path)
+    raise UsageError(f"recipe key {key}: {value}: no such file or folder")
+
+
+def code_versions(deepspeed: bool = False, lora: bool = False) -> dict[str, str]:
+    """Hopscotch's version, Python's (major.minor) and the installed versions of the libraries a run uses."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    names = ("hopscotch", *_LIBRARIES, *(("peft",) if lora else ()), *(("deepspeed",) if deepspeed else ()))
+    out = {"python": ".".join(platform.python_version_tuple()[:2])}
+    for name in names:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def run_manifest(recipe, model_path: str | os.PathLike, launch: dict) -> dict:
+    """The manifest of a run of ``recipe`` from the base model at ``model_path`` (resolved) under ``launch``
+    (``{"processes", "device", "deepspeed"}``)."""
+    inputs = {"data.train": _train_sources(recipe.data.train)}
+    for name in ("queries", "corpus", "qrels"):
+        if value := getattr(recipe.eval, name):
+            inputs[f"eval.{name}"] = _input(f"eval.{name}", value)
+    inputs["model.name"] = _folder_files(Path(model_path))
+    return {"format": FORMAT, "recipe": dataclasses.asdict(recipe), "inputs": inputs,
+            "code": code_versions(bool(launch.get("deepspeed")), recipe.model.lora.enabled), "launch": dict(launch)}
+
+
+def _flatten(obj, prefix: str = "") -> dict[str, object]:
+    """``{"a": {"b": 1}, "x": [2]}`` -> ``{"a.b": 1, "x": [2]}``; keys that hold a dot or a slash in brackets."""
+    if not isinstance(obj, dict) or not obj:
+        return {prefix: obj}
+    out: dict[str, object] = {}
+    for key, value in obj.items():
+        part = f"[{key}]" if ("." in str(key) or "/" in str(key)) else (f".{key}" if prefix else str(key))
+        out.update(_flatten(value, prefix + part))
+    return out
+
+
+def manifest_differences(old: dict, new: dict, defaults: dict | None = None) -> list[str]:
+    """``["recipe.train.lr: 0.001 in the run, 0.002 now", ...]``: every field whose value differs, except
+    a field the old manifest lacks whose new value is its value in ``defaults`` (a recipe key added to the
+    code since the run started, at its default)."""
+    a, b = _flatten(old), _flatten(new)
+    absent = object()
+    base = _flatten(defaults or {})
+    a |= {k: b[k] for k in b if k not in a and k in base and base[k] == b[k]}
+
+    def shown(value):
+        if value is absent:
+            return "absent"
+        if isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value):
+            return value[:12] + "..."  # a sha256
+        text = repr(value)
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    keys = sorted(set(a) | set(b), key=lambda k: (not k.startswith("recipe."), k))
+    return [f"{k}: {shown(a.get(k, absent))} in the run, {shown(b.get(k, absent))} now"
+            for k in keys if a.get(k, absent) != b.get(k, absent)]
