@@ -16,6 +16,6 @@ PIP=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check)
 if ! command -v nvidia-smi >/dev/null 2>&1; then
   "${PIP[@]}" "torch==2.13.0"
 fi
-"${PIP[@]}" -e ".[dev]"
+"${PIP[@]}" -e ".[dev,serve]"
 echo "$HASH" > "$STAMP"
 echo "hopscotch installed in $VENV" >&2

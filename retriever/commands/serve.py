@@ -1,19 +1,26 @@
-"""``hopscotch serve``: a Pyserini-compatible REST search service over a dense, hybrid or BM25 index.
+"""``hopscotch serve``: a Pyserini-compatible REST search service over a BM25, dense or hybrid index.
 
-    hopscotch serve --index DIR [--model M] [--bm25 DIR] [--host 127.0.0.1] [--port 8000] [--token T]
-                    [--name NAME]
-    hopscotch serve --bm25 DIR [--corpus FILE] ...
+    hopscotch serve --index DIR [--model M] [--bm25 DIR] [--host 127.0.0.1] [--port 8000] [--name NAME]
+    hopscotch serve --searcher bm25 --bm25-index DIR --corpus FILE ...     (BM25 alone, no dense index)
 
 The searcher flags are the local backends' own (:mod:`hopscotch.retriever.searchers.registry`), as in
-``hopscotch search``; the remote client's flags are not offered (``--token`` and ``--name`` are the server's).
-``--query-input VARIANT`` (the dense backend's) sets what a request's ``reason`` becomes in the encoder's
-``Reasoning:`` slot (default: the trained model's own variant, else ``reasoning``). A request carries only
+``hopscotch search`` (``--searcher`` is ``--searcher-type``, ``--bm25-index`` is ``--bm25``); the remote
+client's flags are not offered (``--token`` and ``--name`` are the server's). A BM25 service without
+``--index`` reads the documents it returns from ``--corpus`` (held in memory).
+
+``reason`` (a request's reasoning, cmass's tool argument) is logged to stderr (``--no-reason-log``: not)
+and encoded with the query only when the model reads reasoning: a trained reasoning-aware model, or any
+model with ``--query-input VARIANT`` (the dense backend's flag, which also sets what ``reason`` becomes in
+the encoder's ``Reasoning:`` slot; default: the trained model's own variant). A request carries only
 ``reason``, read as the step's full reasoning: ``current_reasoning`` then uses it whole (send the
 reasoning since the last tool result), ``reasoning_tail:N`` keeps its end, and ``prior_queries`` and
-``with_documents`` see no earlier queries or results (``prior_queries`` reads ``Empty``).
+``with_documents`` see no earlier queries or results (``prior_queries`` reads ``Empty``). Responses say
+whether it was used (``query.reason_used``).
 
-``GET /v1/NAME/search?query=...&hits=10&max_doc_length=500[&reason=...]`` and ``GET /v1/NAME/doc/DOCID``;
-see :mod:`hopscotch.retriever.serving.server`. The token may also come from ``$HOPSCOTCH_SERVE_TOKEN``.
+The token (required under ``/v1/`` as ``Authorization: Bearer TOKEN`` or ``x-api-key: TOKEN``) comes
+from ``$HOPSCOTCH_SERVE_TOKEN``, ``--token-file FILE`` or ``--token T``; the last is visible to every user
+of the machine in ``ps``. ``--host ::`` listens on IPv6 and IPv4. Routes, errors and limits:
+:mod:`hopscotch.retriever.serving.server`.
 """
 
 from __future__ import annotations
@@ -23,58 +30,144 @@ import os
 import socket
 import sys
 
+TOKEN_ENV = "HOPSCOTCH_SERVE_TOKEN"
+
 
 def register(sub) -> None:
-    from hopscotch.retriever.searchers import add_searcher_arguments
+    from hopscotch.retriever.searchers import add_searcher_arguments, searcher_names
+    from hopscotch.retriever.serving.protocol import HttpLimits
 
     p = sub.add_parser("serve", help="serve an index over HTTP (Pyserini-compatible /v1 REST)",
-                       description="Serve a dense index (hybrid with --bm25), or a BM25 index alone, over HTTP "
-                                   "with the Pyserini /v1 search and document endpoints.")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
+                       description="Serve a BM25, dense or hybrid index over HTTP with Pyserini's /v1 search and "
+                                   "document endpoints (OpenAPI at /openapi.yaml, /docs). A request's 'reason' is "
+                                   "logged, and encoded with the query only when the model reads reasoning (a "
+                                   "trained reasoning-aware model, or --query-input VARIANT); each response says "
+                                   "which (query.reason_used).")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only; '::' for IPv6 "
+                                                        "and IPv4)")
     p.add_argument("--port", type=int, default=8000, help="TCP port to listen on (0: any free port)")
-    p.add_argument("--token", default=os.environ.get("HOPSCOTCH_SERVE_TOKEN"),
-                   help="require 'Authorization: Bearer TOKEN' (default $HOPSCOTCH_SERVE_TOKEN)")
+    p.add_argument("--token", help=f"require this token under /v1/ (default ${TOKEN_ENV}); visible to other users "
+                                   f"in ps: prefer ${TOKEN_ENV} or --token-file")
+    p.add_argument("--token-file", metavar="FILE", help="read the token from the first line of FILE")
     p.add_argument("--name", default="default", help="index name in the URL (/v1/NAME/...)")
     p.add_argument("--max-batch", type=int, default=64, help="most concurrent queries encoded together")
+    p.add_argument("--idle-timeout", type=float, default=HttpLimits.idle_timeout,
+                   help=f"seconds a connection may wait for its next request (default {HttpLimits.idle_timeout:g})")
+    p.add_argument("--header-timeout", type=float, default=HttpLimits.header_timeout,
+                   help="seconds from a request's first byte until it is complete, else 408 "
+                        f"(default {HttpLimits.header_timeout:g})")
+    p.add_argument("--max-in-flight", type=int, default=HttpLimits.max_in_flight,
+                   help=f"/v1 requests answered at once; more get 503 (default {HttpLimits.max_in_flight})")
+    p.add_argument("--threads", type=int, default=HttpLimits.threads,
+                   help=f"threads that read documents; idle connections use none (default {HttpLimits.threads})")
+    p.add_argument("--no-reason-log", action="store_true", help="do not log the requests' reason to stderr")
     p.add_argument("--verbose", action="store_true", help="log every request")
-    # --searcher-type, --index, --model, --bm25, --fusion, ...: the local backends' own flags
+    p.add_argument("--searcher", dest="searcher_type", choices=searcher_names(local_only=True),
+                   help="the searcher backend (same as --searcher-type)")
+    p.add_argument("--bm25-index", dest="bm25", metavar="DIR", help="BM25 index folder (same as --bm25)")
+    # --searcher-type, --index, --model, --bm25, --corpus, --fusion, ...: the local backends' own flags
     add_searcher_arguments(p, local_only=True)
+    from hopscotch.retriever.serving.mcp_server import add_mcp_arguments
+
+    add_mcp_arguments(p)  # --mcp, --transport, --k, --snippet-max-tokens, ...: MCP tools instead of REST
     p.set_defaults(func=run)
 
 
 def _is_loopback(host: str) -> bool:
     try:
-        return ipaddress.ip_address(socket.gethostbyname(host)).is_loopback
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        return bool(infos) and all(ipaddress.ip_address(info[4][0]).is_loopback for info in infos)
     except (OSError, ValueError):
         return False
+
+
+def resolve_token(args) -> str | None:
+    """``--token``, else the first line of ``--token-file``, else ``$HOPSCOTCH_SERVE_TOKEN`` (None: no token)."""
+    from hopscotch.retriever.errors import UsageError
+
+    if args.token and args.token_file:
+        raise UsageError("give --token or --token-file, not both")
+    if args.token_file:
+        try:
+            with open(args.token_file, encoding="utf-8") as fh:
+                token = fh.readline().strip()
+        except OSError as exc:
+            raise UsageError(f"--token-file {args.token_file}: {exc.strerror or exc}") from None
+        if not token:
+            raise UsageError(f"--token-file {args.token_file}: the first line is empty")
+        return token
+    return args.token or os.environ.get(TOKEN_ENV) or None
+
+
+def _check_documents(args) -> None:
+    """A BM25-only service needs documents to return: ``--corpus`` (or ``--index``'s docstore)."""
+    from hopscotch.retriever.errors import UsageError
+
+    bm25, index = getattr(args, "bm25", None), getattr(args, "index", None)
+    kind = getattr(args, "searcher_type", None) or ("bm25" if bm25 and not index else None)
+    if kind == "bm25" and not index and not getattr(args, "corpus", None):
+        raise UsageError("a BM25 service needs the documents it returns: add --corpus FILE (the corpus the BM25 "
+                         "index was built from) or --index DIR (a dense index's docstore)")
+
+
+def _setup_logging(args) -> None:
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("hopscotch serve: %(name)s: %(message)s"))
+    reasons = logging.getLogger("hopscotch.serve.reason")
+    reasons.propagate = False
+    if not args.no_reason_log:
+        reasons.addHandler(handler)
+        reasons.setLevel(logging.INFO)
+    if args.verbose:
+        for name in ("hopscotch.serve", "uvicorn.error", "uvicorn.access"):
+            logging.getLogger(name).addHandler(handler)
+            logging.getLogger(name).setLevel(logging.INFO)
 
 
 def run(args) -> int:
     from hopscotch.retriever.errors import UsageError
     from hopscotch.retriever.searchers import searcher_from_args
-    from hopscotch.retriever.serving.server import make_server
+    from hopscotch.retriever.serving.mcp_server import run_mcp, wants_mcp
+    from hopscotch.retriever.serving.server import HttpLimits, make_server
 
+    args.token = resolve_token(args)
+    if wants_mcp(args):
+        return run_mcp(args)
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port}: not a TCP port")
     if "/" in args.name or not args.name.strip():
         raise UsageError(f"--name {args.name!r}: use a non-empty name without '/'")
+    try:
+        limits = HttpLimits(idle_timeout=args.idle_timeout, header_timeout=args.header_timeout,
+                            max_in_flight=args.max_in_flight, threads=args.threads)
+    except ValueError as exc:
+        raise UsageError(str(exc).replace("_", "-")) from None
+    if args.max_batch < 1:
+        raise UsageError(f"--max-batch {args.max_batch}: give at least 1")
+    _check_documents(args)
     if not _is_loopback(args.host) and not args.token:
-        print(f"hopscotch serve: warning: binding {args.host} without --token: anyone who can reach this "
+        print(f"hopscotch serve: warning: binding {args.host} without a token: anyone who can reach this "
               "machine can query the index", file=sys.stderr)
     searcher = searcher_from_args(args, local_only=True)
     try:
         server = make_server({args.name: searcher}, host=args.host, port=args.port, token=args.token,
-                             max_batch=args.max_batch, verbose=args.verbose)
+                             max_batch=args.max_batch, verbose=args.verbose, limits=limits)
     except OSError as exc:
+        searcher.close()
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
-    variant = getattr(getattr(searcher, "dense", searcher), "query_input", None)
-    if variant is not None:
-        print(f"hopscotch serve: queries with 'reason' are encoded as query input {variant}", file=sys.stderr)
-    print(f"serving {searcher.name} index {args.index or args.bm25} as '{args.name}' on {server.url}/v1/{args.name}/search"
+    _setup_logging(args)
+    variant = server.service.query_input(args.name)
+    print("hopscotch serve: 'reason' is " + (f"encoded with the query as query input {variant}" if variant else
+          "logged only: this model does not read reasoning (--query-input VARIANT makes it)"), file=sys.stderr)
+    where = " + ".join(str(p) for p in (getattr(args, "bm25", None), getattr(args, "index", None)) if p)
+    print(f"serving {searcher.name} index {where} as '{args.name}' on {server.url}/v1/{args.name}/search"
           + (" (token required)" if args.token else ""), file=sys.stderr, flush=True)
     try:
         server.serve_forever()
     finally:
         server.server_close()
+        server.executor.shutdown(wait=False)
         server.service.close()
     return 0

@@ -53,6 +53,11 @@ class EncoderConfig:
     shared_towers: bool = True       # one backbone for queries and passages; False: a separate query tower
     padding_side: str | None = None  # left | right; None: left for 'last' pooling, right otherwise
     lora: dict = field(default_factory=dict)  # peft LoRA {r, alpha, dropout, target_modules}; {}: none
+    # search-time defaults of `hopscotch search --reasoning` (the dense searcher's --late-fusion and
+    # --late-fusion-max-words): score reasoning-aware queries by w * reasoning-aware + (1 - w) * query-only,
+    # and search reasoning contexts longer than late_fusion_max_words words with the query alone (w = 0)
+    late_fusion: float | None = None
+    late_fusion_max_words: int | None = None
 
     def __post_init__(self):
         if self.pooling not in POOLINGS:
@@ -63,6 +68,12 @@ class EncoderConfig:
             if not getattr(self, name) >= 1:
                 raise UsageError(f"model.{name}: expected a whole number >= 1, got {getattr(self, name)!r}")
         self._resolve_query_input()
+        if self.late_fusion is not None and not 0.0 <= float(self.late_fusion) <= 1.0:
+            raise UsageError(f"model.late_fusion: expected a weight in [0, 1] or null, got {self.late_fusion!r}")
+        if self.late_fusion_max_words is not None and not (isinstance(self.late_fusion_max_words, int)
+                                                          and self.late_fusion_max_words >= 1):
+            raise UsageError("model.late_fusion_max_words: expected a whole number >= 1 or null, got "
+                             f"{self.late_fusion_max_words!r}")
         if self.padding_side is None:
             self.padding_side = "left" if self.pooling == "last" else "right"
         if self.padding_side not in ("left", "right"):
@@ -123,6 +134,8 @@ class ModelSettings:
     query_input: str | None = None   # the saved model's variant; None: not a Hopscotch-trained folder
     query_tower: str | None = None   # folder of a separate query encoder
     trained: bool = False            # the folder came from Hopscotch training
+    late_fusion: float | None = None          # the model's default --late-fusion (EncoderConfig)
+    late_fusion_max_words: int | None = None  # the model's default --late-fusion-max-words (EncoderConfig)
 
 
 def model_settings(model: str | os.PathLike) -> ModelSettings:
@@ -134,4 +147,5 @@ def model_settings(model: str | os.PathLike) -> ModelSettings:
     return ModelSettings(path, passage_prefix=c.passage_prefix, passage_max_len=c.passage_max_len,
                          instruction=c.instruction, query_max_len=c.query_max_len,
                          reasoning_aware=c.reasoning_aware, query_input=str(c.query_variant()),
-                         query_tower=str(tower) if not c.shared_towers and tower.is_dir() else None, trained=True)
+                         query_tower=str(tower) if not c.shared_towers and tower.is_dir() else None, trained=True,
+                         late_fusion=c.late_fusion, late_fusion_max_words=c.late_fusion_max_words)

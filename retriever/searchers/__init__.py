@@ -9,12 +9,12 @@ Example::
     from hopscotch.retriever.searchers import SEARCHERS, build_searcher
     s = build_searcher("hybrid", bm25="bm25_dir", index="index_dir", fusion="rrf")
     s.search("who directed Gummo", k=5)          # [{"docid", "score", "text", "snippet"}]
-    s.get_document("ic00017")                    # {"docid", "title", "text"}
+    s.get_document("ic00017")                    # {"docid", "text"} (+ "title" when it has one)
 
-    cls = SEARCHERS["bm25"]                      # flags -> searcher
+    cls = SEARCHERS["bm25"]                      # flags -> searcher, as BrowseComp-Plus and AgentIR build one
     parser = argparse.ArgumentParser()
     cls.parse_args(parser)
-    s = cls.from_args(parser.parse_args(["--bm25", "bm25_dir", "--index", "index_dir"]))
+    s = cls(parser.parse_args(["--bm25", "bm25_dir", "--index", "index_dir"]))   # = cls.from_args(...)
 """
 
 from __future__ import annotations

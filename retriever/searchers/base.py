@@ -1,29 +1,43 @@
-"""The searcher interface an agent harness talks to (BrowseComp-Plus style).
+"""The searcher interface an agent harness talks to (BrowseComp-Plus and AgentIR style).
 
-A searcher answers ``search(query, k) -> [{"docid", "score", "text", "snippet"}]`` and
-``get_document(docid) -> {"docid", "title", "text"} | None``; batch callers (the CLI, the server) use
-``search_batch`` which returns ranked ``(docid, score)`` lists. A query can carry the agent's reasoning:
-with ``reasoning_aware`` the dense encoder sees
+A searcher answers ``search(query, k) -> [{"docid", "score", "text", "snippet"}]`` (``text``: the whole
+document, ``title\\ntext`` when it has a title; ``snippet``: its first :attr:`BaseSearcher.snippet_chars`
+characters) and ``get_document(docid) -> {"docid", "text"[, "title"]} | None``; batch callers (the CLI,
+the server) use ``search_batch`` which returns ranked ``(docid, score)`` lists. A query can carry the
+agent's reasoning: with ``reasoning_aware`` the dense encoder sees
 ``{instruction}Reasoning: {text or 'Empty'}\\n\\nQuery: {query}``, otherwise ``{instruction}{query}``;
 ``text`` is the reasoning, or the part of the step's context its query input variant picks
 (:mod:`hopscotch.retriever.model.query_input`). A reasoning may be a
 :class:`~hopscotch.retriever.model.query_input.ReasoningContext`: a ``str`` (the full reasoning, all that
 BM25 and the remote client see) that also carries the step's other context fields.
 
-Each backend also owns its command-line flags (:meth:`BaseSearcher.parse_args`) and is built from the
-parsed flags (:meth:`BaseSearcher.from_args`); see :mod:`hopscotch.retriever.searchers.registry`.
+Harnesses drop a searcher in unchanged (:meth:`BaseSearcher.search` documents each calling convention):
+BrowseComp-Plus builds it with ``SearcherClass.parse_args(parser)`` then ``SearcherClass(args)`` (or
+``SearcherClass(reranker, args)``) and calls ``search(query, k)`` or ``search(query, query_id, k)``;
+AgentIR calls ``search(query, k, store_rerank=True, **kwargs)`` and reads ``result["results"]``.
+Each backend owns its command-line flags (:meth:`BaseSearcher.parse_args`, declared through
+:func:`add_option`) and is built from the parsed flags (:meth:`BaseSearcher.from_args`, which reads them
+with :func:`flag`); see :mod:`hopscotch.retriever.searchers.registry`.
 """
 
 from __future__ import annotations
 
 import argparse
-from abc import ABC, abstractmethod
+import numbers
+from abc import ABC, ABCMeta, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
 from hopscotch.retriever.model.query_input import ReasoningContext
 
 Ranked = list[tuple[str, float]]
+
+#: prefix of a backend flag whose name the host parser already uses (``--model`` in BrowseComp-Plus and
+#: AgentIR is the agent's LLM): the flag becomes ``--hopscotch-model``, its destination ``hopscotch_model``
+HOSTED_PREFIX = "hopscotch-"
+HOSTED_DEST = "hopscotch_"
+#: namespace attribute (a parser default, a sorted tuple) naming the destinations :func:`add_option` declared
+OWN_DESTS = "_hopscotch_dests"
 
 
 def per_query(value, n: int, name: str) -> list:
@@ -45,20 +59,45 @@ def snippet_of(text: str, max_chars: int | None) -> str:
     return cut[:space] if space > max_chars * 0.8 else cut
 
 
+def _dest_of(flags: tuple[str, ...], spec: dict) -> str:
+    return spec.get("dest") or next((f for f in flags if f.startswith("--")), flags[0]).lstrip("-").replace("-", "_")
+
+
 def add_option(parser: argparse.ArgumentParser, *flags: str, **spec) -> None:
     """``parser.add_argument(*flags, **spec)``, once per parser.
 
     Backends compose each other's flags (hybrid adds the BM25 and the dense ones) and share some
     (``--index``), so a flag may be declared several times; the first declaration adds it, later ones
     must be identical and add nothing. A differing redeclaration is a programming error (ValueError).
+    A flag whose name the parser already has from elsewhere (a harness's own ``--model``) is added as
+    ``--hopscotch-NAME`` with destination ``hopscotch_DEST``, which :func:`flag` reads in its place.
     """
     declared = parser.__dict__.setdefault("_hopscotch_options", {})
     if flags in declared:
         if declared[flags] != spec:
             raise ValueError(f"{flags[0]} is declared twice with different settings")
         return
-    parser.add_argument(*flags, **spec)
+    dest = _dest_of(flags, spec)
+    if any(f in parser._option_string_actions for f in flags):
+        hosted = tuple(f"--{HOSTED_PREFIX}{f.lstrip('-')}" for f in flags)
+        parser.add_argument(*hosted, **{**spec, "dest": HOSTED_DEST + dest})
+    else:
+        parser.add_argument(*flags, **spec)
     declared[flags] = spec
+    parser.set_defaults(**{OWN_DESTS: tuple(sorted({*(parser.get_default(OWN_DESTS) or ()), dest}))})
+
+
+def flag(args: argparse.Namespace, dest: str, default: Any = None) -> Any:
+    """The value of the backend flag ``dest`` in ``args``: ``hopscotch_DEST`` when :func:`add_option` had to
+    rename the flag, else ``DEST``, else ``default``. In a namespace parsed by a parser that
+    :func:`add_option` declared flags in, a ``DEST`` it did not declare belongs to the host (a harness's
+    ``--model``) and reads as ``default``; a namespace built by hand is read as it is."""
+    if hasattr(args, HOSTED_DEST + dest):
+        return getattr(args, HOSTED_DEST + dest)
+    own = getattr(args, OWN_DESTS, None)
+    if own is not None and dest not in own:
+        return default
+    return getattr(args, dest, default)
 
 
 def add_index_option(parser: argparse.ArgumentParser) -> None:
@@ -66,7 +105,23 @@ def add_index_option(parser: argparse.ArgumentParser) -> None:
     add_option(parser, "--index", help="dense index folder (hopscotch index)")
 
 
-class BaseSearcher(ABC):
+class _SearcherMeta(ABCMeta):
+    """Lets ``SearcherClass(args)`` and ``SearcherClass(reranker, args)`` (BrowseComp-Plus's registry) build a
+    searcher from a parsed :class:`argparse.Namespace` through :meth:`BaseSearcher.from_args`."""
+
+    def __call__(cls, *args, **kwargs):
+        if not kwargs and len(args) in (1, 2) and isinstance(args[-1], argparse.Namespace):
+            searcher = cls.from_args(args[-1])
+            searcher.reranker = args[0] if len(args) == 2 else None
+            return searcher
+        return super().__call__(*args, **kwargs)
+
+
+def _is_k(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+class BaseSearcher(ABC, metaclass=_SearcherMeta):
     """Abstract searcher. Subclasses implement :meth:`search_batch`, :meth:`get_document`,
     :meth:`parse_args` and :meth:`from_args`, and register with
     :func:`~hopscotch.retriever.searchers.registry.register_searcher`."""
@@ -79,8 +134,11 @@ class BaseSearcher(ABC):
     local: bool = True
     #: keyword options :func:`~hopscotch.retriever.searchers.registry.build_searcher` accepts beyond the flags
     extra_options: tuple[str, ...] = ()
-    #: characters of document text returned as ``text`` / ``snippet`` by :meth:`search`
+    #: characters of each hit's document kept as ``snippet`` by :meth:`search` (None: the whole text)
     snippet_chars: int | None = 1000
+    #: a BrowseComp-Plus reranker (``first_stage_k``, ``rerank(query, hits, query_id, k)``) applied by
+    #: :meth:`search`; set by ``SearcherClass(reranker, args)``
+    reranker: Any = None
 
     @classmethod
     def parse_args(cls, parser: argparse.ArgumentParser) -> None:
@@ -89,12 +147,19 @@ class BaseSearcher(ABC):
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> BaseSearcher:
-        """Build the searcher from parsed flags (those :meth:`parse_args` added; others are ignored)."""
+        """Build the searcher from parsed flags (those :meth:`parse_args` added, read with :func:`flag`;
+        others are ignored). ``SearcherClass(args)`` calls this."""
         raise NotImplementedError(f"{cls.__name__} cannot be built from flags")
 
     @classmethod
     def selected_by(cls, args: argparse.Namespace) -> bool:
         """Whether the given flags ask for this backend when no ``--searcher-type`` is given."""
+        return False
+
+    @property
+    def takes_reasoning(self) -> bool:
+        """Whether the loaded model was trained to read an agent's reasoning (a reasoning-aware model, or
+        one told so with ``--query-input``): the MCP server passes a ``reason`` on only then."""
         return False
 
     @abstractmethod
@@ -104,23 +169,57 @@ class BaseSearcher(ABC):
 
     @abstractmethod
     def get_document(self, docid: str) -> dict[str, Any] | None:
-        """``{"docid", "title", "text"}`` or None when the docid is unknown."""
+        """``{"docid", "text"}`` (with ``"title"`` when the document has one) or None when the docid is unknown."""
 
-    def search(self, query: str, k: int = 10, reasoning: str | None = None, **kwargs) -> list[dict[str, Any]]:
-        """BrowseComp-Plus-style hits: ``[{"docid", "score", "text", "snippet"}]``, best first.
+    def search(self, query: str, *args, k: int | None = None, reasoning: str | None = None,
+               query_id: str | None = None, store_rerank: bool = False, prepend_candidates=None,
+               **kwargs) -> list[dict[str, Any]] | dict[str, Any]:
+        """Harness-style hits ``[{"docid", "score", "text", "snippet"}]``, best first (``k`` defaults to 10).
 
-        ``text`` and ``snippet`` both hold the document's ``title text`` cut to :attr:`snippet_chars`.
-        The query is encoded reasoning-aware exactly when ``reasoning`` is given. Other keyword arguments
-        (e.g. AgentIR's ``store_rerank=True``) are accepted and ignored.
+        Calling conventions: ``search(query, k)`` and ``search(query, k, reasoning)`` (BrowseComp-Plus's
+        first searchers, AgentIR, Hopscotch), ``search(query, query_id, k)`` (BrowseComp-Plus with
+        rerankers: a second positional argument that is not an integer is the query id), and the keyword
+        forms. The query is encoded reasoning-aware exactly when ``reasoning`` is given. With a
+        :attr:`reranker`, ``reranker.first_stage_k`` hits are retrieved and ``reranker.rerank(query, hits,
+        query_id, k)`` returns the list. AgentIR's options: ``prepend_candidates`` (``[{docid, text}]``,
+        oracle documents put first, before any reranking, the window keeping its size) and
+        ``store_rerank=True``, which returns
+        ``{"results": hits, "rerank_output": None}`` as AgentIR's searchers do. Other keyword arguments
+        (AgentIR's ``original_query``, ``oracle_question``, ``correct_answer``) are accepted and ignored.
         """
+        positional = list(args)
+        if positional and not _is_k(positional[0]) and (positional[0] is None or isinstance(positional[0], str)):
+            query_id = positional.pop(0)
+        if positional:
+            k = positional.pop(0)
+        if positional:
+            reasoning = positional.pop(0)
+        if positional:
+            raise TypeError(f"search() takes at most 3 positional arguments after the query ({len(args)} given)")
+        k = 10 if k is None else k
+        if not _is_k(k) or k < 1:
+            raise TypeError(f"search(): k must be a positive integer, got {k!r}")
+        depth = max(k, int(getattr(self.reranker, "first_stage_k", k) or k)) if self.reranker else k
+        results = self.hits_with_text(query, depth, reasoning)
+        if prepend_candidates:
+            results = with_prepended(results, prepend_candidates, self.snippet_chars)
+        if self.reranker is not None and results:
+            results = self.reranker.rerank(query, results, query_id, k)
+        return {"results": results, "rerank_output": None} if store_rerank else results
+
+    def hits_with_text(self, query: str, k: int, reasoning: str | None = None) -> list[dict[str, Any]]:
+        """:meth:`search`'s hit dicts for one query, before any reranking: :meth:`search_batch` (reasoning-aware
+        exactly when ``reasoning`` is given) and :meth:`get_document` for each hit."""
         hits = self.search_batch([query], k, [reasoning], reasoning_aware=reasoning is not None)[0]
         return [hit_dict(docid, score, self.get_document(docid), self.snippet_chars) for docid, score in hits]
 
     def search_description(self, k: int = 10) -> str:
-        return (f"Search the document collection. Returns the top-{k} hits with docid, score and a snippet of "
-                "each document.")
+        """The search tool's description shown to an agent (BrowseComp-Plus's wording)."""
+        return (f"Perform a search on a knowledge source. Returns top-{k} hits with docid, score, and snippet. "
+                "The snippet contains the document's contents (may be truncated based on token limits).")
 
     def get_document_description(self) -> str:
+        """The get_document tool's description shown to an agent."""
         return "Retrieve a full document by its docid."
 
     def close(self) -> None:
@@ -134,11 +233,22 @@ class BaseSearcher(ABC):
 
 
 def hit_dict(docid: str, score: float, doc: dict[str, Any] | None, max_chars: int | None) -> dict[str, Any]:
-    """One :meth:`BaseSearcher.search` result from a document dict (or None: empty text)."""
-    doc = doc or {}
-    text = f"{doc['title']} {doc.get('text', '')}" if doc.get("title") else doc.get("text", "")
-    text = snippet_of(text, max_chars)
-    return {"docid": docid, "score": float(score), "text": text, "snippet": text}
+    """One :meth:`BaseSearcher.search` result from a document dict (or a bare text string, or None: empty
+    text): ``text`` is ``title\\ntext`` (or the text alone), ``snippet`` its first ``max_chars`` characters."""
+    doc = {"text": doc} if isinstance(doc, str) else doc or {}
+    text = f"{doc['title']}\n{doc.get('text', '')}" if doc.get("title") else doc.get("text", "")
+    return {"docid": docid, "score": float(score), "text": text, "snippet": snippet_of(text, max_chars)}
+
+
+def with_prepended(results: list[dict], candidates: Sequence[dict], max_chars: int | None) -> list[dict]:
+    """AgentIR's oracle window: ``candidates`` (``{docid, text}``, unique docids) first, then the results not
+    among them, cut to the original number of results (all candidates are kept when they are more)."""
+    first = [{**c, "snippet": snippet_of(c.get("text", ""), max_chars)} for c in candidates]
+    ids = [str(c["docid"]) for c in first]
+    if len(ids) != len(set(ids)):
+        raise ValueError(f"prepend_candidates must have unique docids, got {ids}")
+    rest = [r for r in results if str(r["docid"]) not in set(ids)]
+    return first + rest[:max(0, len(results) - len(first))]
 
 
 def iter_search(searcher: BaseSearcher, queries, k: int, reasoning_aware: bool = False, batch_size: int = 256):

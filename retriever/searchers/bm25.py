@@ -8,12 +8,24 @@ from collections.abc import Sequence
 from typing import Any
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_index_option, add_option
+from hopscotch.retriever.io.docids import canonical_docid
+from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_index_option, add_option, flag
 from hopscotch.retriever.searchers.registry import register_searcher
 
 
 def document_dict(doc) -> dict[str, Any] | None:
-    return None if doc is None else {"docid": doc.docid, "title": doc.title, "text": doc.text}
+    """A docstore document as ``get_document`` returns it: ``{"docid", "text"}``, plus ``"title"`` when it has one."""
+    if doc is None:
+        return None
+    out = {"docid": doc.docid, "text": doc.text}
+    if doc.title:
+        out["title"] = doc.title
+    return out
+
+
+def lookup_document(docstore, docid: str) -> dict[str, Any] | None:
+    """``docstore.get`` of the canonical spelling of ``docid`` (an agent may send either ClimbMix spelling)."""
+    return document_dict(docstore.get(canonical_docid(str(docid))))
 
 
 @register_searcher("bm25")
@@ -44,18 +56,18 @@ class BM25Searcher(BaseSearcher):
 
     @classmethod
     def selected_by(cls, args) -> bool:
-        return bool(getattr(args, "bm25", None)) and not getattr(args, "index", None)
+        return bool(flag(args, "bm25")) and not flag(args, "index")
 
     @classmethod
     def from_args(cls, args) -> BM25Searcher:
-        if not getattr(args, "bm25", None):
+        if not flag(args, "bm25"):
             raise UsageError("the bm25 searcher needs a BM25 index folder (--bm25)")
-        if getattr(args, "model", None):
+        if flag(args, "model"):
             raise UsageError("--model encodes queries for a dense index: add --index DIR"
-                             if not getattr(args, "index", None) else "the bm25 searcher takes no --model")
-        if getattr(args, "fusion", None):
+                             if not flag(args, "index") else "the bm25 searcher takes no --model")
+        if flag(args, "fusion"):
             raise UsageError("--fusion needs both --bm25 and --index")
-        return cls(args.bm25, docstore=docstore_from_args(args))
+        return cls(flag(args, "bm25"), docstore=docstore_from_args(args))
 
     def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
                      reasoning_aware: bool | Sequence[bool] = False) -> list[Ranked]:
@@ -63,15 +75,15 @@ class BM25Searcher(BaseSearcher):
             return self.index.search(list(queries), k=k)
 
     def get_document(self, docid: str) -> dict[str, Any] | None:
-        return None if self.docstore is None else document_dict(self.docstore.get(docid))
+        return None if self.docstore is None else lookup_document(self.docstore, docid)
 
 
 def docstore_from_args(args):
     """Documents for a BM25 searcher: ``--index``'s docstore, else ``--corpus`` in memory, else None."""
-    if getattr(args, "index", None):
+    if flag(args, "index"):
         from hopscotch.retriever.index.docstore import DocStore
-        return DocStore(args.index)
-    if getattr(args, "corpus", None):
+        return DocStore(flag(args, "index"))
+    if flag(args, "corpus"):
         from hopscotch.retriever.index.docstore import InMemoryDocStore
-        return InMemoryDocStore(args.corpus)
+        return InMemoryDocStore(flag(args, "corpus"))
     return None

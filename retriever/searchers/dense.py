@@ -10,8 +10,8 @@ from typing import Any
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.model.query_input import ALLOWED, REASONING, QueryInput
-from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_index_option, add_option, per_query
-from hopscotch.retriever.searchers.bm25 import document_dict
+from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_index_option, add_option, flag, per_query
+from hopscotch.retriever.searchers.bm25 import lookup_document
 from hopscotch.retriever.searchers.registry import register_searcher
 
 
@@ -27,7 +27,10 @@ class DenseOptions:
         query plain
     :param batch_size, device: for the query encoder it loads; ``use_gpu``: for FAISS (None: when available)
     :param late_fusion: ``w`` in 0..1 to score reasoning-aware queries by ``w * s_reasoning + (1 - w) * s_query``
-        (their reasoning-aware and their plain query embedding against the one index; None: off)
+        (their reasoning-aware and their plain query embedding against the one index; None: the trained
+        model's recorded default when ``query_input`` is not given either, else off)
+    :param late_fusion_max_words: reasoning contexts longer than this many words are searched with the query
+        alone (``w = 0``; None: the model's recorded default under the same rule, else no limit)
     """
 
     faiss_name: str | None = None
@@ -40,6 +43,7 @@ class DenseOptions:
     device: str | None = None
     use_gpu: bool | None = None
     late_fusion: float | None = None
+    late_fusion_max_words: int | None = None
 
 
 def late_fusion_weight(value: float | None) -> float | None:
@@ -50,6 +54,15 @@ def late_fusion_weight(value: float | None) -> float | None:
     if not 0.0 <= weight <= 1.0:
         raise UsageError(f"--late-fusion must be a weight in [0, 1], not {value!r}")
     return weight
+
+
+def late_fusion_max_words(value: int | None) -> int | None:
+    """``--late-fusion-max-words``: None (no limit) or a whole number >= 1; anything else is a UsageError."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(f"--late-fusion-max-words must be a whole number >= 1, not {value!r}")
+    return value
 
 
 def searcher_query_input(given: str | None, model_variant: str | None) -> QueryInput:
@@ -103,8 +116,10 @@ class DenseSearcher(BaseSearcher):
         self.settings = model_settings(model)
         if encoder is None:
             tower = self.settings.query_tower or model
-            encoder = DenseEncoder(tower, max_length=self.meta.max_length, batch_size=opts.batch_size,
-                                   device=opts.device)
+            # this encoder encodes queries only: their budget is the model's query_max_len, not the
+            # passage length the index was built with (a long reasoning query would lose its query)
+            encoder = DenseEncoder(tower, max_length=self.settings.query_max_len or self.meta.max_length,
+                                   batch_size=opts.batch_size, device=opts.device)
         self.encoder = encoder
         self.query_max_len = self.settings.query_max_len or self.encoder.model.max_seq_length
         if self.encoder.dim != self.meta.dim:
@@ -115,7 +130,12 @@ class DenseSearcher(BaseSearcher):
         self.nprobe, self.ef_search, self.refine = opts.nprobe, opts.ef_search, opts.refine
         self.instruction = self.settings.instruction if opts.instruction is None else opts.instruction
         self.query_input = searcher_query_input(opts.query_input, self.settings.query_input)
-        self.late_fusion = late_fusion_weight(opts.late_fusion)
+        self._query_input_given = opts.query_input is not None
+        # the model's recorded late fusion applies when neither the variant nor the weight is chosen here
+        own = opts.query_input is None and opts.late_fusion is None and opts.late_fusion_max_words is None
+        self.late_fusion = late_fusion_weight(self.settings.late_fusion if own else opts.late_fusion)
+        self.late_fusion_max_words = late_fusion_max_words(
+            self.settings.late_fusion_max_words if own else opts.late_fusion_max_words)
         self._docstore = None
 
     @classmethod
@@ -129,7 +149,12 @@ class DenseSearcher(BaseSearcher):
                         "own variant, else reasoning); implies --reasoning unless 'query'")
         add_option(parser, "--late-fusion", type=float, metavar="W",
                    help="score reasoning-aware queries by W * reasoning-aware + (1 - W) * query-only similarity "
-                        "(0..1; one search with the weighted query vector; default off)")
+                        "(0..1; one search with the weighted query vector; default: the trained model's "
+                        "recorded weight when --query-input is not given either, else off)")
+        add_option(parser, "--late-fusion-max-words", type=int, metavar="N",
+                   help="search reasoning contexts longer than N words with the query alone (late-fusion "
+                        "weight 0; default: the trained model's recorded limit under the same rule as "
+                        "--late-fusion, else none)")
         add_option(parser, "--nprobe", type=int, help="IVF lists probed per query")
         add_option(parser, "--ef-search", type=int, help="HNSW search breadth")
         add_option(parser, "--refine", type=int, default=1,
@@ -139,26 +164,35 @@ class DenseSearcher(BaseSearcher):
 
     @classmethod
     def selected_by(cls, args) -> bool:
-        return bool(getattr(args, "index", None)) and not getattr(args, "bm25", None)
+        return bool(flag(args, "index")) and not flag(args, "bm25")
 
     @classmethod
     def from_args(cls, args) -> DenseSearcher:
-        if getattr(args, "fusion", None):
+        if flag(args, "fusion"):
             raise UsageError("--fusion needs both --bm25 and --index")
         return cls.component_from_args(args, "dense")
 
     @classmethod
     def component_from_args(cls, args, kind: str) -> DenseSearcher:
         """The dense searcher of a ``kind`` (``dense`` or ``hybrid``) searcher's flags."""
-        if not getattr(args, "index", None):
+        if not flag(args, "index"):
             raise UsageError(f"the {kind} searcher needs a dense index folder (--index)")
-        options = DenseOptions(faiss_name=getattr(args, "faiss_name", None), nprobe=getattr(args, "nprobe", None),
-                               ef_search=getattr(args, "ef_search", None), refine=getattr(args, "refine", 1),
-                               instruction=getattr(args, "instruction", None),
-                               query_input=getattr(args, "query_input", None),
-                               late_fusion=getattr(args, "late_fusion", None))
-        return cls(args.index, model=getattr(args, "model", None), options=options,
-                   encoder=getattr(args, "encoder", None))
+        options = DenseOptions(faiss_name=flag(args, "faiss_name"), nprobe=flag(args, "nprobe"),
+                               ef_search=flag(args, "ef_search"), refine=flag(args, "refine", 1),
+                               instruction=flag(args, "instruction"),
+                               query_input=flag(args, "query_input"),
+                               late_fusion=flag(args, "late_fusion"),
+                               late_fusion_max_words=flag(args, "late_fusion_max_words"))
+        return cls(flag(args, "index"), model=flag(args, "model"), options=options,
+                   encoder=flag(args, "encoder"))
+
+    @property
+    def takes_reasoning(self) -> bool:
+        """A trained reasoning-aware model (its saved variant reads the reasoning), or ``--query-input`` given
+        with a variant that reads it; a plain model (``minilm``, an untrained folder) is not."""
+        if self._query_input_given:
+            return self.query_input.uses_reasoning
+        return bool(self.settings.trained and self.settings.reasoning_aware)
 
     @property
     def docstore(self):
@@ -178,20 +212,34 @@ class DenseSearcher(BaseSearcher):
     def query_embeddings(self, queries: Sequence[str], reasonings=None, reasoning_aware=False,
                          show_progress: bool = False):
         """The search vectors: each query's encoding, or with :attr:`late_fusion` ``w`` the weighted sum
-        ``w * q_reasoning + (1 - w) * q_query`` for the reasoning-aware ones (w = 1, 0: exactly one of them)."""
+        ``w * q_reasoning + (1 - w) * q_query`` for the reasoning-aware ones (w = 1, 0: exactly one of them).
+        With :attr:`late_fusion_max_words` a reasoning context longer than that many words gets ``w = 0``."""
+        import numpy as np
+
         texts = self.query_texts(queries, reasonings, reasoning_aware)
-        w = self.late_fusion
-        if w is None or w == 1.0:
+        w, limit = self.late_fusion, self.late_fusion_max_words
+        if (w is None or w == 1.0) and limit is None:
             return self.encoder.encode_texts(texts, show_progress=show_progress, desc="encode queries")
         plain = self.query_texts(queries, None, False)
-        if w == 0.0:
-            return self.encoder.encode_texts(plain, show_progress=show_progress, desc="encode queries")
-        fused = [i for i, (t, p) in enumerate(zip(texts, plain)) if t != p]
-        emb = self.encoder.encode_texts(texts, show_progress=show_progress, desc="encode queries")
-        if fused:
-            q_plain = self.encoder.encode_texts([plain[i] for i in fused], desc="encode plain queries")
-            emb[fused] = w * emb[fused] + (1.0 - w) * q_plain
-        return emb
+        contexts = per_query(reasonings, len(queries), "reasonings")
+        weights = np.ones(len(texts), dtype=np.float32)
+        for i, (text, simple, context) in enumerate(zip(texts, plain, contexts)):
+            if text == simple:
+                continue  # a plain query: its one encoding
+            weights[i] = 1.0 if w is None else w
+            if limit is not None and len(str(context or "").split()) > limit:
+                weights[i] = 0.0
+        out = np.zeros((len(texts), self.encoder.dim), dtype=np.float32)
+        aware = np.flatnonzero(weights > 0)
+        if aware.size:
+            emb = self.encoder.encode_texts([texts[i] for i in aware], show_progress=show_progress,
+                                            desc="encode queries")
+            out[aware] = weights[aware, None] * emb
+        simple = np.flatnonzero(weights < 1)
+        if simple.size:
+            emb = self.encoder.encode_texts([plain[i] for i in simple], desc="encode plain queries")
+            out[simple] += (1.0 - weights[simple, None]) * emb
+        return out
 
     def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
                      reasoning_aware: bool | Sequence[bool] = False, show_progress: bool = False) -> list[Ranked]:
@@ -209,4 +257,4 @@ class DenseSearcher(BaseSearcher):
         if store is None:
             print(f"warning: {self.index_dir} has no docstore", file=sys.stderr)
             return None
-        return document_dict(store.get(docid))
+        return lookup_document(store, docid)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option
+from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, flag
 from hopscotch.retriever.searchers.bm25 import BM25Searcher
 from hopscotch.retriever.searchers.dense import DenseSearcher
 from hopscotch.retriever.searchers.fusion import FUSION_METHODS, FusionSettings, read_fusion_config
@@ -65,15 +65,15 @@ class HybridSearcher(BaseSearcher):
 
     @classmethod
     def selected_by(cls, args) -> bool:
-        return bool(getattr(args, "bm25", None)) and bool(getattr(args, "index", None))
+        return bool(flag(args, "bm25")) and bool(flag(args, "index"))
 
     @classmethod
     def fusion_from_args(cls, args) -> FusionSettings:
         """``--fusion-config`` if given (a differing ``--fusion`` is an error), else ``--fusion``/``--alpha``/``--rrf-k``."""
-        method = getattr(args, "fusion", None)
-        path = getattr(args, "fusion_config", None)
+        method = flag(args, "fusion")
+        path = flag(args, "fusion_config")
         if not path:
-            return FusionSettings(method or "rrf", alpha=getattr(args, "alpha", 1.0), rrf_k=getattr(args, "rrf_k", 60.0))
+            return FusionSettings(method or "rrf", alpha=flag(args, "alpha", 1.0), rrf_k=flag(args, "rrf_k", 60.0))
         settings = read_fusion_config(path)
         if method and method != settings.method:
             raise UsageError(f"--fusion {method} contradicts --fusion-config {path} ({settings.method})")
@@ -81,13 +81,13 @@ class HybridSearcher(BaseSearcher):
 
     @classmethod
     def from_args(cls, args) -> HybridSearcher:
-        if getattr(args, "index", None) and not getattr(args, "bm25", None):  # check before loading a model
+        if flag(args, "index") and not flag(args, "bm25"):  # check before loading a model
             raise UsageError("the hybrid searcher needs a BM25 index folder (--bm25)")
         fusion = cls.fusion_from_args(args)  # a bad config fails before a model loads
         dense = DenseSearcher.component_from_args(args, "hybrid")
-        sparse = BM25Searcher(args.bm25, docstore=dense.docstore)
+        sparse = BM25Searcher(flag(args, "bm25"), docstore=dense.docstore)
         return cls(sparse, dense, fusion=fusion.method, alpha=fusion.alpha, rrf_k=fusion.rrf_k,
-                   depth=getattr(args, "depth", 100), weights=fusion.weights, weight_on_dense=fusion.weight_on_dense)
+                   depth=flag(args, "depth", 100), weights=fusion.weights, weight_on_dense=fusion.weight_on_dense)
 
     def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
                      reasoning_aware: bool | Sequence[bool] = False, show_progress: bool = False) -> list[Ranked]:
@@ -96,6 +96,11 @@ class HybridSearcher(BaseSearcher):
         dense = self.dense.search_batch(queries, depth, reasonings, reasoning_aware, show_progress=show_progress)
         settings = self.settings
         return [settings.apply(s, d, k) for s, d in zip(sparse, dense)]
+
+    @property
+    def takes_reasoning(self) -> bool:
+        """The dense side's (BM25 matches the query text only)."""
+        return self.dense.takes_reasoning
 
     def get_document(self, docid: str) -> dict[str, Any] | None:
         return self.dense.get_document(docid)

@@ -22,7 +22,7 @@ import importlib
 from collections.abc import Callable, Iterator, Mapping
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.searchers.base import BaseSearcher, add_option
+from hopscotch.retriever.searchers.base import OWN_DESTS, BaseSearcher, add_option
 
 #: modules of ``hopscotch.retriever.searchers`` that register a backend when imported, in listing order
 BACKEND_MODULES = ("bm25", "dense", "hybrid", "remote")
@@ -124,4 +124,5 @@ def build_searcher(kind: str, /, **options) -> BaseSearcher:
         raise TypeError(f"the {kind} searcher takes no option {', '.join(unknown)} (it takes "
                         f"{', '.join(sorted(vars(args)))})")
     vars(args).update(options)
+    setattr(args, OWN_DESTS, tuple(sorted({*getattr(args, OWN_DESTS, ()), *options})))  # e.g. encoder=
     return cls.from_args(args)

@@ -11,7 +11,7 @@ from urllib.parse import quote, urlencode
 from urllib.request import Request, urlopen
 
 from hopscotch.retriever.errors import HopscotchError, UsageError
-from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, hit_dict, per_query
+from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, flag, hit_dict, per_query
 from hopscotch.retriever.searchers.registry import register_searcher
 
 
@@ -49,13 +49,13 @@ class RemoteSearcher(BaseSearcher):
 
     @classmethod
     def selected_by(cls, args) -> bool:
-        return bool(getattr(args, "url", None))
+        return bool(flag(args, "url"))
 
     @classmethod
     def from_args(cls, args) -> RemoteSearcher:
-        if not getattr(args, "url", None):
+        if not flag(args, "url"):
             raise UsageError("the remote searcher needs a service url (--url)")
-        return cls(args.url, index=getattr(args, "name", None) or "default", token=getattr(args, "token", None))
+        return cls(flag(args, "url"), index=flag(args, "name") or "default", token=flag(args, "token"))
 
     def _get(self, path: str, params: dict | None = None) -> dict:
         url = f"{self.url}{path}" + (f"?{urlencode(params)}" if params else "")
@@ -96,16 +96,26 @@ class RemoteSearcher(BaseSearcher):
         with ThreadPoolExecutor(max_workers=max(1, min(self.threads, len(queries)))) as pool:
             return list(pool.map(one, range(len(queries))))
 
-    def search(self, query: str, k: int = 10, reasoning: str | None = None, **kwargs) -> list[dict[str, Any]]:
-        """One request: the service returns each hit's document text, already cut to :attr:`snippet_chars`.
-        Other keyword arguments are accepted and ignored, as in :meth:`BaseSearcher.search`."""
-        answer = self.search_raw(query, k, reasoning, max_doc_length=self.snippet_chars)
-        return [hit_dict(c["docid"], c["score"], c.get("doc"), None) for c in answer["candidates"]]
+    def hits_with_text(self, query: str, k: int, reasoning: str | None = None) -> list[dict[str, Any]]:
+        """One request: the service sends each hit's whole document with it (a ``{docid, title, text}``
+        object, or a string as Pyserini's ``doc``), so :meth:`search` needs no ``get_document`` calls."""
+        answer = self.search_raw(query, k, reasoning)
+        return [hit_dict(c["docid"], c["score"], c.get("doc"), self.snippet_chars) for c in answer["candidates"]]
 
     def get_document(self, docid: str) -> dict[str, Any] | None:
+        """``/v1/NAME/doc/DOCID?parse=false``: the document as ``{docid, text[, title]}`` whether the service
+        answers with an object or (Pyserini style) a string, raw JSON or plain text; None when it is unknown."""
         try:
-            return self._get(f"/v1/{quote(self.index, safe='')}/doc/{quote(docid, safe='')}")["doc"]
+            answer = self._get(f"/v1/{quote(self.index, safe='')}/doc/{quote(docid, safe='')}", {"parse": "false"})
         except RemoteSearchError as exc:
-            if exc.status == 404 and "document not found" in str(exc):
+            if exc.status == 404 and "document not found" in str(exc).lower():
                 return None
             raise
+        doc = answer.get("doc", answer.get("text"))
+        if isinstance(doc, str):
+            try:
+                parsed = json.loads(doc)
+            except ValueError:
+                parsed = None
+            doc = parsed if isinstance(parsed, dict) and "text" in parsed else {"docid": docid, "text": doc}
+        return {key: value for key, value in doc.items() if key != "title" or value} if doc else None

@@ -94,3 +94,71 @@ def test_late_fusion_flag_belongs_to_the_dense_searcher(cli, small_world_index, 
     assert read_run(runs["half"]) != read_run(runs["aware"])
     code, _, err = cli(*common, "--reasoning", "--late-fusion", 1.5, "--out", tmp_path / "bad.trec")
     assert code == 2 and "--late-fusion must be a weight in [0, 1]" in err
+
+
+def _recorded(tmp_path, tiny_bert_dir, **config):
+    """A copy of the tiny model with a hopscotch_config.json recording ``config`` (a 'trained' folder)."""
+    import shutil
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_bert_dir, folder)
+    (folder / "hopscotch_config.json").write_text(json.dumps({"query_input": "reasoning", "query_max_len": 128,
+                                                              "passage_max_len": 128, **config}))
+    return folder
+
+
+def test_recorded_late_fusion_is_the_default(small_world_index, tiny_bert_dir, steps, tmp_path):
+    queries, reasonings = steps
+    model = _recorded(tmp_path, tiny_bert_dir, late_fusion=0.5)
+    explicit = _search(small_world_index, model, queries, reasonings, query_input="reasoning", late_fusion=0.5)
+    assert _search(small_world_index, model, queries, reasonings) == explicit
+    # choosing the variant (or the weight) here turns the recorded default off
+    aware = _search(small_world_index, model, queries, reasonings, query_input="reasoning")
+    assert aware != explicit
+    assert aware == _search(small_world_index, model, queries, reasonings, query_input="reasoning", late_fusion=1.0)
+
+
+def _close(got, expected, tol=1e-5):
+    """The same documents in the same order, scores equal up to float noise (encodings of one text in
+    differently composed batches agree to ~1e-7)."""
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        assert [d for d, _ in g] == [d for d, _ in e]
+        assert np.allclose([s for _, s in g], [s for _, s in e], atol=tol)
+
+
+def test_reasoning_longer_than_the_word_limit_is_searched_with_the_query_alone(small_world_index, tiny_bert_dir,
+                                                                               steps, tmp_path):
+    queries, reasonings = steps  # even steps have an 8-word reasoning, odd ones none ('Reasoning: Empty')
+    plain = _search(small_world_index, tiny_bert_dir, queries, reasonings, query_input="query")
+    fused = _search(small_world_index, tiny_bert_dir, queries, reasonings, late_fusion=0.7)
+    aware = _search(small_world_index, tiny_bert_dir, queries, reasonings)
+    long_ones = [i for i, r in enumerate(reasonings) if r]
+
+    def mixed(over, under):  # the steps over the limit from `over`, the others from `under`
+        return [over[i] if i in long_ones else under[i] for i in range(len(queries))]
+
+    _close(_search(small_world_index, tiny_bert_dir, queries, reasonings, late_fusion=0.7,
+                   late_fusion_max_words=7), mixed(plain, fused))
+    _close(_search(small_world_index, tiny_bert_dir, queries, reasonings, late_fusion=0.7,
+                   late_fusion_max_words=8), fused)
+    # a limit alone gates the full reasoning-aware search (w = 1 up to the limit)
+    _close(_search(small_world_index, tiny_bert_dir, queries, reasonings, late_fusion_max_words=8), aware)
+    _close(_search(small_world_index, tiny_bert_dir, queries, reasonings, late_fusion_max_words=7),
+           mixed(plain, aware))
+    # recorded in the model: the same gate by default
+    model = _recorded(tmp_path, tiny_bert_dir, late_fusion=0.7, late_fusion_max_words=7)
+    own = _search(small_world_index, model, queries, reasonings)
+    _close(own, _search(small_world_index, model, queries, reasonings, query_input="reasoning", late_fusion=0.7,
+                        late_fusion_max_words=7))
+    only_query = _search(small_world_index, model, queries, reasonings, query_input="query")
+    _close([own[i] for i in long_ones], [only_query[i] for i in long_ones])
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True])
+def test_bad_word_limit_is_a_usage_error(small_world_index, tiny_bert_dir, bad):
+    from hopscotch.retriever.errors import UsageError
+    from hopscotch.retriever.searchers import build_searcher
+
+    with pytest.raises(UsageError, match="late-fusion-max-words"):
+        build_searcher("dense", index=small_world_index, model=tiny_bert_dir, late_fusion_max_words=bad)

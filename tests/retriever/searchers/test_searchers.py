@@ -119,7 +119,7 @@ def test_search_reasoning_defaults_to_the_saved_models_query_input(cli, built, t
     # what the encoder saw: the model's variant over each query's context fields
     dense = build_searcher("dense", index=built["dense"], model=saved)
     steps = list(read_queries(queries))
-    assert dense.query_input.kind == "current_reasoning"
+    assert dense.query_input.kind == "current_reasoning" and dense.takes_reasoning  # a reasoning-aware model
     from hopscotch.retriever.model.query_input import ReasoningContext
 
     got = dense.query_texts([q.text for q in steps[:3]], [ReasoningContext.of(q) for q in steps[:3]], True)
@@ -127,6 +127,7 @@ def test_search_reasoning_defaults_to_the_saved_models_query_input(cli, built, t
     assert got[1] == f"Reasoning: {steps[1].current_reasoning}\n\nQuery: {steps[1].text}"
     # an untrained model's --reasoning stays today's full-reasoning template
     assert build_searcher("dense", index=built["dense"]).query_input.kind == "reasoning"
+    assert not build_searcher("dense", index=built["dense"]).takes_reasoning
     code, _, err = cli("search", *common, "--query-input", "tail:9", "--out", tmp_path / "x.trec")
     assert code == 2 and "--query-input: unknown query input 'tail:9'" in err
 
@@ -262,13 +263,18 @@ def test_browsecomp_plus_style_registry_use(built, small_world):
                                                 "--corpus", str(small_world / "corpus.jsonl")]))
     assert searcher.search_type == "BM25" and "top-5" in searcher.search_description(5)
     assert searcher.get_document_description()
-    hits = searcher.search("shipbuilding company", 5, store_rerank=True)  # AgentIR's extra kwarg is ignored
-    assert len(hits) == 5 and all({"docid", "score", "text", "snippet"} <= set(h) for h in hits)
+    hits = searcher.search("shipbuilding company", 5, original_query="x")  # AgentIR's extra kwargs are ignored
+    assert len(hits) == 5 and all({"docid", "score", "text", "snippet"} == set(h) for h in hits)
     assert hits[0]["text"] and hits[0]["score"] >= hits[-1]["score"]
+    assert searcher.search("shipbuilding company", 5, store_rerank=True) == {"results": hits, "rerank_output": None}
     doc = searcher.get_document(hits[0]["docid"])
-    assert doc["docid"] == hits[0]["docid"] and doc["text"] and "title" in doc
-    assert hits[0]["text"].startswith(doc["title"])
+    assert doc["docid"] == hits[0]["docid"] and doc["text"] and doc["title"]
+    assert hits[0]["text"] == f"{doc['title']}\n{doc['text']}"  # the whole document, its title first
     assert searcher.get_document("not-a-doc") is None
+    searcher.snippet_chars = 15
+    cut = searcher.search("shipbuilding company", 5)
+    assert [h["text"] for h in cut] == [h["text"] for h in hits] and all(len(h["snippet"]) <= 15 for h in cut)
+    assert all(h["text"].startswith(h["snippet"]) and h["snippet"] for h in cut)
 
 
 def test_dense_and_hybrid_from_args_and_store_rerank(built):
@@ -283,10 +289,14 @@ def test_dense_and_hybrid_from_args_and_store_rerank(built):
     hybrid = SEARCHERS["hybrid"].from_args(args)
     assert (hybrid.fusion, hybrid.alpha, hybrid.depth) == ("interp", 0.5, 30)
     assert searcher_from_args(args).name == "hybrid"  # the flags select hybrid
-    hits = hybrid.search("shipbuilding company", k=3, store_rerank=True)
-    assert len(hits) == 3 and all(h["text"] == h["snippet"] and h["text"] for h in hits)
-    dense = SEARCHERS["dense"].from_args(argparse.Namespace(index=str(built["dense"]), refine=2))
-    assert dense.refine == 2 and dense.search("harbour", k=2, store_rerank=True)[0]["text"]
+    hits = hybrid.search("shipbuilding company", k=3, store_rerank=True)["results"]
+    assert len(hits) == 3 and all(h["text"] == h["snippet"] and h["text"] for h in hits)  # short documents
+    assert hybrid.takes_reasoning is False  # an untrained model does not read reasoning
+    dense = SEARCHERS["dense"](argparse.Namespace(index=str(built["dense"]), refine=2))  # SearcherClass(args)
+    assert dense.refine == 2 and dense.search("harbour", k=2, store_rerank=True)["results"][0]["text"]
+    told = SEARCHERS["dense"](argparse.Namespace(index=str(built["dense"]), query_input="reasoning_tail:16"))
+    assert told.takes_reasoning and not SEARCHERS["dense"](argparse.Namespace(
+        index=str(built["dense"]), query_input="query")).takes_reasoning
 
 
 def test_build_searcher_takes_flag_destinations(built):
@@ -310,12 +320,14 @@ def test_search_through_a_remote_service_writes_the_same_run(cli, built, tmp_pat
     from hopscotch.retriever.searchers import build_searcher
     from hopscotch.retriever.serving.server import make_server, serve_in_thread
 
-    server = make_server({"wiki": build_searcher("dense", index=built["dense"])}, port=0, token="t0k")
+    # a searcher told to read reasoning: the service encodes a request's reason only for such a searcher
+    served = build_searcher("dense", index=built["dense"], query_input="reasoning")
+    server = make_server({"wiki": served}, port=0, token="t0k")
     serve_in_thread(server)
     try:
         local, remote = tmp_path / "local.trec", tmp_path / "remote.trec"
         assert cli("search", "--queries", built["queries"], "--index", built["dense"], "--k", 5, "--out", local,
-                   "--reasoning")[0] == 0
+                   "--reasoning", "--query-input", "reasoning")[0] == 0
         code, out, err = cli("search", "--queries", built["queries"], "--url", server.url, "--name", "wiki",
                              "--token", "t0k", "--k", 5, "--out", remote, "--reasoning")
         assert code == 0 and "(remote)" in out, err

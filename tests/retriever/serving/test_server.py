@@ -1,4 +1,5 @@
-"""The REST service, exercised over real HTTP: equality with ``hopscotch search``, load, errors, the client."""
+"""The REST service over a dense index, exercised over real HTTP: equality with ``hopscotch search``, ``reason``,
+load, errors, the remote client, the ``serve`` command."""
 
 from __future__ import annotations
 
@@ -28,20 +29,21 @@ def index_dir(small_world_index):
 
 @pytest.fixture(scope="module")
 def servers(index_dir):
-    """One open server and one that requires a token, sharing a dense searcher."""
+    """An open server over a plain dense searcher, and one that requires a token over the same index and
+    encoder told to read reasoning (``--query-input reasoning``)."""
     from hopscotch.retriever.searchers import build_searcher
     from hopscotch.retriever.serving.server import make_server, serve_in_thread
 
     searcher = build_searcher("dense", index=index_dir)
+    aware = build_searcher("dense", index=index_dir, encoder=searcher.encoder, query_input="reasoning")
+    assert not searcher.takes_reasoning and aware.takes_reasoning
     open_server = make_server({"default": searcher}, port=0)
-    locked = make_server({"wiki": searcher}, port=0, token=TOKEN)
+    locked = make_server({"wiki": aware}, port=0, token=TOKEN)
     for s in (open_server, locked):
         serve_in_thread(s)
-    yield {"open": open_server, "locked": locked, "searcher": searcher}
-    open_server.shutdown()
-    locked.shutdown()
-    open_server.server_close()
-    locked.server_close()
+    yield {"open": open_server, "locked": locked, "searcher": searcher, "aware": aware}
+    open_server.shutdown_and_close()
+    locked.shutdown_and_close()
 
 
 def get(server, path, token=None, **params):
@@ -65,20 +67,27 @@ def test_results_equal_hopscotch_search(cli, servers, index_dir, small_world, tm
         assert {c["docid"] for c in cands} == set(run[q.qid])
         for c in cands:
             assert c["score"] == pytest.approx(run[q.qid][c["docid"]], abs=1e-5)
-            assert c["doc"]["docid"] == c["docid"] and c["doc"]["text"]
+            doc = servers["searcher"].get_document(c["docid"])
+            assert c["doc"] == f"{doc['title']}\n{doc['text']}"
 
 
-def test_reason_parameter_encodes_reasoning_aware(servers):
-    searcher = servers["searcher"]
+def test_reason_is_encoded_only_by_a_reasoning_aware_service(servers):
+    searcher, aware = servers["searcher"], servers["aware"]
     query, reason = "Which river flows through the capital?", "The capital is probably in the north."
-    body = get(servers["open"], "/v1/default/search", query=query, reason=reason, hits=5).json()
-    want = searcher.search_batch([query], 5, [reason], reasoning_aware=True)[0]
-    assert [c["docid"] for c in body["candidates"]] == [d for d, _ in want]
-    plain = searcher.search_batch([query], 5)[0]
     emb = searcher.encoder.encode_texts([format_query(query, reason), query])
     assert not np.allclose(emb[0], emb[1])  # the two texts differ, so the searches do
-    assert [c["docid"] for c in get(servers["open"], "/v1/default/search", query=query, hits=5).json()[
-        "candidates"]] == [d for d, _ in plain]
+    want = aware.search_batch([query], 5, [reason], reasoning_aware=True)[0]
+    plain = searcher.search_batch([query], 5)[0]
+
+    body = get(servers["locked"], "/v1/wiki/search", token=TOKEN, query=query, reason=reason, hits=5).json()
+    assert body["query"] == {"text": query, "reason_used": True, "query_input": "reasoning"}
+    assert [(c["docid"], c["score"]) for c in body["candidates"]] == [(d, pytest.approx(s, abs=1e-5)) for d, s in want]
+    body = get(servers["locked"], "/v1/wiki/search", token=TOKEN, query=query, hits=5).json()
+    assert body["query"] == {"text": query} and [c["docid"] for c in body["candidates"]] == [d for d, _ in plain]
+
+    body = get(servers["open"], "/v1/default/search", query=query, reason=reason, hits=5).json()
+    assert body["query"] == {"text": query, "reason_used": False}  # a plain model: logged, not encoded
+    assert [c["docid"] for c in body["candidates"]] == [d for d, _ in plain]
 
 
 def test_document_endpoint_and_truncation(servers, small_world):
@@ -86,11 +95,14 @@ def test_document_endpoint_and_truncation(servers, small_world):
 
     doc = next(iter(read_corpus(small_world / "corpus.jsonl")))
     body = get(servers["open"], f"/v1/default/doc/{doc.docid}").json()
-    assert body["docid"] == doc.docid and body["doc"] == {"docid": doc.docid, "title": doc.title, "text": doc.text}
+    assert body == {"api": "v1", "index": "default", "docid": doc.docid, "doc": f"{doc.title}\n{doc.text}"}
     cands = get(servers["open"], "/v1/default/search", query=doc.text, hits=3, max_doc_length=12).json()["candidates"]
-    assert all(len(c["doc"]["text"]) <= 12 for c in cands)
+    assert len(cands) == 3
+    for c in cands:
+        d = servers["searcher"].get_document(c["docid"])
+        assert c["doc"] == f"{d['title']}\n{d['text']}"[:12]
     assert get(servers["open"], "/health").json() == {"status": "ok"}
-    assert get(servers["open"], "/v1/indexes").json() == {"indexes": ["default"]}
+    assert get(servers["open"], "/v1/indexes").json()["indexes"] == ["default"]
 
 
 @pytest.mark.parametrize("path,params,status,needle", [
@@ -100,10 +112,11 @@ def test_document_endpoint_and_truncation(servers, small_world):
     ("/v1/default/search", {"query": "x", "hits": "0"}, 400, "'hits' must be between 1 and 1000"),
     ("/v1/default/search", {"query": "x", "hits": "5000"}, 400, "'hits' must be between 1 and 1000"),
     ("/v1/default/search", {"query": "x", "max_doc_length": "-1"}, 400, "'max_doc_length' must be at least 0"),
-    ("/v1/nope/search", {"query": "x"}, 404, "unknown index 'nope'"),
-    ("/v1/default/doc/not-a-doc", {}, 404, "document not found: not-a-doc"),
-    ("/v1/nope/doc/w000001", {}, 404, "unknown index"),
-    ("/v2/whatever", {}, 404, "no such endpoint"),
+    ("/v1/default/search", {"query": "x", "parse": "maybe"}, 400, "'parse' must be 'true' or 'false'"),
+    ("/v1/nope/search", {"query": "x"}, 400, "Index 'nope' not available"),
+    ("/v1/default/doc/not-a-doc", {}, 404, "Document not found: not-a-doc"),
+    ("/v1/nope/doc/w000001", {}, 400, "not available"),
+    ("/v2/whatever", {}, 404, "Expected route"),
 ])
 def test_bad_requests_get_json_errors(servers, path, params, status, needle):
     resp = get(servers["open"], path, **params)
@@ -116,7 +129,7 @@ def test_token_is_required_when_set(servers):
     locked = servers["locked"]
     for token in (None, "wrong"):
         resp = get(locked, "/v1/wiki/search", token=token, query="x")
-        assert resp.status_code == 401 and "token" in resp.json()["error"]
+        assert resp.status_code == 401 and "TOKEN" in resp.json()["error"]
     assert get(locked, "/v1/wiki/doc/w000001", token=None).status_code == 401
     resp = get(locked, "/v1/wiki/search", token=TOKEN, query="harbour city", hits=2)
     assert resp.status_code == 200 and len(resp.json()["candidates"]) == 2
@@ -167,7 +180,7 @@ def test_remote_searcher_matches_local(servers, small_world):
     from hopscotch.retriever.searchers import build_searcher
     from hopscotch.retriever.searchers.remote import RemoteSearchError
 
-    local = servers["searcher"]
+    local = servers["aware"]
     remote = build_searcher("remote", url=servers["locked"].url, name="wiki", token=TOKEN)
     queries = [q.text for q in read_queries(small_world / "queries.jsonl")][:6]
     got = remote.search_batch(queries, 7)
@@ -175,9 +188,8 @@ def test_remote_searcher_matches_local(servers, small_world):
     for g, w in zip(got, want):
         assert [d for d, _ in g] == [d for d, _ in w]
     aware = remote.search_batch(queries[:2], 5, ["some reasoning", None], reasoning_aware=True)
-    assert aware == local.search_batch(queries[:2], 5, ["some reasoning", None], reasoning_aware=True) or \
-        [[d for d, _ in r] for r in aware] == [[d for d, _ in r] for r in
-                                              local.search_batch(queries[:2], 5, ["some reasoning", None], True)]
+    local_aware = local.search_batch(queries[:2], 5, ["some reasoning", None], reasoning_aware=True)
+    assert [[d for d, _ in r] for r in aware] == [[d for d, _ in r] for r in local_aware]
     hits = remote.search(queries[0], k=3)
     assert [h["docid"] for h in hits] == [d for d, _ in want[0][:3]] and all(h["snippet"] for h in hits)
     assert remote.get_document(hits[0]["docid"]) == local.get_document(hits[0]["docid"])
