@@ -178,6 +178,30 @@ class FusionSettings:
         raise UsageError(f"fusion config: unknown method {method!r}: use one of {', '.join(FUSION_METHODS)}")
 
 
+#: The CLI's fusion defaults, learnt on the tune questions of the agent dev sets (HotpotQA IRCoT, MuSiQue,
+#: world, Tongyi; dense = the agent model's gated default): the best macro-mean nDCG@10 of every setting
+#: of each method (docs/benchmarks.md, "Long reasoning: late fusion with a word gate"): interpolation with
+#: BM25 weight 0.3 (0.667; the best overall, hence the default method), RRF k 5 with weights BM25 0.5 : dense 1
+#: (0.662). Pyserini's alpha 1.0 scored 0.633 and plain RRF k 60 0.585 there.
+DEFAULT_FUSION = "interp"
+DEFAULT_INTERP = FusionSettings.convex(0.3)
+DEFAULT_RRF = FusionSettings("rrf", rrf_k=5.0, weights=(0.5, 1.0))
+
+
+def parse_rrf_weights(value) -> tuple[float, float] | None:
+    """``--rrf-weights W_BM25,W_DENSE`` (a string or a pair) as two floats; None stays None."""
+    if value is None:
+        return None
+    parts = value.split(",") if isinstance(value, str) else list(value)
+    try:
+        weights = tuple(float(p) for p in parts)
+    except (TypeError, ValueError):
+        raise UsageError(f"--rrf-weights: expected two numbers 'W_BM25,W_DENSE', got {value!r}") from None
+    if len(weights) != 2 or not all(math.isfinite(w) and w >= 0 for w in weights) or max(weights) <= 0:
+        raise UsageError(f"--rrf-weights: expected two finite non-negative numbers, not both 0, got {value!r}")
+    return weights
+
+
 def read_fusion_config(path: str | os.PathLike) -> FusionSettings:
     """The fusion a JSON file names (``hopscotch tune-fusion --out``): ``{"method": ..., parameters}``."""
     obj = read_json(path, "a JSON object {method, parameters}")  # bad bytes, invalid or too deep JSON: FormatError

@@ -9,7 +9,15 @@ from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, flag
 from hopscotch.retriever.searchers.bm25 import BM25Searcher
 from hopscotch.retriever.searchers.dense import DenseSearcher
-from hopscotch.retriever.searchers.fusion import FUSION_METHODS, FusionSettings, read_fusion_config
+from hopscotch.retriever.searchers.fusion import (
+    DEFAULT_FUSION,
+    DEFAULT_INTERP,
+    DEFAULT_RRF,
+    FUSION_METHODS,
+    FusionSettings,
+    parse_rrf_weights,
+    read_fusion_config,
+)
 from hopscotch.retriever.searchers.registry import register_searcher
 
 
@@ -26,13 +34,15 @@ class HybridSearcher(BaseSearcher):
     :param weight_on_dense: interpolation: put ``alpha`` on the dense score
 
     Flags: the BM25 and the dense searchers' flags plus ``--fusion rrf|interp``, ``--alpha``, ``--rrf-k``,
-    ``--depth`` and ``--fusion-config tuned.json`` (method and parameters from ``hopscotch tune-fusion``,
+    ``--rrf-weights``, ``--depth`` (defaults learnt on the agent dev sets: :data:`~hopscotch.retriever.searchers.fusion.DEFAULT_INTERP`,
+    :data:`~hopscotch.retriever.searchers.fusion.DEFAULT_RRF`) and ``--fusion-config tuned.json`` (method and parameters from ``hopscotch tune-fusion``,
     in place of ``--fusion``/``--alpha``/``--rrf-k``); the BM25 side reads its documents from the dense index.
     """
 
     extra_options = DenseSearcher.extra_options
 
-    def __init__(self, bm25, dense, fusion: str = "rrf", alpha: float = 1.0, rrf_k: float = 60, depth: int = 100,
+    def __init__(self, bm25, dense, fusion: str = DEFAULT_FUSION, alpha: float = DEFAULT_INTERP.alpha,
+                 rrf_k: float = DEFAULT_RRF.rrf_k, depth: int = 100,
                  weights: tuple[float, float] | None = None, weight_on_dense: bool = False):
         if fusion not in FUSION_METHODS:
             raise UsageError(f"unknown fusion {fusion!r}: use one of {', '.join(FUSION_METHODS)}")
@@ -54,10 +64,17 @@ class HybridSearcher(BaseSearcher):
         BM25Searcher.parse_args(parser)
         DenseSearcher.parse_args(parser)
         add_option(parser, "--fusion", choices=list(FUSION_METHODS),
-                   help="how BM25 and dense lists are fused (default rrf)")
-        add_option(parser, "--alpha", type=float, default=1.0,
-                   help="interp: weight of the normalised BM25 score (score = alpha * bm25 + dense)")
-        add_option(parser, "--rrf-k", type=float, default=60.0, help="rrf: the constant k in 1 / (k + rank)")
+                   help="how BM25 and dense lists are fused (default interp; rrf when only --rrf-k / "
+                        "--rrf-weights are given)")
+        add_option(parser, "--alpha", type=float,
+                   help="interp: weight of the normalised BM25 score (score = alpha * bm25 + dense; default "
+                        f"{DEFAULT_INTERP.alpha:.4g}, i.e. BM25 weight {DEFAULT_INTERP.sparse_weight:g} of 1, "
+                        "learnt on the dev sets: docs/benchmarks.md)")
+        add_option(parser, "--rrf-k", type=float,
+                   help=f"rrf: the constant k in 1 / (k + rank) (default {DEFAULT_RRF.rrf_k:g}, learnt on the dev sets)")
+        add_option(parser, "--rrf-weights", metavar="W_BM25,W_DENSE",
+                   help="rrf: weights of the BM25 and the dense list (default "
+                        f"{DEFAULT_RRF.weights[0]:g},{DEFAULT_RRF.weights[1]:g}, learnt on the dev sets; 1,1 is plain RRF)")
         add_option(parser, "--depth", type=int, default=100, help="hybrid: candidates from each list before fusing")
         add_option(parser, "--fusion-config", metavar="JSON",
                    help="hybrid: fusion method and parameters from 'hopscotch tune-fusion --out' (replaces "
@@ -69,15 +86,24 @@ class HybridSearcher(BaseSearcher):
 
     @classmethod
     def fusion_from_args(cls, args) -> FusionSettings:
-        """``--fusion-config`` if given (a differing ``--fusion`` is an error), else ``--fusion``/``--alpha``/``--rrf-k``."""
-        method = flag(args, "fusion")
-        path = flag(args, "fusion_config")
-        if not path:
-            return FusionSettings(method or "rrf", alpha=flag(args, "alpha", 1.0), rrf_k=flag(args, "rrf_k", 60.0))
-        settings = read_fusion_config(path)
-        if method and method != settings.method:
-            raise UsageError(f"--fusion {method} contradicts --fusion-config {path} ({settings.method})")
-        return settings
+        """``--fusion-config`` if given (a differing ``--fusion`` is an error), else ``--fusion``/``--alpha``/
+        ``--rrf-k``/``--rrf-weights`` over the learnt defaults (:data:`DEFAULT_INTERP`, :data:`DEFAULT_RRF`)."""
+        method = getattr(args, "fusion", None)
+        path = getattr(args, "fusion_config", None)
+        if path:
+            settings = read_fusion_config(path)
+            if method and method != settings.method:
+                raise UsageError(f"--fusion {method} contradicts --fusion-config {path} ({settings.method})")
+            return settings
+        alpha, rrf_k = getattr(args, "alpha", None), getattr(args, "rrf_k", None)
+        weights = parse_rrf_weights(getattr(args, "rrf_weights", None))
+        if method is None:
+            method = "rrf" if (rrf_k is not None or weights is not None) and alpha is None else DEFAULT_FUSION
+        if method == "interp":
+            return DEFAULT_INTERP if alpha is None else FusionSettings("interp", alpha=alpha)
+        weights = DEFAULT_RRF.weights if weights is None else weights
+        return FusionSettings("rrf", rrf_k=DEFAULT_RRF.rrf_k if rrf_k is None else rrf_k,
+                              weights=None if weights == (1.0, 1.0) else weights)
 
     @classmethod
     def from_args(cls, args) -> HybridSearcher:

@@ -108,3 +108,28 @@ def test_fusion_settings_apply_and_json():
     assert FusionSettings.convex(0.2).apply(BM25, DENSE) == interpolate(BM25, DENSE, alpha=0.25)
     with pytest.raises(UsageError, match="must be non-negative"):
         FusionSettings("rrf", rrf_k=-1)
+
+
+def test_cli_fusion_defaults_are_the_learnt_ones():
+    import argparse
+
+    from hopscotch.retriever.errors import UsageError
+    from hopscotch.retriever.searchers.fusion import DEFAULT_INTERP, DEFAULT_RRF, FusionSettings
+    from hopscotch.retriever.searchers.hybrid import HybridSearcher
+
+    parser = argparse.ArgumentParser()
+    HybridSearcher.parse_args(parser)
+
+    def settings(*argv):
+        return HybridSearcher.fusion_from_args(parser.parse_args(list(argv)))
+
+    assert settings() == DEFAULT_INTERP and DEFAULT_INTERP.sparse_weight == pytest.approx(0.3)
+    assert settings("--fusion", "interp") == DEFAULT_INTERP
+    assert settings("--fusion", "interp", "--alpha", "1") == FusionSettings("interp", alpha=1.0)
+    assert settings("--fusion", "rrf") == DEFAULT_RRF == FusionSettings("rrf", rrf_k=5.0, weights=(0.5, 1.0))
+    assert settings("--rrf-k", "60") == FusionSettings("rrf", rrf_k=60.0, weights=(0.5, 1.0))  # rrf flags pick rrf
+    assert settings("--fusion", "rrf", "--rrf-weights", "1,1") == FusionSettings("rrf", rrf_k=5.0)  # plain RRF
+    assert settings("--rrf-weights", "1,0.25").weights == (1.0, 0.25)
+    for bad in ("1", "a,b", "-1,1", "0,0", "nan,1"):
+        with pytest.raises(UsageError, match="--rrf-weights"):
+            settings(f"--rrf-weights={bad}")

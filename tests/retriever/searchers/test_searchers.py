@@ -140,7 +140,7 @@ def test_bm25_and_hybrid_runs(cli, built, tmp_path):
     assert cli("search", "--queries", built["queries"], "--bm25", built["bm25"], "--k", 20, "--out", bm25_path)[0] == 0
     common = ("--queries", built["queries"], "--bm25", built["bm25"], "--index", built["dense"], "--k", 20,
               "--depth", 50)
-    assert cli("search", *common, "--fusion", "rrf", "--rrf-k", 30, "--out", rrf_path)[0] == 0
+    assert cli("search", *common, "--fusion", "rrf", "--rrf-k", 30, "--rrf-weights", "1,1", "--out", rrf_path)[0] == 0
     assert cli("search", *common, "--fusion", "interp", "--alpha", 0.4, "--out", interp_path)[0] == 0
     queries = list(read_queries(built["queries"]))
     sparse = BM25Index.load(built["bm25"]).search([q.text for q in queries], k=50)
@@ -213,7 +213,8 @@ def _option_actions(parser):
     ("bm25", {"--bm25", "--index", "--corpus"}),
     ("dense", {"--index", "--model", "--instruction", "--query-input", "--nprobe", "--ef-search", "--refine",
                "--faiss"}),
-    ("hybrid", {"--bm25", "--index", "--corpus", "--model", "--fusion", "--alpha", "--rrf-k", "--depth"}),
+    ("hybrid", {"--bm25", "--index", "--corpus", "--model", "--fusion", "--alpha", "--rrf-k", "--rrf-weights",
+                "--depth"}),
     ("remote", {"--url", "--name", "--token"}),
 ])
 def test_each_backend_adds_its_flags_to_a_fresh_parser(name, flags):
