@@ -82,6 +82,19 @@ def load_snippet_tokenizer(name: str):
                          "--snippet-tokenizer DIR (or minilm) or --snippet-max-tokens -1") from None
 
 
+def default_or_named_tokenizer(name: str | None):
+    """``name``'s tokenizer; without a name BrowseComp-Plus's (:data:`DEFAULT_SNIPPET_TOKENIZER`) when it is in
+    the local cache, else the bundled MiniLM's (a fresh machine downloads nothing), saying so on stderr."""
+    if name is not None:
+        return load_snippet_tokenizer(name)
+    try:
+        return load_snippet_tokenizer(DEFAULT_SNIPPET_TOKENIZER)
+    except UsageError:
+        print(f"note: {DEFAULT_SNIPPET_TOKENIZER} is not in the local Hugging Face cache: snippets are cut in "
+              "minilm tokens (--snippet-tokenizer picks another)", file=sys.stderr)
+        return load_snippet_tokenizer("minilm")
+
+
 def cut_snippet(text: str, tokenizer, max_tokens: int) -> str:
     """``text`` cut to its first ``max_tokens`` tokens (decoded without special tokens), as BrowseComp-Plus
     cuts snippets; the text itself when it is not longer, ``max_tokens <= 0`` or there is no tokenizer."""
@@ -204,9 +217,10 @@ def add_mcp_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--k", type=int, default=5, help="MCP: hits per search (default 5)")
     g.add_argument("--snippet-max-tokens", type=int, default=512,
                    help="MCP: tokens of each hit's text shown as its snippet (default 512; -1: whole text)")
-    g.add_argument("--snippet-tokenizer", default=DEFAULT_SNIPPET_TOKENIZER,
+    g.add_argument("--snippet-tokenizer",
                    help="MCP: tokenizer that counts snippet tokens: a folder, minilm, or a hub name in the local "
-                        f"Hugging Face cache (default {DEFAULT_SNIPPET_TOKENIZER}, as BrowseComp-Plus)")
+                        f"Hugging Face cache (default {DEFAULT_SNIPPET_TOKENIZER}, as BrowseComp-Plus, when it is "
+                        "cached; else the bundled minilm, with a note)")
     g.add_argument("--no-get-document", action="store_true", help="MCP: register the search tool only")
 
 
@@ -229,7 +243,7 @@ def run_mcp(args: argparse.Namespace) -> int:
     options = MCPOptions(k=args.k, snippet_max_tokens=args.snippet_max_tokens, get_document=not args.no_get_document)
     # stdout is the stdio transport's wire: anything loading prints goes to stderr
     with contextlib.redirect_stdout(sys.stderr):
-        tokenizer = load_snippet_tokenizer(args.snippet_tokenizer) if options.snippet_max_tokens > 0 else None
+        tokenizer = default_or_named_tokenizer(args.snippet_tokenizer) if options.snippet_max_tokens > 0 else None
         searcher = searcher_from_args(args, local_only=True)
     server = build_mcp_server(searcher, options, tokenizer, log_level="INFO" if args.verbose else "WARNING")
     sock = None if transport == "stdio" else _listen(args.host, args.port)

@@ -211,3 +211,14 @@ def test_serve_mcp_errors_are_one_line_exit_2(cli, bm25_world, tmp_path):
     ]:
         code, out, err = cli(*argv)
         assert code == 2 and needle in err and len(err.strip().splitlines()) == 1 and not out, err
+
+
+def test_default_snippet_tokenizer_falls_back_to_the_bundled_one_offline(tmp_path, monkeypatch, capsys):
+    from hopscotch.retriever.serving.mcp_server import default_or_named_tokenizer
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty_hf_home"))  # BrowseComp-Plus's Qwen3 tokenizer not cached
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    tok = default_or_named_tokenizer(None)
+    assert tok.encode("harbour", add_special_tokens=False) == \
+        load_snippet_tokenizer("minilm").encode("harbour", add_special_tokens=False)
+    assert "not in the local Hugging Face cache" in capsys.readouterr().err
