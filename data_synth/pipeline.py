@@ -12,12 +12,15 @@ Example::
 
 Work is done per question (in the order questions first appear in the traces) and written to
 ``<out>.parts/`` (see :mod:`hopscotch.data_synth.parts`); a killed run resumes there, and the final file is the
-same bytes whatever the number of workers or interruptions.
+same bytes whatever the number of workers or interruptions. The work files' manifest records the configuration
+and the content of every input (QA, qrels, corpus, traces, ``--bm25-index``, the oracle model's files): a rerun
+that differs in any of them is refused, naming the difference (``--fresh`` starts over), so two runs never mix.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import multiprocessing
 import os
 import sys
@@ -27,7 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hopscotch.data_synth.config import SynthConfig
-from hopscotch.data_synth.parts import PartStore
+from hopscotch.data_synth.parts import MANIFEST, PartStore
 from hopscotch.data_synth.qa import QASource, load_qa
 from hopscotch.data_synth.trace_step import TraceStep
 from hopscotch.data_synth.traces import question_only_steps, read_traces
@@ -36,6 +39,7 @@ from hopscotch.retriever.errors import FormatError, UsageError
 from hopscotch.retriever.index.bm25 import BM25Index
 from hopscotch.retriever.io.common import atomic_write, write_json
 from hopscotch.retriever.io.corpus import Document, load_corpus_dict
+from hopscotch.retriever.io.fingerprint import manifest_differences, model_fingerprint, path_fingerprint
 
 _WORKER: QuestionWorker | None = None   # set in the parent before forking, inherited by workers
 _STORE: PartStore | None = None
@@ -106,13 +110,29 @@ def default_stats_path(out: str | os.PathLike) -> Path:
     return out.with_name(stem + ".stats.json")
 
 
-def _file_fingerprint(path: str | os.PathLike | None) -> dict | None:
+def _input_fingerprint(path: str | os.PathLike | None) -> dict | None:
+    """``{"path", "content"}`` of an input file or folder (its content hashed, see
+    :mod:`hopscotch.retriever.io.fingerprint`); None for an input not given."""
     if path is None:
         return None
     p = Path(path).resolve()
-    files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file())
-    return {"path": str(p), "files": [[str(f.relative_to(p)) if f != p else f.name, f.stat().st_size,
-                                       f.stat().st_mtime_ns] for f in files]}
+    try:
+        return {"path": str(p), "content": path_fingerprint(p)}
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file or folder") from None
+
+
+def _oracle_model(config: SynthConfig) -> dict | None:
+    """The oracle model's files (weights, configs, tokenizer) for the dense and cross-encoder oracles."""
+    if config.reranker == "dense":
+        from hopscotch.retriever.model.loading import resolve_model_path
+
+        folder = Path(resolve_model_path(config.encoder))
+    elif config.reranker == "cross-encoder" and config.cross_encoder:
+        folder = Path(config.cross_encoder)
+    else:
+        return None
+    return {"path": str(folder.resolve()), "files": model_fingerprint(folder) if folder.is_dir() else None}
 
 
 def _summarize(total: Counter, n_questions: int, config: SynthConfig) -> dict:
@@ -193,7 +213,9 @@ def synthesize(inputs: SynthInputs, out: str | os.PathLike = "tuples.jsonl", con
         config = replace(config, llm_cache=str(Path(out).with_name(Path(out).name + ".llm-cache")))
     groups = _question_groups(qa, traces, inputs.question_only, config)
     store = PartStore(out)
-    store.open(_manifest(config, inputs.question_only, groups, qa, corpus, traces), fresh=config.fresh)
+    manifest = _manifest(config, inputs, groups, qa, corpus, traces)
+    _check_resume(store, manifest, config.fresh)
+    store.open(manifest, fresh=config.fresh)
     tasks = [(i, qid, s) for i, (qid, s) in enumerate(groups) if not store.done(i, qid)]
     if tasks:
         documents = load_corpus_dict(corpus)
@@ -217,13 +239,35 @@ def _question_groups(qa: QASource, traces: list[Path], question_only: bool, conf
     return groups
 
 
-def _manifest(config: SynthConfig, question_only: bool, groups: list, qa: QASource, corpus, traces: list[Path]
+def _manifest(config: SynthConfig, inputs: SynthInputs, groups: list, qa: QASource, corpus, traces: list[Path]
               ) -> dict:
-    """What a resumed run must share with the run that wrote the work files."""
+    """What a resumed run must share with the run that wrote the work files: the configuration, the questions,
+    every input's content (QA, qrels, corpus, traces, the ``--bm25-index``) and the oracle model's files."""
     digest = hashlib.sha256("\n".join(f"{q}\t{len(s)}" for q, s in groups).encode()).hexdigest()
-    return {"config": config.fingerprint(), "question_only": question_only, "questions": digest,
-            "inputs": {"qa": _file_fingerprint(qa.queries_path), "qrels": _file_fingerprint(qa.qrels_path),
-                       "corpus": _file_fingerprint(corpus), "traces": [_file_fingerprint(t) for t in traces]}}
+    return {"config": config.fingerprint(), "question_only": inputs.question_only, "questions": digest,
+            "inputs": {"qa": _input_fingerprint(qa.queries_path), "qrels": _input_fingerprint(qa.qrels_path),
+                       "corpus": _input_fingerprint(corpus), "traces": {str(i): _input_fingerprint(t)
+                                                                        for i, t in enumerate(traces)},
+                       "bm25_index": _input_fingerprint(inputs.bm25_index), "oracle_model": _oracle_model(config)}}
+
+
+def _check_resume(store: PartStore, manifest: dict, fresh: bool) -> None:
+    """Refuse to resume work files of a run that differs from ``manifest``, naming each difference."""
+    file = store.folder / MANIFEST
+    if fresh or not file.is_file():
+        return
+    try:
+        previous = json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return  # PartStore.open refuses an unreadable manifest
+    diffs = manifest_differences(previous, json.loads(json.dumps(manifest)), first="inputs", then="then")
+    if diffs:
+        diffs.sort(key=lambda d: ".path: " not in d)  # a moved or other input first, then what changed in it
+        subjects = dict.fromkeys(".".join(d.split(": ", 1)[0].split("[", 1)[0].split(".")[:2]) for d in diffs)
+        shown = "; ".join(diffs[:4]) + (f"; and {len(diffs) - 4} more" if len(diffs) > 4 else "")
+        raise UsageError(f"{file}: the work files were written by a run with other settings or inputs "
+                         f"({', '.join(subjects)} differ: {shown}); rerun with the same ones to resume, or pass "
+                         "--fresh to start over")
 
 
 def _assemble(out: str | os.PathLike, store: PartStore, groups: list, config: SynthConfig) -> dict:

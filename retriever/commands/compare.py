@@ -11,19 +11,25 @@ from __future__ import annotations
 
 import os
 
+from hopscotch.retriever.commands.flag_types import metric_name, permutations_int
 from hopscotch.retriever.errors import UsageError
 
 
 def register(sub) -> None:
+    from hopscotch.retriever.io.outputs import add_overwrite_flag
+
     p = sub.add_parser("compare", help="paired comparison of two evaluation results (eval --json)",
                        description="Compare two evaluation results (eval --json outputs) query by query, "
                                    "after checking their manifests agree.")
     p.add_argument("first", metavar="A.json", help="the baseline result")
     p.add_argument("second", metavar="B.json", help="the result compared with it (delta = B - A)")
-    p.add_argument("--metric", action="append", dest="metrics",
-                   help="a per-query metric to compare (repeatable; default: every metric both results carry)")
-    p.add_argument("--permutations", type=int, default=10_000, help="randomisation-test permutations")
+    p.add_argument("--metric", action="append", dest="metrics", type=metric_name,
+                   help="a per-query metric to compare, e.g. ndcg@10 (repeatable; default: every metric both "
+                        "results carry)")
+    p.add_argument("--permutations", type=permutations_int, default=10_000,
+                   help="randomisation-test permutations")
     p.add_argument("--json", dest="json_out", help="write {a, b, num_queries, tests: {metric: {...}}} JSON here")
+    add_overwrite_flag(p, "--json file")
     p.set_defaults(func=run)
 
 
@@ -31,9 +37,11 @@ def run(args) -> int:
     from hopscotch.retriever.evaluation.manifest import check_comparable, load_result, per_query_table, shared_metrics
     from hopscotch.retriever.evaluation.metrics import compare_per_query
     from hopscotch.retriever.io.common import write_json
+    from hopscotch.retriever.io.outputs import check_outputs
 
     if args.permutations < 1:
         raise UsageError("--permutations must be at least 1")
+    guard = check_outputs(args, outputs=[args.json_out], inputs=[args.first, args.second])
     a, b = load_result(args.first), load_result(args.second)
     name_a, name_b = os.path.basename(args.first), os.path.basename(args.second)
     check_comparable(a["manifest"], b["manifest"], name_a, name_b)
@@ -57,4 +65,5 @@ def run(args) -> int:
     if args.json_out:
         write_json(args.json_out, {"a": str(args.first), "b": str(args.second), "num_queries": len(shared),
                                    "tests": tests})
+    guard.finish()
     return 0

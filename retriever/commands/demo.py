@@ -1,6 +1,7 @@
 """``hopscotch demo``: the main job on the embedded world, end to end, in minutes on a laptop CPU.
 
-Stages (each skipped when its output already exists, so a killed demo resumes):
+Stages (each reused when it last ran from the same settings, inputs and model, so a killed demo resumes; one
+whose settings, inputs or model changed is rebuilt, and so is everything after it):
 world -> BM25 + sharded dense index (base MiniLM) -> BM25 / dense / hybrid search -> DR-Synth on the
 training questions -> brief reasoning-aware training -> index + search with the trained model -> table of
 nDCG@10 / Recall@100 on held-out questions and held-out search steps, with paired tests.
@@ -12,17 +13,23 @@ import argparse
 import time
 from pathlib import Path
 
+from hopscotch.retriever.commands.flag_types import int_range, positive_int, seed_int
+from hopscotch.retriever.commands.world import MAX_DOCS, MAX_QUESTIONS
+
 
 def register(sub) -> None:
     p = sub.add_parser("demo", help="run the main job on the embedded world", description=__doc__.split("\n\n")[1],
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default="demo_out", help="working folder (reused: finished stages are skipped)")
-    p.add_argument("--docs", type=int, default=3000, help="documents of the generated world")
-    p.add_argument("--questions", type=int, default=300,
-                   help="multi-hop questions of the world (80%% train, 20%% held out)")
-    p.add_argument("--seed", type=int, default=13, help="seed of the world, DR-Synth and training")
+    p.add_argument("--out", default="demo_out",
+                   help="working folder (reused: stages run from the same settings and inputs are skipped, the "
+                        "others rebuilt; see OUT/demo_manifest.json)")
+    p.add_argument("--docs", type=int_range(50, MAX_DOCS), default=3000,
+                   help="documents of the generated world (at least 50)")
+    p.add_argument("--questions", type=int_range(5, MAX_QUESTIONS), default=300,
+                   help="multi-hop questions of the world (80%% train, 20%% held out; at least 5)")
+    p.add_argument("--seed", type=seed_int, default=13, help="seed of the world, DR-Synth and training")
     p.add_argument("--model", default="minilm", help="base encoder (alias or folder)")
-    p.add_argument("--train-steps", type=int, default=40, help="optimizer steps of the brief training")
+    p.add_argument("--train-steps", type=positive_int, default=40, help="optimizer steps of the brief training")
     p.set_defaults(func=run)
 
 

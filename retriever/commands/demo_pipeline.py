@@ -3,22 +3,78 @@
 Split: the world's first ``train_fraction`` of questions feed DR-Synth and training; the rest are held
 out. Two held-out evaluation sets: the questions themselves, and every search step of their agent
 traces (query + reasoning, graded against the step's own gold documents).
+
+Reuse: ``OUT/demo_manifest.json`` (:class:`Stages`) records, per stage, what it is run from: the demo's
+settings, the content fingerprints of its input files and the model folder's files. A stage whose record
+differs from what it would be run from now has its outputs removed and runs again (saying why), and since
+every stage's record holds its inputs' content, everything downstream of a change reruns too; a stage with
+an unchanged record resumes or is skipped. So a rerun with another model, world or step count never shows
+the numbers of an older one.
 """
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
+from hopscotch.retriever.io.common import write_json
+from hopscotch.retriever.io.fingerprint import digest, file_fingerprint, manifest_differences, model_fingerprint
 from hopscotch.retriever.io.queries import Query
 
 METRICS = ["ndcg@10", "recall@100"]
+STAGES_FILE = "demo_manifest.json"
+WORLD_FILES = ("corpus.jsonl", "queries.jsonl", "qrels.tsv", "traces.jsonl")
 
 
-def make_world(out: Path, docs: int, questions: int, seed: int) -> Path:
+class Stages:
+    """``OUT/demo_manifest.json``: ``{stage: record}`` of the stages started in a demo folder."""
+
+    def __init__(self, out: Path):
+        self.path = out / STAGES_FILE
+        self.records = json.loads(self.path.read_text()) if self.path.is_file() else {}
+
+    def enter(self, name: str, record: dict, outputs: list[Path]) -> bool:
+        """Start stage ``name`` run from ``record``: when the recorded one differs (or none is recorded),
+        remove ``outputs`` first. Returns whether the stage's record was unchanged (its outputs may be reused)."""
+        record = json.loads(json.dumps(record))
+        old = self.records.get(name)
+        if old == record:
+            return True
+        stale = [p for p in outputs if p.exists()]
+        if stale:
+            why = manifest_differences(old, record, then="before") if old is not None else ["not recorded"]
+            print(f"{name}: {'; '.join(why[:2])}: removing {', '.join(p.name for p in stale)} to rebuild")
+            for p in stale:
+                shutil.rmtree(p) if p.is_dir() else p.unlink()
+        self.records[name] = record
+        write_json(self.path, self.records)
+        return False
+
+    def digest(self, name: str) -> str:
+        """One sha256 of stage ``name``'s record, for the records of the stages that use its outputs."""
+        return digest(self.records[name])
+
+
+def world_record(world_dir: Path) -> dict:
+    """The content fingerprints of the world's files."""
+    return {name: file_fingerprint(world_dir / name) for name in WORLD_FILES}
+
+
+def model_record(model: str) -> dict:
+    """A model (alias, folder or Hub id) as its resolved folder and that folder's files."""
+    from hopscotch.retriever.model.loading import resolve_model_path
+
+    path = Path(resolve_model_path(model)).resolve()
+    return {"path": str(path), "files": model_fingerprint(path)}
+
+
+def make_world(out: Path, docs: int, questions: int, seed: int, stages: Stages | None = None) -> Path:
     from hopscotch.data_synth.world import build_world, write_world
 
     world_dir = out / "world"
-    if (world_dir / "world.json").exists():
+    fresh = stages is None or stages.enter("world", {"docs": docs, "questions": questions, "seed": seed}, [world_dir])
+    if fresh and (world_dir / "world.json").exists():
         print(f"reusing {world_dir}")
         return world_dir
     stats = write_world(build_world(seed=seed, docs=docs, questions=questions), world_dir)
@@ -43,16 +99,18 @@ def eval_sets(world_dir: Path, held_out: list[str]) -> dict[str, tuple[list[Quer
     return {"questions": (questions, qrels), "steps": (steps, step_qrels)}
 
 
-def build_indexes(world_dir: Path, out: Path, model: str, name: str) -> tuple[Path, Path]:
+def build_indexes(world_dir: Path, out: Path, model: str, name: str, stages: Stages) -> tuple[Path, Path]:
     from hopscotch.retriever.index.bm25 import BM25Index
     from hopscotch.retriever.index.encode import EncodeOptions, encode_corpus
     from hopscotch.retriever.index.faiss_index import build_faiss_index
     from hopscotch.retriever.io.corpus import read_corpus
 
-    bm25_dir = out / "bm25"
-    if not (bm25_dir / "docids.txt").exists():
+    bm25_dir, corpus = out / "bm25", file_fingerprint(world_dir / "corpus.jsonl")
+    if not stages.enter("bm25", {"corpus": corpus}, [bm25_dir]) or not (bm25_dir / "docids.txt").exists():
         BM25Index.build(read_corpus(world_dir / "corpus.jsonl"), show_progress=False).save(bm25_dir)
     dense_dir = out / name
+    record = {"corpus": corpus, "corpus_path": str((world_dir / "corpus.jsonl").resolve()), "model": model_record(model)}
+    stages.enter(name, record, [dense_dir])  # unchanged: encode_corpus resumes or finds the index done
     result = encode_corpus(world_dir / "corpus.jsonl", model, dense_dir,
                            EncodeOptions(shard_size=1000, max_length=256, reasoning_aware=True))
     if result.meta is not None and not result.meta.faiss:
@@ -61,43 +119,62 @@ def build_indexes(world_dir: Path, out: Path, model: str, name: str) -> tuple[Pa
     return bm25_dir, dense_dir
 
 
-def run_systems(systems: dict, sets: dict, out: Path) -> dict:
-    """Search every set with every ``name -> (searcher, reasoning_aware)``; returns evaluated results."""
+def run_systems(systems: dict, sets: dict, out: Path, stages: Stages, record: dict) -> dict:
+    """Search every set with every ``system -> (searcher, reasoning_aware, stages it is built from)``; returns
+    evaluated results. A system's run files are reused only when ``record`` (the evaluation sets) and the
+    records of the stages its searcher is built from are those they were written from."""
     from hopscotch.retriever.evaluation.metrics import evaluate
     from hopscotch.retriever.io.runs import read_run, write_run
     from hopscotch.retriever.searchers import search_run
 
+    for system, (_, _, built_from) in systems.items():
+        stages.enter(f"search {system}", record | {s: stages.digest(s) for s in built_from},
+                     [out / "runs" / f"{s}.{system}.trec" for s in sets])
     results = {}
     for set_name, (queries, qrels) in sets.items():
-        for name, (searcher, reasoning_aware) in systems.items():
+        for system, (searcher, reasoning_aware, _) in systems.items():
             if set_name == "questions" and reasoning_aware:
                 continue  # the questions carry no reasoning
-            path = out / "runs" / f"{set_name}.{name}.trec"
+            path = out / "runs" / f"{set_name}.{system}.trec"
             if not path.exists():
-                write_run(path, search_run(searcher, queries, k=100, reasoning_aware=reasoning_aware), tag=name)
-            results[(set_name, name)] = evaluate(read_run(path), qrels, METRICS)
+                write_run(path, search_run(searcher, queries, k=100, reasoning_aware=reasoning_aware), tag=system)
+            results[(set_name, system)] = evaluate(read_run(path), qrels, METRICS)
     return results
 
 
-def synthesize_tuples(world_dir: Path, out: Path, train_questions: int, bm25_dir: Path) -> Path:
+def synthesize_tuples(world_dir: Path, out: Path, train_questions: int, bm25_dir: Path, stages: Stages | None = None,
+                      seed: int = 13) -> Path:
     from hopscotch.data_synth import SynthConfig, SynthInputs, synthesize
+    from hopscotch.data_synth.pipeline import default_stats_path
 
-    tuples = out / "tuples.jsonl"
+    tuples, stats_path = out / "tuples.jsonl", default_stats_path(out / "tuples.jsonl")
+    record = {"world": world_record(world_dir), "bm25": stages.digest("bm25") if stages else None,
+              "train_questions": train_questions, "seed": seed}
+    if stages is not None and stages.enter("synth", record, [tuples, stats_path, out / "tuples.jsonl.parts"]) \
+            and tuples.is_file() and stats_path.is_file():
+        print(f"reusing {tuples}")
+        return tuples
     stats = synthesize(SynthInputs(world_dir, traces=[world_dir / "traces.jsonl"], bm25_index=bm25_dir), out=tuples,
-                       config=SynthConfig(max_questions=train_questions, show_progress=False))
+                       config=SynthConfig(max_questions=train_questions, seed=seed, show_progress=False))
     print(f"DR-Synth: {stats.get('steps_kept', '?')} tuples from {stats.get('steps_read', '?')} steps "
           f"of {train_questions} training questions -> {tuples}")
     return tuples
 
 
-def train_model(tuples: Path, out: Path, max_steps: int) -> Path:
+def train_model(tuples: Path, out: Path, max_steps: int, model: str = "minilm", stages: Stages | None = None) -> Path:
     from hopscotch.retriever.training.trainer import train
 
+    run_dir = out / "model"
     recipe = Path(__file__).resolve().parents[2] / "recipes" / "minilm_hotpot.yaml"
-    overrides = [f"data.train={tuples}", f"train.max_steps={max_steps}", "model.passage_max_len=64",
+    record = {"tuples": file_fingerprint(tuples), "model": model_record(model), "steps": max_steps,
+              "recipe": file_fingerprint(recipe) if recipe.exists() else None}
+    if stages is not None and stages.enter("train", record, [run_dir]) and (run_dir / "train_summary.json").is_file():
+        print(f"reusing the trained model {run_dir / 'final'}")
+        return run_dir / "final"
+    overrides = [f"data.train={tuples}", f"model.name={model}", f"train.max_steps={max_steps}", "model.passage_max_len=64",
                  "model.query_max_len=128", "train.batch_size=16", "train.encode_chunk_size=16",
                  "train.save_every=10", "train.lr=1e-4", "eval.every=0"]
-    final = train(str(recipe) if recipe.exists() else None, out / "model", overrides, resume=True)
+    final = train(str(recipe) if recipe.exists() else None, run_dir, overrides, resume=True)
     print(f"trained model -> {final}")
     return Path(final)
 
@@ -115,7 +192,7 @@ def format_results(results: dict, sets: dict, comparisons: list[str]) -> str:
             row += [f"{r.mean[m]:.4f}" if r else "-" for m in METRICS]
         rows.append(row)
     widths = [max(len(c) for c in col) for col in zip(header, *rows)]
-    fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths))  # noqa: E731
+    fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths))
     lines = [fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
     for pair in comparisons:
         a, b = pair.split(" vs ")
@@ -128,36 +205,41 @@ def format_results(results: dict, sets: dict, comparisons: list[str]) -> str:
 
 def run_demo(out: Path, docs: int, questions: int, seed: int, model: str, stage, train_steps: int = 40,
              train_fraction: float = 0.8) -> str:
-    from hopscotch.retriever.io.common import write_json
     from hopscotch.retriever.io.queries import read_queries
     from hopscotch.retriever.searchers import build_searcher
 
     out.mkdir(parents=True, exist_ok=True)
+    stages = Stages(out)
     stage("1/6 world")
-    world_dir = make_world(out, docs, questions, seed)
+    world_dir = make_world(out, docs, questions, seed, stages)
+    world = world_record(world_dir)
     qids = [q.qid for q in read_queries(world_dir / "queries.jsonl")]
     n_train = int(len(qids) * train_fraction)
     sets = eval_sets(world_dir, qids[n_train:])
     print(f"held out: {len(sets['questions'][0])} questions, {len(sets['steps'][0])} search steps")
     stage(f"2/6 BM25 index + sharded dense index ({model})")
-    bm25_dir, base_dir = build_indexes(world_dir, out, model, "dense-base")
+    bm25_dir, base_dir = build_indexes(world_dir, out, model, "dense-base", stages)
     stage("3/6 search: BM25, dense, hybrid")
     base = build_searcher("dense", index=base_dir, model=model)
     bm25 = build_searcher("bm25", bm25=bm25_dir, index=base_dir)
     hybrid = build_searcher("hybrid", bm25=bm25_dir, index=base_dir, model=model, fusion="rrf")
-    systems = {"bm25": (bm25, False), "dense-base": (base, False), "hybrid-base": (hybrid, False),
-               "dense-base+reasoning": (base, True)}
-    results = run_systems(systems, sets, out)
+    systems = {"bm25": (bm25, False, ["bm25"]), "dense-base": (base, False, ["dense-base"]),
+               "hybrid-base": (hybrid, False, ["bm25", "dense-base"]),
+               "dense-base+reasoning": (base, True, ["dense-base"])}
+    searched = {"world": world, "held_out": n_train}
+    results = run_systems(systems, sets, out, stages, searched)
     stage("4/6 DR-Synth on the training questions")
-    tuples = synthesize_tuples(world_dir, out, n_train, bm25_dir)
+    tuples = synthesize_tuples(world_dir, out, n_train, bm25_dir, stages, seed)
     stage(f"5/6 train ({train_steps} steps, reasoning-aware)")
-    final = train_model(tuples, out, train_steps)
+    final = train_model(tuples, out, train_steps, model, stages)
     stage("6/6 index + search with the trained model")
-    _, trained_dir = build_indexes(world_dir, out, str(final), "dense-trained")
+    _, trained_dir = build_indexes(world_dir, out, str(final), "dense-trained", stages)
     trained = build_searcher("dense", index=trained_dir, model=str(final))
     hybrid_t = build_searcher("hybrid", bm25=bm25_dir, index=trained_dir, model=str(final), fusion="rrf")
-    results.update(run_systems({"dense-trained": (trained, False), "dense-trained+reasoning": (trained, True),
-                                "hybrid-trained+reasoning": (hybrid_t, True)}, sets, out))
+    results.update(run_systems({"dense-trained": (trained, False, ["dense-trained"]),
+                                "dense-trained+reasoning": (trained, True, ["dense-trained"]),
+                                "hybrid-trained+reasoning": (hybrid_t, True, ["bm25", "dense-trained"])},
+                               sets, out, stages, searched))
     write_json(out / "results.json", {f"{s}/{n}": r.mean for (s, n), r in results.items()})
     return format_results(results, sets, ["dense-base vs dense-base+reasoning",
                                           "dense-base+reasoning vs dense-trained+reasoning",

@@ -13,22 +13,26 @@ from __future__ import annotations
 import os
 import sys
 
+from hopscotch.retriever.commands.flag_types import metric_list
 from hopscotch.retriever.commands.qrels_options import add_qrels_options, load_qrels, qrels_manifest_extra
 from hopscotch.retriever.errors import UsageError
 
 
 def register(sub) -> None:
+    from hopscotch.retriever.io.outputs import add_overwrite_flag
+
     p = sub.add_parser("eval", help="evaluate a TREC run against qrels",
                        description="Evaluate a TREC run against qrels (TREC, BEIR TSV or JSONL).")
     p.add_argument("--run", required=True, help="TREC run file")
     add_qrels_options(p)
     p.add_argument("--compare", help="a second run: paired randomisation and t-test against --run")
-    p.add_argument("--metrics", default="ndcg@10,recall@10,recall@100",
-                   help="comma-separated: ndcg@k, recall@k, mrr@k, map@k, p@k")
+    p.add_argument("--metrics", type=metric_list, default="ndcg@10,recall@10,recall@100",
+                   help="comma-separated: ndcg@k, recall@k, mrr@k, map@k, p@k (k >= 1)")
     p.add_argument("--corpus", help="the corpus (or index) the run searched; recorded in the JSON manifest")
     p.add_argument("--strict", action="store_true",
                    help="fail (exit 2) instead of warning when a run's docids barely meet the qrels' docids")
     p.add_argument("--json", dest="json_out", help="write {manifest, metrics, ci95, per_query} JSON here")
+    add_overwrite_flag(p, "--json file")
     p.set_defaults(func=run)
 
 
@@ -48,12 +52,13 @@ def run(args) -> int:
     from hopscotch.retriever.evaluation.manifest import make_manifest
     from hopscotch.retriever.evaluation.metrics import compare_runs, evaluate, format_table, parse_metric
     from hopscotch.retriever.io.common import write_json
+    from hopscotch.retriever.io.outputs import arg_paths, check_outputs
     from hopscotch.retriever.io.runs import read_run
 
-    metrics = [m.strip().lower() for m in args.metrics.split(",") if m.strip()]
-    if not metrics:
-        raise UsageError("--metrics names no metric")
+    metrics = list(args.metrics)  # lower-case names, at least one (metric_list)
     depth = max(parse_metric(m)[1] for m in metrics)
+    guard = check_outputs(args, outputs=[args.json_out],
+                          inputs=arg_paths(args, "run", "compare", "qrels", "duplicates", "corpus"))
     qrels = load_qrels(args)
     base_run = read_run(args.run)
     answered = _check(os.path.basename(args.run), base_run, qrels, args.strict)
@@ -85,4 +90,5 @@ def run(args) -> int:
                                          "p_ttest": c.p_ttest}
     if args.json_out:
         write_json(args.json_out, out)
+    guard.finish()
     return 0

@@ -24,6 +24,8 @@ PROTOCOLS = ("hopscotch", "bcp", "cmass")
 
 
 def register(sub) -> None:
+    from hopscotch.retriever.io.outputs import add_overwrite_flag
+
     p = sub.add_parser("eval-agent", help="evaluate search-agent run files (BrowseComp-Plus / cmass layouts)",
                        description=__doc__.split("\n\n", 1)[1].strip(),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -38,6 +40,7 @@ def register(sub) -> None:
                         "evals/per-query/), a JSONL of them, detailed_judge_results.csv or evaluation_summary.json; "
                         "default: judgements carried by the run records")
     p.add_argument("--json", dest="json_out", help="write the report (manifest, per-run rows) as JSON here")
+    add_overwrite_flag(p, "--json file")
     p.set_defaults(func=run)
 
 
@@ -45,7 +48,10 @@ def run(args) -> int:
     from hopscotch.retriever.evaluation import agent_runs, bcp_protocol, cmass_protocol
     from hopscotch.retriever.evaluation.manifest import make_manifest
     from hopscotch.retriever.io.common import write_json
+    from hopscotch.retriever.io.outputs import arg_paths, check_outputs
 
+    guard = check_outputs(args, outputs=[args.json_out], inputs=arg_paths(args, "runs", "qrels", "duplicates",
+                                                                         "judgements"))
     evaluate, fmt = {
         "hopscotch": (agent_runs.evaluate_agent_runs, agent_runs.format_report),
         "bcp": (bcp_protocol.evaluate_bcp, bcp_protocol.format_bcp_report),
@@ -60,4 +66,5 @@ def run(args) -> int:
                                  queries_evaluated=report["queries_evaluated"], snippet_chars=None,
                                  runs=str(args.runs), **qrels_manifest_extra(args))
         write_json(args.json_out, {"manifest": manifest, **report})
+    guard.finish()
     return 0

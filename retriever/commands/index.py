@@ -11,13 +11,17 @@ when named with ``--import-tevatron``, through the restricted unpickler of
 :mod:`hopscotch.retriever.io.tevatron` (numpy arrays, lists and strings; anything else is refused unrun).
 
 Run it under ``torchrun --nproc_per_node G -m hopscotch.retriever.cli index ...`` (or ``accelerate launch``) to split
-the shards across processes/GPUs; rerun the same command after a crash to resume.
+the shards across processes/GPUs; rerun the same command after a crash to resume. A rerun whose corpus content,
+model files or encode flags differ from the folder's ``encode_config.json`` is refused with the difference named
+(``--overwrite`` starts again), so one index never mixes shards of two corpora, models or settings.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+
+from hopscotch.retriever.commands.flag_types import non_negative_int, positive_float, positive_int
 
 
 def register(sub) -> None:
@@ -28,23 +32,28 @@ def register(sub) -> None:
     p.add_argument("--corpus", help="corpus JSONL/parquet file, BEIR folder or ClimbMix shard folder")
     p.add_argument("--model", help="'minilm' (bundled) or a model / training output folder")
     p.add_argument("--out", help="index folder to write (rerun with the same flags to resume)")
-    p.add_argument("--batch-size", type=int, default=64, help="documents per encoder forward pass")
-    p.add_argument("--max-length", type=int, help="encoder max tokens per document (default: a trained "
-                                                  "model's passage length, else 256)")
-    p.add_argument("--shard-size", type=int, default=100_000, help="documents per shard")
+    p.add_argument("--batch-size", type=positive_int, default=64, help="documents per encoder forward pass")
+    p.add_argument("--max-length", type=positive_int,
+                   help="encoder max tokens per document (default: a trained model's passage length, else 256; "
+                        "more than the model's positions is cut to them, with a note)")
+    p.add_argument("--shard-size", type=positive_int, default=100_000, help="documents per shard")
     p.add_argument("--spec", default="Flat", help="FAISS index_factory spec: Flat, IVF4096,PQ64, "
                                                   "OPQ64,IVF262144,PQ64, HNSW32, ...")
     p.add_argument("--layout", choices=["auto", "shards", "merged"], default="auto",
                    help="one FAISS index per shard or one merged index (auto: shards for Flat, else merged)")
-    p.add_argument("--train-size", type=int, help="vectors sampled to train the FAISS index")
+    p.add_argument("--train-size", type=positive_int, help="vectors sampled to train the FAISS index")
     p.add_argument("--reasoning-aware", action="store_true",
-                   help="record that this model expects reasoning-aware queries (search --reasoning)")
+                   help="record that this model expects reasoning-aware queries (search --reasoning); part of "
+                        "the encode settings, so flipping it on a rerun is refused (--overwrite re-encodes)")
     p.add_argument("--no-docstore", action="store_true", help="do not store document texts (no doc lookup)")
-    p.add_argument("--overwrite", action="store_true", help="discard shards encoded with other settings")
-    p.add_argument("--device", help="torch device (default: cuda:LOCAL_RANK when available, else cpu)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start again: discard shards encoded from another corpus content, model or settings (a "
+                        "rerun that differs in any of them is refused otherwise, naming the difference)")
+    p.add_argument("--device", help="torch device (default: cuda:LOCAL_RANK when available, else cpu; one this "
+                                    "machine lacks is refused)")
     p.add_argument("--precision", choices=["auto", "fp32", "fp16", "bf16"], default="auto",
                    help="forward-pass precision (auto: fp16 autocast on CUDA, fp32 on CPU)")
-    p.add_argument("--wait-timeout", type=float, help="seconds rank 0 waits for the other ranks' shards")
+    p.add_argument("--wait-timeout", type=positive_float, help="seconds rank 0 waits for the other ranks' shards")
     p.add_argument("--gpu-index", choices=["auto", "yes", "no"], default="auto",
                    help="train the FAISS index on GPUs (faiss-gpu) when available")
     tev = p.add_argument_group("Tevatron encode pickles (reps, lookup)")
@@ -58,11 +67,12 @@ def register(sub) -> None:
                           "reps, docid list); without --corpus/--model the existing --out index is exported")
     plan = p.add_argument_group("planning (--plan prints estimates and builds nothing)")
     plan.add_argument("--plan", action="store_true", help="print the memory / disk / time plan of the index and exit")
-    plan.add_argument("--docs", type=int, help="number of documents (default: count --corpus)")
-    plan.add_argument("--dim", type=int, help="embedding dimension (default: the --model's)")
-    plan.add_argument("--avg-doc-bytes", type=int, default=0, help="average document size for the docstore")
-    plan.add_argument("--docs-per-second", type=float, help="measured encoder throughput per GPU")
-    plan.add_argument("--gpus", type=int, default=1, help="GPUs/processes for the encode-time estimate")
+    plan.add_argument("--docs", type=positive_int, help="number of documents (default: count --corpus)")
+    plan.add_argument("--dim", type=positive_int, help="embedding dimension (default: the --model's)")
+    plan.add_argument("--avg-doc-bytes", type=non_negative_int, default=0,
+                      help="average document size for the docstore")
+    plan.add_argument("--docs-per-second", type=positive_float, help="measured encoder throughput per GPU")
+    plan.add_argument("--gpus", type=positive_int, default=1, help="GPUs/processes for the encode-time estimate")
     p.set_defaults(func=run)
 
 
@@ -99,10 +109,14 @@ def _run_plan(args) -> int:
 
 
 def run(args) -> int:
+    from hopscotch.retriever.commands.flag_types import check_device, clamp_max_length
     from hopscotch.retriever.errors import UsageError
 
     if args.plan:
         return _run_plan(args)
+    check_device(args.device)
+    if args.model and not args.import_tevatron:
+        args.max_length = clamp_max_length("index", args.max_length, args.model)
     if (args.import_tevatron or args.export_tevatron) and not args.out:
         raise UsageError("--import-tevatron / --export-tevatron need --out DIR (the index folder)")
     export_only = args.export_tevatron and not (args.corpus or args.model)  # export the existing --out index
@@ -191,6 +205,7 @@ def _import_tevatron(args) -> None:
     from hopscotch.retriever.index.shard_files import write_shard
     from hopscotch.retriever.io.common import write_json
     from hopscotch.retriever.io.corpus import Document, load_corpus_dict
+    from hopscotch.retriever.io.fingerprint import digest, model_fingerprint
     from hopscotch.retriever.io.tevatron import read_tevatron_pickle, tevatron_pickle_paths
     from hopscotch.retriever.model.config import ModelSettings, model_settings
 
@@ -229,7 +244,8 @@ def _import_tevatron(args) -> None:
                      dim=dims[0], num_docs=num_docs, num_shards=shard + 1, shard_size=args.shard_size,
                      reasoning_aware=args.reasoning_aware or settings.reasoning_aware,
                      query_input=settings.query_input, docstore=docs is not None, corpus=args.corpus or "",
-                     passage_prefix=settings.passage_prefix)
+                     passage_prefix=settings.passage_prefix,
+                     model_sha256=digest(model_fingerprint(settings.path)) if args.model else "")
     build_docid_lookup(out, meta, corpus=args.import_tevatron, show_progress=False)
     meta.save(out)
     use_gpu = {"auto": None, "yes": True, "no": False}[args.gpu_index]

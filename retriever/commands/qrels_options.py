@@ -10,6 +10,7 @@ duplication is not transitive, so they are not chained). See
 
 from __future__ import annotations
 
+from hopscotch.retriever.commands.flag_types import unit_interval
 from hopscotch.retriever.errors import UsageError
 
 
@@ -19,7 +20,7 @@ def add_qrels_options(parser, qrels_help: str = "qrels file or BEIR folder") -> 
                         help="duplicate groups (JSONL, parquet or a folder of them: cmass corpus_duplicates "
                              "rows) that expand the qrels: a relevant document's exact duplicates, closed "
                              "transitively, become relevant at its grade")
-    parser.add_argument("--near-duplicates-min-jaccard", type=float, default=None, metavar="X",
+    parser.add_argument("--near-duplicates-min-jaccard", type=unit_interval, default=None, metavar="X",
                         help="with --duplicates: also a relevant document's direct near duplicates with "
                              "Jaccard >= X (cmass lists pairs at 0.7 and above; not chained)")
 

@@ -35,8 +35,13 @@ import sys
 import time
 from pathlib import Path
 
+from hopscotch.retriever.commands.flag_types import clamp_k, cutoff_int, permutations_int, positive_int
+
+REPLAY_FILES = ("replay.json", "calls.trec", "discovery.png")  # what --out receives (other files are left alone)
+
 
 def register(sub) -> None:
+    from hopscotch.retriever.io.outputs import add_overwrite_flag
     from hopscotch.retriever.searchers.base import add_option
     from hopscotch.retriever.searchers.registry import SEARCHERS, searcher_names
 
@@ -54,7 +59,9 @@ def register(sub) -> None:
                                    "calls, documents retrieved and redundancy are reported")
     p.add_argument("--duplicates", help="JSONL duplicate groups that expand the qrels (exact duplicates)")
     p.add_argument("--out", required=True, help="output folder: replay.json, calls.trec, discovery.png")
-    p.add_argument("--k", type=int, default=10, help="documents retrieved per call (recall@k, discovery)")
+    add_overwrite_flag(p, "replay files")
+    p.add_argument("--k", type=cutoff_int, default=10,
+                   help="documents retrieved per call (recall@k, discovery; more than the index holds: all of them)")
     p.add_argument("--reasoning", action="store_true",
                    help="encode calls reasoning-aware from the trace's reasoning and context (as search --reasoning)")
     p.add_argument("--label", help="this retriever's name in the plot and JSON (default: searcher and query input)")
@@ -64,8 +71,8 @@ def register(sub) -> None:
     p.add_argument("--include-failed", action="store_true",
                    help="also re-issue calls the trace marks as failed (the agent saw no results for them)")
     p.add_argument("--no-plot", action="store_true", help="do not draw discovery.png (no matplotlib needed)")
-    p.add_argument("--permutations", type=int, default=10_000, help="randomisation test permutations")
-    p.add_argument("--batch-size", type=int, default=256, help="calls searched per step")
+    p.add_argument("--permutations", type=permutations_int, default=10_000, help="randomisation test permutations")
+    p.add_argument("--batch-size", type=positive_int, default=256, help="calls searched per step")
     add_option(p, "--searcher", "--searcher-type", dest="searcher_type", choices=searcher_names(),
                help="the candidate retriever (default: chosen from the flags given: --bm25 and/or --index, or --url)")
     for name in searcher_names():
@@ -143,7 +150,8 @@ def _search(searcher, queries, args, out_dir: Path) -> dict:
     path = out_dir / "calls.trec"
     with RunWriter(path, tag=searcher.name or "hopscotch") as out, \
             progress(total=len(queries), desc=f"replay ({searcher.name})", unit="call") as bar:
-        for qid, hits in iter_search(searcher, queries, args.k, args.reasoning, args.batch_size):
+        for qid, hits in iter_search(searcher, queries, clamp_k("replay", args.k, searcher), args.reasoning,
+                                     args.batch_size):
             best: dict[str, float] = {}
             for docid, score in hits:
                 d = canonical_docid(docid)
@@ -227,6 +235,7 @@ def run(args) -> int:
         replay_report,
     )
     from hopscotch.retriever.io.common import write_json
+    from hopscotch.retriever.io.outputs import arg_paths, check_outputs, output_folder
     from hopscotch.retriever.searchers import searcher_from_args
 
     if args.k <= 0 or args.batch_size <= 0 or args.permutations <= 0:
@@ -235,6 +244,9 @@ def run(args) -> int:
         raise UsageError("--duplicates expands --qrels: give --qrels too")
     if args.qrels and not args.no_plot:
         require_matplotlib()  # fail before searching, not after
+    guard = check_outputs(args, outputs=[output_folder(args.out, REPLAY_FILES)], ignore=("batch_size",),
+                          inputs=arg_paths(args, "runs", "qrels", "duplicates", "compare", "bm25", "corpus", "index",
+                                           "model", "fusion_config"))
     loaded = _load_compared(args.compare)
     calls, queries, questions, skipped = _trajectories(args)
     qrels = None
@@ -290,6 +302,7 @@ def run(args) -> int:
         result["plot"] = {"path": str(png), "lines": lines}
         wrote.append(str(png))
     write_json(out_dir / "replay.json", result)
+    guard.finish()
     wrote.insert(0, str(out_dir / "replay.json"))
     _print_summary(result, skipped, wrote)
     return 0

@@ -20,8 +20,11 @@ from __future__ import annotations
 import sys
 import time
 
+from hopscotch.retriever.commands.flag_types import positive_int
+
 
 def register(sub) -> None:
+    from hopscotch.retriever.io.outputs import add_overwrite_flag
     from hopscotch.retriever.searchers import add_searcher_arguments
 
     p = sub.add_parser("search", help="retrieve for a query file (BM25, dense or hybrid) into a TREC run",
@@ -29,18 +32,22 @@ def register(sub) -> None:
                                    "both fused (or a remote hopscotch serve), and write a TREC run.")
     p.add_argument("--queries", required=True, help="queries JSONL (with optional 'reasoning') or TSV")
     p.add_argument("--out", required=True, help="TREC run file to write")
+    add_overwrite_flag(p, "run file")
     p.add_argument("--reasoning", action="store_true",
                    help="encode queries reasoning-aware from their 'reasoning' (and other context) fields, in "
                         "the model's query input variant (see --query-input)")
-    p.add_argument("--k", type=int, default=100, help="documents per query")
-    p.add_argument("--batch-size", type=int, default=256, help="queries encoded and searched per step")
+    p.add_argument("--k", type=positive_int, default=100,
+                   help="documents per query (more than the index holds: all of them, with a note)")
+    p.add_argument("--batch-size", type=positive_int, default=256, help="queries encoded and searched per step")
     p.add_argument("--tag", default="hopscotch", help="run tag (6th TREC column)")
     add_searcher_arguments(p)  # --searcher-type, --bm25, --index, --model, --fusion, ... (each backend's own)
     p.set_defaults(func=run, depth=1000)  # deeper hybrid candidate lists for offline runs than for serving
 
 
 def run(args) -> int:
+    from hopscotch.retriever.commands.flag_types import clamp_k
     from hopscotch.retriever.errors import UsageError
+    from hopscotch.retriever.io.outputs import arg_paths, check_outputs
     from hopscotch.retriever.io.progress import progress
     from hopscotch.retriever.io.queries import read_queries
     from hopscotch.retriever.io.runs import RunWriter
@@ -48,6 +55,8 @@ def run(args) -> int:
 
     if args.k <= 0 or args.batch_size <= 0:
         raise UsageError("--k and --batch-size must be positive")
+    guard = check_outputs(args, outputs=[args.out], ignore=("batch_size",),
+                          inputs=arg_paths(args, "queries", "bm25", "corpus", "index", "model", "fusion_config"))
     queries = list(read_queries(args.queries))
     if not queries:
         raise UsageError(f"{args.queries}: no queries")
@@ -58,6 +67,7 @@ def run(args) -> int:
         print(f"hopscotch search: note: no query in {args.queries} has a 'reasoning' (or other context) field; "
               "every query is encoded with 'Reasoning: Empty'", file=sys.stderr)
     searcher = searcher_from_args(args)
+    k = clamp_k("search", args.k, searcher)
     dense = getattr(searcher, "dense", searcher)
     if args.reasoning and getattr(dense, "query_input", None) is not None:
         print(f"hopscotch search: query input: {dense.query_input}", file=sys.stderr)
@@ -68,9 +78,10 @@ def run(args) -> int:
     t0 = time.perf_counter()
     with RunWriter(args.out, tag=args.tag) as out, progress(total=len(queries), desc=f"search ({searcher.name})",
                                                             unit="query") as bar:
-        for qid, hits in iter_search(searcher, queries, args.k, args.reasoning, args.batch_size):
+        for qid, hits in iter_search(searcher, queries, k, args.reasoning, args.batch_size):
             out.write(qid, hits)
             bar.update(1)
+    guard.finish()
     print(f"{len(queries)} queries searched ({searcher.name}) in {time.perf_counter() - t0:.1f}s; "
           f"run written to {args.out}")
     return 0

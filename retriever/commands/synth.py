@@ -8,7 +8,17 @@ Example::
 
 from __future__ import annotations
 
+import math
 import time
+
+from hopscotch.retriever.commands.flag_types import (
+    int_range,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    seed_int,
+    unit_interval,
+)
 
 RERANKER_CHOICES = ("lexical", "dense", "cross-encoder", "llm")
 TRACE_FORMAT_CHOICES = ("auto", "ircot", "tongyi", "browsecomp", "world", "generic")
@@ -16,6 +26,8 @@ QUERY_FORMAT_CHOICES = ("separate", "agentir")
 
 
 def register(sub) -> None:
+    from hopscotch.retriever.io.outputs import add_overwrite_flag
+
     p = sub.add_parser("synth", help="label agent search steps into (reasoning, query, +, -) tuples",
                        description="DR-Synth: for each search step of agent traces, retrieve BM25 candidates, "
                                    "put the question's gold documents in, rerank with an oracle that sees the "
@@ -34,13 +46,15 @@ def register(sub) -> None:
                       help="force the trace format instead of detecting it per file")
     data.add_argument("--include-failed-calls", action="store_true",
                       help="keep steps whose tool call failed in the original run")
-    data.add_argument("--max-questions", type=int, help="only the first N questions (in trace order)")
+    data.add_argument("--max-questions", type=positive_int, help="only the first N questions (in trace order)")
     data.add_argument("--bm25-index", help="a saved 'hopscotch bm25-index' of the corpus (else built in memory)")
     out = p.add_argument_group("output")
     out.add_argument("--out", required=True, help="tuples JSONL to write (Tevatron / AgentIR layout)")
     out.add_argument("--stats", help="stats JSON (default: <out stem>.stats.json)")
-    out.add_argument("--preview", type=int, default=0, metavar="N", help="print the first N tuples readably")
+    out.add_argument("--preview", type=non_negative_int, default=0, metavar="N",
+                     help="print the first N tuples readably")
     out.add_argument("--fresh", action="store_true", help="discard work files of an earlier, different run")
+    add_overwrite_flag(out, "tuples and stats files")
     out.add_argument("--query-format", default="separate", choices=QUERY_FORMAT_CHOICES,
                      help="separate (default): 'query' and 'reasoning' in their own fields; agentir: 'query' holds "
                           "AgentIR's 'Reasoning: {reasoning or Empty}\\n\\nQuery: {query}', so Tevatron (which "
@@ -50,18 +64,19 @@ def register(sub) -> None:
                           "AgentIR's instruction itself through its --query_prefix)")
     lab = p.add_argument_group("labelling")
     lab.add_argument("--reranker", default="lexical", choices=RERANKER_CHOICES, help="the oracle (default lexical)")
-    lab.add_argument("--depth", type=int, default=50, help="candidate window length (default 50)")
-    lab.add_argument("--gold", type=int, default=5, help="at most this many gold documents put in (default 5)")
-    lab.add_argument("--positives", type=int, default=1, help="positives per tuple (default 1)")
-    lab.add_argument("--negatives", type=int, default=7, help="hard negatives per tuple (default 7)")
-    lab.add_argument("--negative-start", type=int, default=10,
+    lab.add_argument("--depth", type=positive_int, default=50, help="candidate window length (default 50)")
+    lab.add_argument("--gold", type=non_negative_int, default=5,
+                     help="at most this many gold documents put in (default 5)")
+    lab.add_argument("--positives", type=positive_int, default=1, help="positives per tuple (default 1)")
+    lab.add_argument("--negatives", type=non_negative_int, default=7, help="hard negatives per tuple (default 7)")
+    lab.add_argument("--negative-start", type=non_negative_int, default=10,
                      help="0-based oracle rank where the hard-negative pool starts (default 10)")
-    lab.add_argument("--near-duplicate", type=float, default=0.8,
+    lab.add_argument("--near-duplicate", type=unit_interval, default=0.8,
                      help="word 3-gram Jaccard at which two passages count as one (default 0.8)")
     lab.add_argument("--oracle-weights", metavar="gold=2,answer=0.3,query=1,question=0.3",
                      help="feature weights of the lexical / dense / cross-encoder oracles")
-    lab.add_argument("--seed", type=int, default=13, help="random seed of the candidate windows and labels")
-    lab.add_argument("--workers", type=int, default=1, help="processes (output identical for any N)")
+    lab.add_argument("--seed", type=seed_int, default=13, help="random seed of the candidate windows and labels")
+    lab.add_argument("--workers", type=int_range(1, 1024), default=1, help="processes (output identical for any N)")
     mod = p.add_argument_group("oracle models")
     mod.add_argument("--encoder", default="minilm", help="dense oracle encoder: 'minilm' or a local folder")
     mod.add_argument("--cross-encoder", help="cross-encoder oracle: a local sentence-transformers CrossEncoder folder")
@@ -69,10 +84,11 @@ def register(sub) -> None:
     mod.add_argument("--llm-model", help="model name sent to the endpoint")
     mod.add_argument("--llm-api-key-env", default="OPENAI_API_KEY", help="environment variable holding the key")
     mod.add_argument("--llm-cache", help="response cache folder (default: <out>.llm-cache)")
-    mod.add_argument("--llm-window", type=int, default=20, help="passages per listwise prompt (default 20)")
-    mod.add_argument("--llm-stride", type=int, default=10, help="sliding-window stride (default 10)")
-    mod.add_argument("--llm-max-retries", type=int, default=4, help="retries of a failed LLM oracle request")
-    mod.add_argument("--llm-timeout", type=float, default=60.0, help="seconds per request")
+    mod.add_argument("--llm-window", type=positive_int, default=20, help="passages per listwise prompt (default 20)")
+    mod.add_argument("--llm-stride", type=positive_int, default=10, help="sliding-window stride (default 10)")
+    mod.add_argument("--llm-max-retries", type=int_range(0, 100), default=4,
+                     help="retries of a failed LLM oracle request")
+    mod.add_argument("--llm-timeout", type=positive_float, default=60.0, help="seconds per request")
     p.set_defaults(func=run)
 
 
@@ -90,10 +106,23 @@ def parse_weights(text: str | None):
             raise UsageError(f"--oracle-weights: expected name=value pairs with names gold, answer, query, "
                              f"question (got {part!r})")
         try:
-            setattr(weights, name, float(value))
+            number = float(value)
         except ValueError:
-            raise UsageError(f"--oracle-weights: {name} needs a number (got {value!r})") from None
+            number = math.nan
+        if not math.isfinite(number):
+            raise UsageError(f"--oracle-weights: {name} needs a finite number (got {value!r})")
+        setattr(weights, name, number)
     return weights
+
+
+def _inputs(args) -> list:
+    """What synth reads, for the output check: the QA folder's own files (a BEIR folder is not read whole)."""
+    from hopscotch.data_synth.qa import QRELS_FILES, QUERY_FILES
+    from hopscotch.retriever.commands.bm25_index import CORPUS_FILES
+    from hopscotch.retriever.io.outputs import arg_paths, named_inputs
+
+    return [named_inputs(args.qa, QUERY_FILES + QRELS_FILES + CORPUS_FILES), named_inputs(args.corpus, CORPUS_FILES),
+            arg_paths(args, "qrels", "traces", "bm25_index", "encoder", "cross_encoder")]
 
 
 def run(args) -> int:
@@ -101,6 +130,7 @@ def run(args) -> int:
     from hopscotch.data_synth.pipeline import SynthInputs, default_stats_path, synthesize
     from hopscotch.data_synth.preview import preview, summary_line
     from hopscotch.retriever.errors import UsageError
+    from hopscotch.retriever.io.outputs import check_outputs
 
     t0 = time.perf_counter()
     try:
@@ -118,9 +148,12 @@ def run(args) -> int:
         raise UsageError(str(exc)) from None
     if args.query_instruction and args.query_format != "agentir":
         raise UsageError("--query-instruction needs --query-format agentir")
+    guard = check_outputs(args, outputs=[args.out, args.stats or default_stats_path(args.out)],
+                          inputs=_inputs(args), ignore=("workers", "preview", "fresh"))
     inputs = SynthInputs(args.qa, args.corpus, traces=args.traces or (), question_only=args.question_only,
                          qrels=args.qrels, bm25_index=args.bm25_index)
     stats = synthesize(inputs, out=args.out, config=config, stats_path=args.stats)
+    guard.finish()
     if args.preview > 0:
         print(preview(args.out, args.preview))
         print()

@@ -14,10 +14,13 @@ it on dev, is evaluated on the held-out queries beside both components and writt
 
 from __future__ import annotations
 
+from hopscotch.retriever.commands.flag_types import finite_float, metric_name, positive_int, seed_int, unit_interval
 from hopscotch.retriever.commands.qrels_options import add_qrels_options, load_qrels
 
 
 def register(sub) -> None:
+    from hopscotch.retriever.io.outputs import add_overwrite_flag
+
     p = sub.add_parser("tune-fusion", help="tune BM25 + dense fusion on dev queries, report on held-out ones",
                        description="Grid-search interpolation and RRF of a BM25 run and a dense run on a dev split "
                                    "of the queries, guarded never to lose to the better component on dev; report "
@@ -26,23 +29,30 @@ def register(sub) -> None:
     p.add_argument("--dense", required=True, help="dense TREC run over the same queries")
     add_qrels_options(p)
     p.add_argument("--out", help="write the chosen settings and scores as JSON here (for --fusion-config)")
+    add_overwrite_flag(p, "--out file")
     split = p.add_mutually_exclusive_group()
-    split.add_argument("--dev-fraction", type=float, default=0.5, help="share of judged queries for dev (default 0.5)")
+    split.add_argument("--dev-fraction", type=unit_interval, default=0.5,
+                       help="share of judged queries for dev, strictly between 0 and 1 (default 0.5)")
     split.add_argument("--dev-qids", help="file of dev query ids (first field per line); the rest is held out")
-    p.add_argument("--seed", type=int, default=13, help="seed of the dev/held-out split")
-    p.add_argument("--metric", default="ndcg@10", help="what the dev grid is ranked by (ndcg@k, recall@k, mrr@k, ...)")
+    p.add_argument("--seed", type=seed_int, default=13, help="seed of the dev/held-out split")
+    p.add_argument("--metric", type=metric_name, default="ndcg@10",
+                   help="what the dev grid is ranked by (ndcg@k, recall@k, mrr@k, ...)")
     p.add_argument("--alphas", default=",".join(f"{i / 10:g}" for i in range(11)),
                    help="interp: convex BM25 weights in [0, 1] (0 = dense alone, 1 = BM25 alone)")
     p.add_argument("--rrf-ks", default="10,20,40,60,100", help="rrf: the constants k to try")
     p.add_argument("--rrf-weights", default="1:1", help="rrf: W_BM25:W_DENSE pairs to try (1:1 is plain RRF)")
-    p.add_argument("--k", type=int, default=1000, help="fused lists and components are cut to k before scoring")
-    p.add_argument("--depth", type=int, help="cut each run to this depth before fusing (default: all of it)")
-    p.add_argument("--min-gain", type=float, default=0.0,
+    p.add_argument("--k", type=positive_int, default=1000,
+                   help="fused lists and components are cut to k before scoring")
+    p.add_argument("--depth", type=positive_int, help="cut each run to this depth before fusing (default: all of it)")
+    p.add_argument("--min-gain", type=finite_float, default=0.0,
                    help="a fusion must beat the better component on dev by more than this (default 0)")
     p.set_defaults(func=run)
 
 
-def _floats(text: str, flag: str) -> list[float]:
+def _floats(text: str, flag: str, lo: float = 0.0, hi: float | None = None) -> list[float]:
+    """Comma-separated finite numbers ``lo <= x <= hi`` (hi None: no upper bound), at least one."""
+    import math
+
     from hopscotch.retriever.errors import UsageError
 
     try:
@@ -51,6 +61,10 @@ def _floats(text: str, flag: str) -> list[float]:
         raise UsageError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
     if not values:
         raise UsageError(f"{flag}: no value given")
+    bad = [v for v in values if not math.isfinite(v) or v < lo or (hi is not None and v > hi)]
+    if bad:
+        span = f"in [{lo:g}, {hi:g}]" if hi is not None else f">= {lo:g}"
+        raise UsageError(f"{flag}: expected finite numbers {span}, got {bad[0]:g}")
     return values
 
 
@@ -67,6 +81,7 @@ def run(args) -> int:
     from hopscotch.retriever.errors import UsageError
     from hopscotch.retriever.evaluation.metrics import parse_metric
     from hopscotch.retriever.io.common import write_json
+    from hopscotch.retriever.io.outputs import arg_paths, check_outputs
     from hopscotch.retriever.io.runs import read_run
     from hopscotch.retriever.searchers.fusion_tuning import (
         TuningOptions,
@@ -81,7 +96,10 @@ def run(args) -> int:
     parse_metric(args.metric)
     if args.k <= 0 or (args.depth is not None and args.depth <= 0):
         raise UsageError("--k and --depth must be positive")
-    grid = fusion_grid(_floats(args.alphas, "--alphas"), _floats(args.rrf_ks, "--rrf-ks"), _pairs(args.rrf_weights))
+    grid = fusion_grid(_floats(args.alphas, "--alphas", 0.0, 1.0), _floats(args.rrf_ks, "--rrf-ks"),
+                       _pairs(args.rrf_weights))
+    guard = check_outputs(args, outputs=[args.out], inputs=arg_paths(args, "sparse", "dense", "qrels", "duplicates",
+                                                                    "dev_qids"))
     qrels = load_qrels(args)
     judged = judged_qids(qrels)
     if args.dev_qids:
@@ -102,4 +120,5 @@ def run(args) -> int:
                    k=args.k, depth=args.depth)
         write_json(args.out, out)
         print(f"settings written to {args.out} (use: hopscotch search ... --fusion-config {args.out})")
+    guard.finish()
     return 0

@@ -4,30 +4,44 @@ from __future__ import annotations
 
 import time
 
+from hopscotch.retriever.commands.flag_types import int_range, seed_int
+
+#: the largest world the command builds (generation time grows faster than the size: ~20 s at 30,000 documents)
+MAX_DOCS, MAX_QUESTIONS = 100_000, 20_000
+#: the files write_world puts in --out (other files there are left alone)
+WORLD_FILES = ("corpus.jsonl", "queries.jsonl", "qrels.tsv", "traces.jsonl", "world.json")
+
 
 def register(sub) -> None:
+    from hopscotch.retriever.io.outputs import add_overwrite_flag
+
     p = sub.add_parser("world", help="generate the embedded synthetic world",
                        description="Generate a seeded synthetic knowledge graph with documents, multi-hop "
                                    "questions and scripted agent traces, as a BEIR folder plus traces.jsonl.")
     p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--seed", type=int, default=13, help="random seed: the same seed gives the same world")
-    p.add_argument("--docs", type=int, default=2000, help="number of documents")
-    p.add_argument("--questions", type=int, default=200, help="number of multi-hop questions")
+    add_overwrite_flag(p, "world files")
+    p.add_argument("--seed", type=seed_int, default=13, help="random seed: the same seed gives the same world")
+    p.add_argument("--docs", type=int_range(50, MAX_DOCS), default=2000, help="number of documents (at least 50)")
+    p.add_argument("--questions", type=int_range(1, MAX_QUESTIONS), default=200,
+                   help="number of multi-hop questions")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from hopscotch.data_synth.world import build_world, write_world
     from hopscotch.retriever.errors import UsageError
+    from hopscotch.retriever.io.outputs import check_outputs, output_folder
 
     if args.docs < 50 or args.questions < 1:
         raise UsageError("--docs must be at least 50 and --questions at least 1")
+    guard = check_outputs(args, outputs=[output_folder(args.out, WORLD_FILES)])
     t0 = time.perf_counter()
     try:
         world = build_world(seed=args.seed, docs=args.docs, questions=args.questions)
     except RuntimeError as exc:
         raise UsageError(str(exc)) from None
     stats = write_world(world, args.out)
+    guard.finish()
     print(f"world (seed {stats['seed']}): {stats['documents']:,} documents, {stats['questions']:,} questions "
           f"({stats['hops']['2']}/{stats['hops']['3']}/{stats['hops']['4']} with 2/3/4 steps), "
           f"{stats['trace_steps']:,} trace steps -> {args.out} in {time.perf_counter() - t0:.1f}s")

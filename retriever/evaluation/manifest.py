@@ -25,11 +25,11 @@ Fields:
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 
 from hopscotch.retriever.errors import FormatError, UsageError
+from hopscotch.retriever.io.common import read_json
 
 COMPARED_FIELDS = ("corpus", "qrels", "k", "snippet_chars", "query_input", "judge", "protocol",
                    "queries_expected", "queries_evaluated")
@@ -81,12 +81,9 @@ def check_comparable(a: dict, b: dict, name_a: str = "first result", name_b: str
 def load_result(path: str | os.PathLike) -> dict:
     """An evaluation JSON written by ``eval``, ``eval-agent`` or ``replay``; it must carry a manifest."""
     p = Path(path)
-    try:
-        obj = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"{p}: no such result file") from None
-    except json.JSONDecodeError as exc:
-        raise FormatError(p, exc.lineno, "an evaluation result (JSON)", f"invalid JSON: {exc.msg}") from None
+    if not p.is_file():
+        raise UsageError(f"{p}: no such result file")
+    obj = read_json(p, "an evaluation result (JSON)")  # bad bytes / JSON -> FILE:LINE
     if not isinstance(obj, dict) or not isinstance(obj.get("manifest"), dict):
         raise FormatError(p, 1, "an evaluation result with a 'manifest' object (written by eval, eval-agent "
                                 "or replay)")

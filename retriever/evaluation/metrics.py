@@ -21,15 +21,34 @@ import numpy as np
 from hopscotch.retriever.errors import UsageError
 
 DEFAULT_METRICS = ("ndcg@10", "recall@10", "recall@100")
-_METRIC_RE = re.compile(r"^(ndcg|recall|mrr|map|p|precision)@(\d+)$")
+_METRIC_RE = re.compile(r"(ndcg|recall|mrr|map|p|precision)@([0-9]+)")
+#: the largest cutoff: trec_eval keeps cutoffs in a C int
+MAX_CUTOFF = 2**31 - 1
 
 
 def parse_metric(name: str) -> tuple[str, int]:
-    m = _METRIC_RE.match(name.strip().lower())
+    """``(kind, k)`` of a metric name such as ``ndcg@10`` (kinds ``ndcg``, ``recall``, ``mrr``, ``map``, ``p``
+    with its alias ``precision``; case and surrounding spaces ignored); the cutoff ``k`` is a whole number
+    from 1 to :data:`MAX_CUTOFF`. Anything else is a :class:`UsageError` (``ndcg@0`` would abort trec_eval)."""
+    m = _METRIC_RE.fullmatch(str(name).strip().lower())
     if not m:
-        raise UsageError(f"unknown metric {name!r}: use ndcg@k, recall@k, mrr@k, map@k or p@k")
+        raise UsageError(f"unknown metric {str(name)[:60]!r}: use ndcg@k, recall@k, mrr@k, map@k or p@k")
+    k = int(m.group(2))
+    if not 1 <= k <= MAX_CUTOFF:
+        raise UsageError(f"metric {str(name).strip()!r}: the cutoff k must be a whole number from 1 to {MAX_CUTOFF:,}")
     kind = "p" if m.group(1) == "precision" else m.group(1)
-    return kind, int(m.group(2))
+    return kind, k
+
+
+def parse_metric_list(text: str) -> list[str]:
+    """A comma-separated list of metric names (``"ndcg@10, recall@100"``) as lower-case names, each checked by
+    :func:`parse_metric`, empty items and repeats dropped; a list naming no metric is a :class:`UsageError`."""
+    names = [part.strip().lower() for part in str(text).split(",") if part.strip()]
+    if not names:
+        raise UsageError(f"no metric named in {str(text)[:60]!r}: use e.g. ndcg@10,recall@100")
+    for name in names:
+        parse_metric(name)
+    return list(dict.fromkeys(names))
 
 
 def _truncate(run: dict[str, dict[str, float]], k: int) -> dict[str, dict[str, float]]:

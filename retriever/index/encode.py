@@ -5,7 +5,10 @@ shards of ``shard_size`` documents. Each shard is encoded with length-sorted bat
 float16 embeddings plus a docid array (and, by default, its documents for the docstore); every file goes
 to a temporary name first and a ``done.json`` marker is written last, so a shard either exists
 completely or not at all. A killed job rerun with the same arguments skips every finished shard and
-starts at the first unfinished one: no document is lost or encoded twice.
+starts at the first unfinished one: no document is lost or encoded twice. ``encode_config.json`` records
+what decides the shards (the corpus files' content, the model folder's files, the flags; see
+:meth:`_EncodeJob.config`), and a rerun that differs in any of it is refused with the difference named
+(``--overwrite`` starts again), so shards of two corpora, models or settings never mix in one index.
 
 Several processes split the shards by rank: each takes a contiguous block of shards and opens only the
 corpus files that overlap it (see :mod:`hopscotch.retriever.index.corpus_shards`); the rank and world size come from
@@ -24,7 +27,6 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import sys
@@ -36,8 +38,6 @@ from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.index.corpus_shards import file_row_counts, iter_shards, num_shards, rank_block
 from hopscotch.retriever.index.docstore import build_docid_lookup
 from hopscotch.retriever.index.layout import (
-    ENCODE_CONFIG_FILE,
-    FAISS_DIR,
     LOOKUP_DIR,
     META_FILE,
     SHARD_DIR,
@@ -46,13 +46,14 @@ from hopscotch.retriever.index.layout import (
     read_done_marker,
     shard_file,
 )
-from hopscotch.retriever.index.shard_files import shard_complete, write_shard
-from hopscotch.retriever.io.common import write_json
+from hopscotch.retriever.index.shard_files import check_encode_config, shard_complete, write_shard
 from hopscotch.retriever.io.corpus import Document, corpus_files
+from hopscotch.retriever.io.fingerprint import digest, file_fingerprint, model_fingerprint
 from hopscotch.retriever.model.config import ModelSettings, model_settings
 from hopscotch.retriever.model.query_template import format_document
 
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
+CONFIG_FORMAT = 2  # encode_config.json with content fingerprints (corpus_files, model_files)
 
 
 def distributed_context() -> tuple[int, int, int]:
@@ -83,6 +84,9 @@ class EncodeOptions:
     :param device: torch device; default ``cuda:LOCAL_RANK`` when CUDA is available, else CPU
     :param wait_timeout: how long rank 0 waits for the other ranks' shards (None: as long as it takes)
     :param poll_seconds: how often rank 0 looks for them
+
+    Everything but ``batch_size`` and the process / device / progress knobs is part of ``encode_config.json``:
+    a rerun that changes any of it (or the corpus's or the model's files) is refused, naming the difference.
     """
 
     shard_size: int = 100_000
@@ -129,17 +133,22 @@ class _EncodeJob:
     out_dir: Path
     options: EncodeOptions
     local_rank: int
+    fingerprints: dict = field(default_factory=dict)  # model_sha256, encode_sha256 (set once the config is checked)
 
     @property
     def reasoning_aware(self) -> bool:
         return self.options.reasoning_aware or self.settings.reasoning_aware
 
     def config(self) -> dict:
-        """What ``encode_config.json`` records (a resume must match it)."""
+        """What ``encode_config.json`` records: everything that decides the shards' bytes (a resume must match
+        it): the corpus files' content, the model folder's files (weights, configs, tokenizer), the flags."""
         o = self.options
-        return {"corpus": str(Path(self.corpus).resolve()), "corpus_files": _corpus_signature(self.corpus),
-                "model_path": str(Path(self.settings.path).resolve()), "max_length": o.max_length,
-                "shard_size": o.shard_size, "docstore": o.docstore,
+        return {"format": CONFIG_FORMAT, "corpus": str(Path(self.corpus).resolve()),
+                "corpus_files": _corpus_signature(self.corpus),
+                "model_path": str(Path(self.settings.path).resolve()),
+                "model_files": model_fingerprint(self.settings.path), "max_length": o.max_length,
+                "shard_size": o.shard_size, "docstore": o.docstore, "precision": o.precision,
+                "reasoning_aware": self.reasoning_aware,
                 "document_format": f"{self.settings.passage_prefix!r} + title + ' ' + text"}
 
     def load_encoder(self):
@@ -173,34 +182,9 @@ def _resolve_job(corpus, model, out_dir, options: EncodeOptions) -> _EncodeJob:
     return _EncodeJob(corpus, str(model), settings, out_dir, options, local_rank)
 
 
-def _corpus_signature(corpus) -> list[dict]:
-    out = []
-    for shard, path in corpus_files(corpus):
-        st = Path(path).stat()
-        out.append({"path": str(Path(path).resolve()), "shard": shard, "bytes": st.st_size})
-    return out
-
-
-def _check_config(out_dir: Path, config: dict, overwrite: bool) -> None:
-    """Write ``encode_config.json``, or check that an existing one matches (a resume)."""
-    path = out_dir / ENCODE_CONFIG_FILE
-    if path.is_file() and not overwrite:
-        try:
-            old = json.loads(path.read_text())
-        except json.JSONDecodeError:
-            old = None
-        if old is not None:
-            diff = sorted(k for k in set(old) | set(config) if old.get(k) != config.get(k))
-            if diff:
-                raise UsageError(f"{out_dir} holds shards encoded with different settings ({', '.join(diff)}); "
-                                 "use another --out, or --overwrite to discard them")
-            return
-    if overwrite:  # everything derived from the old shards goes: shards, manifest, lookup, FAISS indexes
-        for name in (SHARD_DIR, LOOKUP_DIR, FAISS_DIR):
-            shutil.rmtree(out_dir / name, ignore_errors=True)
-        if (out_dir / META_FILE).exists():
-            os.unlink(out_dir / META_FILE)
-    write_json(path, config)
+def _corpus_signature(corpus) -> dict[str, dict]:
+    """Each corpus file's content fingerprint (and its ClimbMix shard number), by absolute path."""
+    return {str(Path(path).resolve()): {"shard": shard, **file_fingerprint(path)} for shard, path in corpus_files(corpus)}
 
 
 def encode_corpus(corpus: str | os.PathLike, model: str | os.PathLike, out_dir: str | os.PathLike,
@@ -215,9 +199,23 @@ def encode_corpus(corpus: str | os.PathLike, model: str | os.PathLike, out_dir: 
         instead of loading one
     :return: an :class:`EncodeResult`; its ``meta`` is the finished manifest on rank 0
     """
+    fresh = not Path(out_dir).exists()
+    try:
+        return _encode_corpus(corpus, model, out_dir, options, encoder)
+    except Exception:
+        # a malformed corpus or a bad setting found before any shard was kept: leave no folder behind
+        # (a resumable job's folder is kept; a killed job raises nothing and is resumed by a rerun)
+        if fresh and Path(out_dir).is_dir() and not any((Path(out_dir) / SHARD_DIR).glob("*")):
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+
+
+def _encode_corpus(corpus, model, out_dir, options: EncodeOptions | None, encoder) -> EncodeResult:
     job = _resolve_job(corpus, model, out_dir, options or EncodeOptions())
     opts = job.options
-    _check_config(job.out_dir, job.config(), opts.overwrite and opts.rank == 0)
+    config = job.config()
+    check_encode_config(job.out_dir, config, opts.overwrite and opts.rank == 0)
+    job.fingerprints = {"model_sha256": digest(config["model_files"]), "encode_sha256": digest(config)}
     result = EncodeResult(job.out_dir, opts.rank, opts.world_size)
     total = _encode_pending_shards(job, result, encoder)
     if total == 0:
@@ -320,15 +318,15 @@ def _load_meta(out_dir: Path) -> IndexMeta | None:
 
 
 def _finished_meta(job: _EncodeJob, num_docs: int) -> IndexMeta | None:
-    """The existing manifest when a rerun found nothing to do (so the lookup table is not rebuilt)."""
+    """The existing manifest when a rerun found nothing to do and it describes these very shards (so neither
+    the lookup table nor ``index.json`` is rewritten)."""
     meta = _load_meta(job.out_dir)
     if meta is None or (meta.num_docs, meta.shard_size) != (num_docs, job.options.shard_size):
         return None
     if not (job.out_dir / LOOKUP_DIR / "rows.npy").is_file():
         return None
-    if (meta.model, meta.reasoning_aware) != (job.model, job.reasoning_aware):
-        meta.model, meta.reasoning_aware = job.model, job.reasoning_aware
-        meta.save(job.out_dir)
+    if meta.encode_sha256 != job.fingerprints["encode_sha256"]:
+        return None
     return meta
 
 
@@ -358,12 +356,13 @@ def _finalize_index(job: _EncodeJob, num_docs: int) -> IndexMeta:
     out_dir, opts = job.out_dir, job.options
     dim = _checked_dim(out_dir, num_docs, opts.shard_size)
     old = _load_meta(out_dir) if (out_dir / META_FILE).is_file() else None
+    same = old is not None and (old.num_docs, old.encode_sha256) == (num_docs, job.fingerprints["encode_sha256"])
     meta = IndexMeta(model=job.model, model_path=str(job.settings.path), max_length=opts.max_length, dim=dim,
                      num_docs=num_docs, num_shards=num_shards(num_docs, opts.shard_size),
                      shard_size=opts.shard_size, reasoning_aware=job.reasoning_aware, docstore=opts.docstore,
                      query_input=job.settings.query_input,
                      corpus=str(job.corpus), passage_prefix=job.settings.passage_prefix,
-                     faiss=old.faiss if old is not None and old.num_docs == num_docs else {})
+                     faiss=old.faiss if same else {}, **job.fingerprints)
     build_docid_lookup(out_dir, meta, corpus=str(job.corpus), show_progress=opts.show_progress)
     meta.save(out_dir)
     if opts.show_progress:

@@ -3,7 +3,8 @@
 A folder written by :func:`hopscotch.retriever.index.encode.encode_corpus` looks like::
 
     index_dir/
-      encode_config.json            # what the shards were encoded with (checked on resume)
+      encode_config.json            # what decides the shards: corpus and model file fingerprints, flags
+                                    # (a resume must match it; see hopscotch.retriever.index.shard_files)
       index.json                    # the manifest, written once every shard is done
       shards/shard_00000.emb.npy    # float16 [n, d] L2-normalised embeddings
       shards/shard_00000.ids.npy    # numpy bytes [n] UTF-8 docids (memory-mappable)
@@ -34,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.errors import FormatError, UsageError
 from hopscotch.retriever.io.common import atomic_write, write_json
 
 META_FILE = "index.json"
@@ -99,6 +100,8 @@ class IndexMeta:
     version: int = LAYOUT_VERSION
     model_cwd: str = ""             # the working directory a relative model_path was given in
     model_relpath: str = ""         # model_path relative to the index folder (found again when both move)
+    model_sha256: str = ""          # digest of the model folder's files (weights, configs, tokenizer): its identity
+    encode_sha256: str = ""         # digest of encode_config.json (corpus content, model files, flags); '' if imported
 
     def __post_init__(self):
         if self.model_path and not os.path.isabs(self.model_path):  # made absolute where it was typed
@@ -177,14 +180,26 @@ def save_npy(path: str | os.PathLike, arr: np.ndarray) -> None:
         np.save(fh, arr)
 
 
+def _load_shard_npy(path: Path, mmap: bool) -> np.ndarray:
+    """``np.load`` of one shard file; a missing, truncated or corrupt file is a one-line :class:`FormatError`."""
+    try:
+        return np.load(path, mmap_mode="r" if mmap else None)
+    except (OSError, ValueError, EOFError) as exc:
+        got = "no such file" if isinstance(exc, FileNotFoundError) else str(exc).split(". ")[0] or type(exc).__name__
+        raise FormatError(path, None, "a .npy shard file written by 'hopscotch index' (the file is damaged: rebuild "
+                                      "the index with --overwrite)", got) from None
+
+
 def load_shard_embeddings(index_dir: str | os.PathLike, shard: int, mmap: bool = True) -> np.ndarray:
-    """The ``float16 [n, d]`` embeddings of one shard (memory-mapped by default)."""
-    return np.load(shard_file(index_dir, shard, "emb.npy"), mmap_mode="r" if mmap else None)
+    """The ``float16 [n, d]`` embeddings of one shard (memory-mapped by default); a missing, truncated or corrupt
+    file is a :class:`FormatError` naming it."""
+    return _load_shard_npy(shard_file(index_dir, shard, "emb.npy"), mmap)
 
 
 def load_shard_ids(index_dir: str | os.PathLike, shard: int, mmap: bool = True) -> np.ndarray:
-    """The docids of one shard as a numpy bytes array (decode with ``.decode('utf-8')``)."""
-    return np.load(shard_file(index_dir, shard, "ids.npy"), mmap_mode="r" if mmap else None)
+    """The docids of one shard as a numpy bytes array (decode with ``.decode('utf-8')``); a damaged file is a
+    :class:`FormatError` naming it."""
+    return _load_shard_npy(shard_file(index_dir, shard, "ids.npy"), mmap)
 
 
 def iter_shard_docids(index_dir: str | os.PathLike, shard: int):

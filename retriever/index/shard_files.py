@@ -2,21 +2,37 @@
 
 The files of shard ``i`` are described in :mod:`hopscotch.retriever.index.layout`. A shard counts as done
 only when its marker exists and so do all the files the marker vouches for, so a writer killed at any
-point leaves a shard that is either complete or redone by the next run.
+point leaves a shard that is either complete or redone by the next run. :func:`check_encode_config` guards
+the folder as a whole: its shards are resumed only by a run whose ``encode_config.json`` is the same.
 """
 
 from __future__ import annotations
 
 import glob
+import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
 
+from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.index.docstore import ShardDocWriter
-from hopscotch.retriever.index.layout import SHARD_DIR, read_done_marker, save_npy, shard_file, shard_name
+from hopscotch.retriever.index.layout import (
+    ENCODE_CONFIG_FILE,
+    FAISS_DIR,
+    LOOKUP_DIR,
+    META_FILE,
+    SHARD_DIR,
+    done_shards,
+    read_done_marker,
+    save_npy,
+    shard_file,
+    shard_name,
+)
 from hopscotch.retriever.io.common import write_json
 from hopscotch.retriever.io.corpus import Document
+from hopscotch.retriever.io.fingerprint import manifest_differences
 
 
 def _remove_partial(out_dir: Path, shard: int) -> None:
@@ -61,3 +77,52 @@ def write_shard(out_dir: Path, shard: int, docs: list[Document], emb: np.ndarray
     write_json(shard_file(out_dir, shard, "done.json"),
                {"shard": shard, "num_docs": len(docs), "dim": int(emb.shape[1]), "docstore": docstore,
                 "first_docid": docs[0].docid, "last_docid": docs[-1].docid, "seconds": round(seconds, 3)})
+
+
+# what each encode_config.json key is, for the refusal message
+_SUBJECTS = {"corpus": "the corpus", "corpus_files": "the corpus content", "model_path": "the model",
+             "model_files": "the model weights", "format": "the config format"}
+
+
+def _refusal(path: Path, old: dict | None, config: dict) -> str | None:
+    """Why the shards under ``path``'s folder cannot be resumed with ``config`` (None: they can)."""
+    rerun = "rerun with --overwrite to start again (or use another --out)"
+    if old is None:
+        return f"{path}: unreadable, so the shards beside it cannot be checked; {rerun}"
+    if old.get("format") != config["format"]:
+        return (f"{path}: the shards here have different settings (imported with --import-tevatron, or encoded "
+                f"by an earlier Hopscotch without the content fingerprints a resume checks); {rerun}")
+    diffs = manifest_differences(old, config, first="corpus", then="then")
+    if not diffs:
+        return None
+    keys = dict.fromkeys(d.split(":", 1)[0].split("[", 1)[0].split(".", 1)[0] for d in diffs)
+    subjects = ", ".join(dict.fromkeys(_SUBJECTS.get(k, f"--{k.replace('_', '-')}") for k in keys))
+    if "corpus_files" in keys:
+        subjects = subjects.replace("the corpus content", f"the corpus content ({config['corpus']})")
+    shown = "; ".join(diffs[:3]) + (f"; and {len(diffs) - 3} more" if len(diffs) > 3 else "")
+    return f"{path}: {subjects} changed since the shards were written ({shown}); {rerun}"
+
+
+def check_encode_config(out_dir: Path, config: dict, overwrite: bool) -> None:
+    """Write ``encode_config.json``, or check that an existing one matches (a resume); with ``overwrite``
+    (or no config and no shards) start again. Shards without a config are refused too."""
+    path = out_dir / ENCODE_CONFIG_FILE
+    if not overwrite:
+        if path.is_file():
+            try:
+                old = json.loads(path.read_text())
+            except json.JSONDecodeError:
+                old = None
+            reason = _refusal(path, old if isinstance(old, dict) else None, config)
+            if reason:
+                raise UsageError(reason)
+            return
+        if done_shards(out_dir) or (out_dir / META_FILE).exists():
+            raise UsageError(f"{out_dir}: holds shards but no {ENCODE_CONFIG_FILE} saying what they were encoded "
+                             "from; rerun with --overwrite to start again (or use another --out)")
+    if overwrite:  # everything derived from the old shards goes: shards, manifest, lookup, FAISS indexes
+        for name in (SHARD_DIR, LOOKUP_DIR, FAISS_DIR):
+            shutil.rmtree(out_dir / name, ignore_errors=True)
+        if (out_dir / META_FILE).exists():
+            os.unlink(out_dir / META_FILE)
+    write_json(path, config)

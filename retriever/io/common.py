@@ -13,13 +13,13 @@ import gzip
 import io
 import json
 import os
-import tempfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
 from hopscotch.retriever.errors import FormatError
+from hopscotch.retriever.io.atomic import check_target, create_temp_file, ensure_parent
 from hopscotch.retriever.io.validate import json_object, parse_json
 
 _UTF8_BOM = b"\xef\xbb\xbf"
@@ -184,18 +184,21 @@ def first_key(obj: dict, keys: tuple[str, ...]):
 def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8"):
     """Write to a temporary file beside ``path`` and rename it into place on success.
 
+    The target is checked first (:func:`~.atomic.check_target`: no device node, FIFO, socket or folder,
+    a writable parent; else :class:`UsageError`); a symlink is followed, so the file it points at is
+    replaced. The temporary ``.NAME.<pid>-<random>.tmp`` gets the replaced file's mode, else the umask's.
     A crash or exception leaves any previous ``path`` untouched and no partial file behind.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    target = check_target(path)
+    ensure_parent(target)
+    fd, tmp = create_temp_file(target)
     kwargs = {} if "b" in mode else {"encoding": encoding}
     try:
         with os.fdopen(fd, mode, **kwargs) as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

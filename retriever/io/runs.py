@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from hopscotch.retriever.errors import FormatError, UsageError
+from hopscotch.retriever.io.atomic import check_target
 from hopscotch.retriever.io.common import atomic_write, iter_lines
 from hopscotch.retriever.io.docids import canonical_docid
 from hopscotch.retriever.io.validate import check_id, count, finite_number
@@ -55,7 +56,9 @@ def ranked(docs: dict[str, float]) -> list[tuple[str, float]]:
 
 class RunWriter:
     """Stream a run to ``path`` one query at a time; the file appears (atomically) only when the ``with``
-    block ends without an exception.
+    block ends without an exception. The path is checked when the writer is made
+    (:func:`~hopscotch.retriever.io.atomic.check_target`: a device node, FIFO, socket, folder or unwritable
+    parent is a :class:`UsageError` before any searching).
 
     Example::
 
@@ -65,6 +68,7 @@ class RunWriter:
     """
 
     def __init__(self, path: str | os.PathLike, tag: str = "hopscotch", k: int | None = None):
+        check_target(path)
         self.path, self.tag, self.k = path, tag, k
         self._context = self._fh = None
 

@@ -120,7 +120,12 @@ def load_sentence_transformer(name: str | os.PathLike, device: str | None = None
     The folder's own code is never run (no ``trust_remote_code``): Hopscotch formats queries itself.
     """
     from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
 
+    from hopscotch.retriever.io.progress import live_bars
+
+    if not live_bars():
+        hf_logging.disable_progress_bar()  # transformers' "Loading weights" bar: not in log files
     path = resolve_model_path(name)
     if device is None:
         import torch

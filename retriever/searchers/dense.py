@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.arg_types import positive_int
 from hopscotch.retriever.model.query_input import ALLOWED, REASONING, QueryInput
 from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_index_option, add_option, flag, per_query
 from hopscotch.retriever.searchers.bm25 import lookup_document
@@ -155,9 +156,9 @@ class DenseSearcher(BaseSearcher):
                    help="search reasoning contexts longer than N words with the query alone (late-fusion "
                         "weight 0; default: the trained model's recorded limit under the same rule as "
                         "--late-fusion, else none)")
-        add_option(parser, "--nprobe", type=int, help="IVF lists probed per query")
-        add_option(parser, "--ef-search", type=int, help="HNSW search breadth")
-        add_option(parser, "--refine", type=int, default=1,
+        add_option(parser, "--nprobe", type=positive_int, help="IVF lists probed per query")
+        add_option(parser, "--ef-search", type=positive_int, help="HNSW search breadth")
+        add_option(parser, "--refine", type=positive_int, default=1,
                    help="re-score k*R approximate hits exactly from the shards")
         add_option(parser, "--faiss", "--faiss-name", dest="faiss_name",
                    help="which FAISS index of --index (default: the last built)")

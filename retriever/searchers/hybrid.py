@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.arg_types import non_negative_float, positive_int
 from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, flag
 from hopscotch.retriever.searchers.bm25 import BM25Searcher
 from hopscotch.retriever.searchers.dense import DenseSearcher
@@ -66,16 +67,17 @@ class HybridSearcher(BaseSearcher):
         add_option(parser, "--fusion", choices=list(FUSION_METHODS),
                    help="how BM25 and dense lists are fused (default interp; rrf when only --rrf-k / "
                         "--rrf-weights are given)")
-        add_option(parser, "--alpha", type=float,
+        add_option(parser, "--alpha", type=non_negative_float,
                    help="interp: weight of the normalised BM25 score (score = alpha * bm25 + dense; default "
                         f"{DEFAULT_INTERP.alpha:.4g}, i.e. BM25 weight {DEFAULT_INTERP.sparse_weight:g} of 1, "
                         "learnt on the dev sets: docs/benchmarks.md)")
-        add_option(parser, "--rrf-k", type=float,
+        add_option(parser, "--rrf-k", type=non_negative_float,
                    help=f"rrf: the constant k in 1 / (k + rank) (default {DEFAULT_RRF.rrf_k:g}, learnt on the dev sets)")
         add_option(parser, "--rrf-weights", metavar="W_BM25,W_DENSE",
                    help="rrf: weights of the BM25 and the dense list (default "
                         f"{DEFAULT_RRF.weights[0]:g},{DEFAULT_RRF.weights[1]:g}, learnt on the dev sets; 1,1 is plain RRF)")
-        add_option(parser, "--depth", type=int, default=100, help="hybrid: candidates from each list before fusing")
+        add_option(parser, "--depth", type=positive_int, default=100,
+                   help="hybrid: candidates from each list before fusing")
         add_option(parser, "--fusion-config", metavar="JSON",
                    help="hybrid: fusion method and parameters from 'hopscotch tune-fusion --out' (replaces "
                         "--fusion/--alpha/--rrf-k; weighted RRF only this way)")

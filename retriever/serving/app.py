@@ -165,17 +165,19 @@ def create_app(service: SearchService, limits: HttpLimits, executor: Executor):
     async def indexes():
         return answer(service.indexes())
 
-    @app.get(f"/{API_VERSION}/{{index}}/search", include_in_schema=False)
-    async def search(index: str, request: Request):
-        req = service.parse_search(index, dict(request.query_params))
+    # the two hot routes are plain Starlette routes: no per-request dependency solving
+    async def search(request: Request):
+        req = service.parse_search(request.path_params["index"], dict(request.query_params))
         ranked = await asyncio.wait_for(asyncio.wrap_future(service.submit(req)), SEARCH_TIMEOUT)
         body = await asyncio.get_running_loop().run_in_executor(executor, service.render_search, req, ranked)
         return answer(body)
 
-    @app.get(f"/{API_VERSION}/{{index}}/doc/{{docid:path}}", include_in_schema=False)
-    async def document(index: str, docid: str, request: Request):
+    async def document(request: Request):
+        index, docid = request.path_params["index"], request.path_params["docid"]
         params = dict(request.query_params)
         body = await asyncio.get_running_loop().run_in_executor(executor, service.document, index, docid, params)
         return answer(body)
 
+    app.add_route(f"/{API_VERSION}/{{index}}/search", search, methods=["GET"], include_in_schema=False)
+    app.add_route(f"/{API_VERSION}/{{index}}/doc/{{docid:path}}", document, methods=["GET"], include_in_schema=False)
     return Guard(app, service, limits)

@@ -21,49 +21,31 @@ naming its recipe key, raised before any model loads.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import platform
 from pathlib import Path
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io import fingerprint as _io_fingerprint
 
 FORMAT = 1
-FULL_HASH_BYTES = 64 << 20   # files up to this size are hashed whole
-BLOCK = 1 << 20              # bytes per sampled block of a bigger file
-SAMPLES = 16                 # sampled blocks, the first at offset 0 and the last ending at the file's end
+# the sampling constants of file_fingerprint, read at each call (tests shrink them); the hashing itself lives in
+# hopscotch.retriever.io.fingerprint, shared with the index, synth and demo manifests
+FULL_HASH_BYTES = _io_fingerprint.FULL_HASH_BYTES
+BLOCK = _io_fingerprint.BLOCK
+SAMPLES = _io_fingerprint.SAMPLES
 _TUPLE_SUFFIXES = (".jsonl", ".jsonl.gz")
 _LIBRARIES = ("torch", "transformers", "accelerate", "sentence-transformers", "numpy")
 
 
 def file_fingerprint(path: str | os.PathLike) -> dict:
-    """``{"size", "sha256"}`` of a file up to :data:`FULL_HASH_BYTES`; ``{"size", "mtime_ns", "sha256_sampled"}``
-    of a bigger one (the sampled blocks miss edits between them, the mtime catches those)."""
-    stat = os.stat(path)
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        if stat.st_size <= FULL_HASH_BYTES:
-            for chunk in iter(lambda: f.read(BLOCK), b""):
-                digest.update(chunk)
-            return {"size": stat.st_size, "sha256": digest.hexdigest()}
-        digest.update(str(stat.st_size).encode())
-        last = stat.st_size - BLOCK
-        for i in range(SAMPLES):
-            f.seek(last * i // (SAMPLES - 1))
-            digest.update(f.read(BLOCK))
-    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256_sampled": digest.hexdigest()}
+    """:func:`hopscotch.retriever.io.fingerprint.file_fingerprint` under this module's sampling constants."""
+    return _io_fingerprint.file_fingerprint(path, full_hash_bytes=FULL_HASH_BYTES, block=BLOCK, samples=SAMPLES)
 
 
 def _folder_files(folder: Path) -> dict[str, dict]:
     """Every regular file under ``folder`` (links followed, hidden entries skipped) by relative path."""
-    out = {}
-    for root, dirs, files in os.walk(folder, followlinks=True):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            if not name.startswith("."):
-                path = Path(root) / name
-                out[path.relative_to(folder).as_posix()] = file_fingerprint(path)
-    return out
+    return _io_fingerprint.folder_fingerprint(folder)
 
 
 def _train_sources(train: str | list[str]) -> dict[str, dict]:
@@ -122,34 +104,8 @@ def run_manifest(recipe, model_path: str | os.PathLike, launch: dict) -> dict:
             "code": code_versions(bool(launch.get("deepspeed")), recipe.model.lora.enabled), "launch": dict(launch)}
 
 
-def _flatten(obj, prefix: str = "") -> dict[str, object]:
-    """``{"a": {"b": 1}, "x": [2]}`` -> ``{"a.b": 1, "x": [2]}``; keys that hold a dot or a slash in brackets."""
-    if not isinstance(obj, dict) or not obj:
-        return {prefix: obj}
-    out: dict[str, object] = {}
-    for key, value in obj.items():
-        part = f"[{key}]" if ("." in str(key) or "/" in str(key)) else (f".{key}" if prefix else str(key))
-        out.update(_flatten(value, prefix + part))
-    return out
-
-
 def manifest_differences(old: dict, new: dict, defaults: dict | None = None) -> list[str]:
     """``["recipe.train.lr: 0.001 in the run, 0.002 now", ...]``: every field whose value differs, except
     a field the old manifest lacks whose new value is its value in ``defaults`` (a recipe key added to the
     code since the run started, at its default)."""
-    a, b = _flatten(old), _flatten(new)
-    absent = object()
-    base = _flatten(defaults or {})
-    a |= {k: b[k] for k in b if k not in a and k in base and base[k] == b[k]}
-
-    def shown(value):
-        if value is absent:
-            return "absent"
-        if isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value):
-            return value[:12] + "..."  # a sha256
-        text = repr(value)
-        return text if len(text) <= 60 else text[:57] + "..."
-
-    keys = sorted(set(a) | set(b), key=lambda k: (not k.startswith("recipe."), k))
-    return [f"{k}: {shown(a.get(k, absent))} in the run, {shown(b.get(k, absent))} now"
-            for k in keys if a.get(k, absent) != b.get(k, absent)]
+    return _io_fingerprint.manifest_differences(old, new, defaults)

@@ -38,6 +38,7 @@ from typing import Literal, Union
 import yaml
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.common import decoded_lines
 from hopscotch.retriever.model.config import EncoderConfig
 from hopscotch.retriever.training.loss import BACKENDS
 
@@ -321,7 +322,7 @@ def _read_yaml(recipe: str | os.PathLike) -> tuple[dict, str]:
     if not path.is_file():
         raise UsageError(f"--recipe {recipe}: no such file")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.safe_load("".join(line for _, line in decoded_lines(path))) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark else ""

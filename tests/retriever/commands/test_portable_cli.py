@@ -21,7 +21,7 @@ def hopscotch(*argv, cwd: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
-def test_index_built_with_a_relative_model_path_searches_from_another_directory(small_world, tiny_bert_dir, tmp_path):
+def test_relative_model_path_index_searches_and_serves_from_another_directory(small_world, tiny_bert_dir, tmp_path):
     work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
     shutil.copytree(tiny_bert_dir, work / "models" / "tiny")
     elsewhere.mkdir()
@@ -38,6 +38,31 @@ def test_index_built_with_a_relative_model_path_searches_from_another_directory(
     assert found.returncode == 0, found.stderr
     lines = run.read_text().splitlines()
     assert len(lines) == 40 * 5 and len({line.split()[0] for line in lines}) == 40
+
+    # and serve it from there too: the service answers with the same top hit as search
+    import re
+    import urllib.parse
+    import urllib.request
+
+    proc = subprocess.Popen([sys.executable, "-m", "hopscotch.retriever.cli", "serve", "--index", str(work / "idx"),
+                             "--port", "0"], cwd=elsewhere, stderr=subprocess.PIPE, text=True)
+    try:
+        url = None
+        for line in proc.stderr:  # "serving dense index ... on http://127.0.0.1:PORT/v1/NAME/search"
+            m = re.search(r"on (http://\S+/search)", line)
+            if m:
+                url = m.group(1)
+                break
+        assert url, "serve did not start"
+        first = json.loads((small_world / "queries.jsonl").read_text().splitlines()[0])
+        query = urllib.parse.urlencode({"query": first["text"], "hits": 5})
+        with urllib.request.urlopen(f"{url}?{query}", timeout=60) as resp:
+            body = json.loads(resp.read())
+        top = [line.split() for line in lines if line.split()[0] == str(first.get("_id", first.get("id")))]
+        assert body["candidates"][0]["docid"] == min(top, key=lambda t: int(t[3]))[2]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def _manifest(index_dir: Path, **fields) -> Path:

@@ -138,7 +138,7 @@ def test_compare_refuses_real_evaluations_of_different_qrels_or_depths(world_run
     _eval(cli, world_runs["worse"], fewer, other, "--metrics", "ndcg@10,recall@100,mrr@10")
     code, _, err = cli("compare", a, other)
     assert code == 2 and "'qrels'" in err
-    _eval(cli, world_runs["worse"], world_runs["qrels"], other, "--metrics", "ndcg@10,recall@10")
+    _eval(cli, world_runs["worse"], world_runs["qrels"], other, "--metrics", "ndcg@10,recall@10", "--overwrite")
     code, _, err = cli("compare", a, other)
     assert code == 2 and "'k'" in err and "100" in err
 

@@ -343,11 +343,13 @@ def test_search_through_a_remote_service_writes_the_same_run(cli, built, tmp_pat
 
 def test_search_errors_are_one_line_exit_2(cli, built, tmp_path):
     out = tmp_path / "x.trec"
+    not_index = tmp_path / "not_an_index"
+    not_index.mkdir()
     for argv, needle in [
         (("search", "--queries", built["queries"], "--out", out), "give --bm25 DIR, --index DIR"),
         (("search", "--queries", built["queries"], "--index", built["dense"], "--fusion", "rrf", "--out", out),
          "--fusion needs both"),
-        (("search", "--queries", built["queries"], "--index", tmp_path, "--out", out), "not a Hopscotch dense index"),
+        (("search", "--queries", built["queries"], "--index", not_index, "--out", out), "not a Hopscotch dense index"),
         (("search", "--queries", built["queries"], "--bm25", built["bm25"], "--model", "minilm", "--out", out),
          "--model encodes queries for a dense index"),
         (("search", "--queries", built["queries"], "--bm25", built["bm25"], "--url", "http://127.0.0.1:9",

@@ -198,6 +198,27 @@ def test_remote_searcher_matches_local(servers, small_world):
         build_searcher("remote", url=servers["locked"].url, name="wiki").search("x")
 
 
+def test_hybrid_service_matches_local(servers, index_dir, small_world, tmp_path):
+    from hopscotch.retriever.index.bm25 import BM25Index
+    from hopscotch.retriever.io.corpus import read_corpus
+    from hopscotch.retriever.searchers import build_searcher
+    from hopscotch.retriever.serving.server import make_server, serve_in_thread
+
+    BM25Index.build(read_corpus(small_world / "corpus.jsonl"), show_progress=False).save(tmp_path / "bm25")
+    hybrid = build_searcher("hybrid", bm25=tmp_path / "bm25", index=index_dir, encoder=servers["searcher"].encoder)
+    server = make_server({"hybrid": hybrid}, port=0)
+    serve_in_thread(server)
+    try:
+        for q in list(read_queries(small_world / "queries.jsonl"))[:5]:
+            body = get(server, "/v1/hybrid/search", query=q.text, hits=8).json()
+            want = hybrid.search_batch([q.text], 8)[0]
+            assert [(c["docid"], c["score"]) for c in body["candidates"]] == [
+                (d, pytest.approx(sc, abs=1e-6)) for d, sc in want]
+            assert all(isinstance(c["doc"], str) and c["doc"] for c in body["candidates"])
+    finally:
+        server.shutdown_and_close()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -1,0 +1,172 @@
+"""The checks every command applies to its flags before any work starts.
+
+* ``type=`` functions for argparse (a bad value is one stderr line naming the flag, exit code 2):
+  :func:`positive_int`, :func:`non_negative_int`, :func:`seed_int`, :func:`int_range` (bounded counts),
+  :func:`finite_float`, :func:`positive_float`, :func:`non_negative_float`, :func:`unit_interval`
+  (defined in :mod:`hopscotch.retriever.io.arg_types`, where the searchers' flags use them too);
+  :func:`permutations_int` and :func:`cutoff_int` (a ``k`` that is also a metric cutoff); :func:`metric_name`
+  and :func:`metric_list` (``ndcg@k``, ``recall@k``, ``mrr@k``, ``map@k``, ``p@k`` with ``1 <= k <=
+  MAX_CUTOFF``, through :func:`hopscotch.retriever.evaluation.metrics.parse_metric`);
+* clamps, each with a one-line note on stderr: ``k`` to the documents a searcher holds
+  (:func:`clamp_k`: ``--k 1000000000 > 3,000 documents: using 3,000``) and an encoder's max length to the
+  positions of the model (:func:`clamp_max_length`: ``--max-length 100000 > the model's 512 positions:
+  using 512``);
+* :func:`check_device`: ``--device cuda`` on a machine without CUDA (or a device that does not parse, or
+  ``cuda:N`` past the last GPU) is a :class:`~hopscotch.retriever.errors.UsageError`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.evaluation.metrics import MAX_CUTOFF, parse_metric, parse_metric_list
+from hopscotch.retriever.io.arg_types import (
+    SEED_MAX,
+    finite_float,
+    float_range,
+    int_range,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    seed_int,
+    unit_interval,
+)
+
+__all__ = [
+    "MAX_PERMUTATIONS", "SEED_MAX", "check_device", "clamp", "clamp_k", "clamp_max_length", "cutoff_int",
+    "finite_float", "float_range", "int_range", "metric_list", "metric_name", "model_position_limit",
+    "non_negative_float", "non_negative_int", "permutations_int", "positive_float", "positive_int",
+    "searcher_size", "seed_int", "unit_interval",
+]
+
+#: the most permutations a randomisation test may draw (each is a row of signs over the queries, held in memory)
+MAX_PERMUTATIONS = 1_000_000
+#: ``type=`` of ``--permutations``: 1 .. MAX_PERMUTATIONS
+permutations_int = int_range(1, MAX_PERMUTATIONS)
+#: ``type=`` of a ``k`` that also names a metric cutoff (``recall@k``): 1 .. trec_eval's MAX_CUTOFF
+cutoff_int = int_range(1, MAX_CUTOFF)
+
+#: model types whose position table reserves ``pad_token_id + 1`` rows before the first token (RoBERTa's offset)
+_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "longformer", "mpnet")
+
+
+def metric_name(text: str) -> str:
+    """``type=`` for one metric (``ndcg@10``): the lower-case name."""
+    try:
+        parse_metric(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text.strip().lower()
+
+
+def metric_list(text: str) -> list[str]:
+    """``type=`` for a comma-separated list of metrics (``ndcg@10,recall@100``): the lower-case names, at
+    least one, repeats dropped."""
+    try:
+        return parse_metric_list(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def clamp(command: str, flag: str, value: int, limit: int | None, what: str) -> int:
+    """``min(value, limit)``; when it cuts, print ``hopscotch COMMAND: note: FLAG VALUE > WHAT: using LIMIT``
+    on stderr. ``limit`` None: no limit known, ``value`` unchanged."""
+    if limit is None or value <= limit:
+        return value
+    print(f"hopscotch {command}: note: {flag} {value} > {what}: using {limit:,}", file=sys.stderr)
+    return limit
+
+
+def searcher_size(searcher) -> int | None:
+    """The documents a searcher can return: a dense index's count, a BM25 index's, the larger of a hybrid's
+    two; None when unknown (a remote service)."""
+    parts = [p for p in (getattr(searcher, "bm25", None), getattr(searcher, "dense", None)) if p is not None]
+    if parts:
+        sizes = [searcher_size(p) for p in parts]
+        return None if None in sizes else max(sizes)
+    meta = getattr(searcher, "meta", None)
+    if getattr(meta, "num_docs", None) is not None:
+        return int(meta.num_docs)
+    docids = getattr(getattr(searcher, "index", None), "docids", None)
+    return None if docids is None else len(docids)
+
+
+def clamp_k(command: str, k: int, searcher, flag: str = "--k") -> int:
+    """``k`` cut to :func:`searcher_size` (with the note of :func:`clamp`)."""
+    size = searcher_size(searcher)
+    return clamp(command, flag, k, size, f"{size:,} documents" if size is not None else "")
+
+
+def _transformer_dir(path: Path) -> Path:
+    """The folder of a sentence-transformers model's Transformer module (the model folder itself otherwise)."""
+    try:
+        modules = json.loads((path / "modules.json").read_text(encoding="utf-8"))
+        for module in modules:
+            if str(module.get("type", "")).endswith("Transformer"):
+                return path / module.get("path", "")
+    except (OSError, ValueError, TypeError, AttributeError):
+        pass
+    return path
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def model_position_limit(model: str | os.PathLike) -> int | None:
+    """The most tokens an encoder model can take: the ``max_position_embeddings`` (or ``n_positions``) of its
+    ``config.json``, less RoBERTa's offset; None when the config does not say (no clamp). The tokenizer's
+    ``model_max_length`` is not a limit: sentence-transformers saves its default ``max_seq_length`` there."""
+    from hopscotch.retriever.model.loading import resolve_model_path
+
+    config = _read_json(_transformer_dir(Path(resolve_model_path(model))) / "config.json")
+    positions = config.get("max_position_embeddings", config.get("n_positions"))
+    if isinstance(positions, bool) or not isinstance(positions, int) or positions <= 0:
+        return None
+    if str(config.get("model_type", "")) in _OFFSET_POSITIONS:
+        pad = config.get("pad_token_id")
+        positions -= (pad if isinstance(pad, int) and pad >= 0 else 1) + 1
+    return positions if positions > 0 else None
+
+
+def clamp_max_length(command: str, max_length: int | None, model: str | os.PathLike,
+                     flag: str = "--max-length") -> int | None:
+    """``max_length`` cut to :func:`model_position_limit` of ``model`` (with the note of :func:`clamp`);
+    None stays None (the command's default applies)."""
+    if max_length is None:
+        return None
+    limit = model_position_limit(model)
+    return clamp(command, flag, max_length, limit, f"the model's {limit} positions")
+
+
+def check_device(device: str | None, flag: str = "--device") -> str | None:
+    """``device`` when this machine has it (None: the command picks one); otherwise a UsageError: not a torch
+    device, ``cuda`` without CUDA, ``cuda:N`` past the last GPU, ``mps`` without Metal."""
+    if device is None:
+        return None
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise UsageError(f"{flag} {device!r}: not a torch device (cpu, cuda, cuda:N, mps)") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UsageError(f"{flag} {device}: CUDA is not available on this machine (use {flag} cpu)")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise UsageError(f"{flag} {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    elif dev.type == "mps" and not torch.backends.mps.is_available():
+        raise UsageError(f"{flag} {device}: MPS is not available on this machine (use {flag} cpu)")
+    elif dev.type not in ("cpu", "cuda", "mps"):
+        raise UsageError(f"{flag} {device}: unsupported device type {dev.type!r} (cpu, cuda, cuda:N, mps)")
+    return device
