@@ -113,6 +113,7 @@ class DataRecipe:
     """``data``: the training tuples and how they are grouped into batches."""
 
     train: str | list[str] | None = None     # required: a tuple file, a folder, org/name[:split], or a list
+    corpus: str | None = None  # where Tevatron's newer-format rows (positive_document_ids, ...) find their texts
     group_size: int = knob(8, ge=1)           # passages per query: 1 positive + group_size-1 hard negatives
     length_grouping: bool = True              # batches of similar lengths (sorted within mega-batches)
     pad_to_multiple_of: int | None = knob(8, ge=1, hint="null: no rounding")   # round padded lengths up

@@ -86,3 +86,26 @@ def test_the_query_input_mixture_is_trained_on_and_recorded(tiny_bert_dir, tmp_p
     assert summary["recipe"]["data"]["query_inputs"] == ["query", "reasoning", "empty_reasoning"]
     config = json.loads((Path(final) / "hopscotch_config.json").read_text())
     assert config["query_input"] == "current_reasoning"   # what search uses; the mixture is training only
+
+
+def test_trains_on_tevatron_newer_format_rows_against_data_corpus(tiny_bert_dir, tmp_path, write_training_tuples):
+    """Tevatron's newer rows name documents by id; ``data.corpus`` gives their texts."""
+    from hopscotch.retriever.training.trainer import train
+
+    write_training_tuples(tmp_path / "t.jsonl")
+    rows = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    corpus = {p["docid"]: p["text"] for r in rows for p in r["positive_passages"] + r["negative_passages"]}
+    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps({"docid": d, "text": t}) + "\n"
+                                                   for d, t in corpus.items()))
+    (tmp_path / "newer.jsonl").write_text("".join(json.dumps({
+        "query_id": r["query_id"], "query_text": r["query"],
+        "positive_document_ids": [p["docid"] for p in r["positive_passages"]],
+        "negative_document_ids": [p["docid"] for p in r["negative_passages"]]}) + "\n" for r in rows))
+    recipe = {"model": {"name": str(tiny_bert_dir), "query_max_len": 32, "passage_max_len": 32},
+              "data": {"train": str(tmp_path / "newer.jsonl"), "corpus": str(tmp_path / "corpus.jsonl"),
+                       "group_size": 2},
+              "train": {"batch_size": 8, "max_steps": 2, "save_every": 0, "threads": 1}}
+    final = train(recipe, tmp_path / "run", show_progress=False)
+    assert (Path(final) / "hopscotch_config.json").is_file()
+    summary = json.loads((tmp_path / "run" / "train_summary.json").read_text())
+    assert summary["recipe"]["data"]["corpus"] == str(tmp_path / "corpus.jsonl")
