@@ -88,7 +88,7 @@ class BM25Index:
         """Write the index to ``folder`` atomically (built in a temp folder, then renamed)."""
         folder = Path(folder)
         folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
         try:
             self.model.save(str(tmp), show_progress=False)
             with atomic_write(tmp / DOCIDS_FILE) as fh:

@@ -219,7 +219,8 @@ def save_model(model, path: str | os.PathLike, training: dict | None = None) -> 
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    # ".NAME.<random>.tmp": the temp name every clean-up of stale temp files knows (training preflight)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     c = model.config
     try:
         prompts = {"query": c.instruction, "document": c.passage_prefix}
@@ -237,7 +238,7 @@ def save_model(model, path: str | os.PathLike, training: dict | None = None) -> 
         (tmp / MODEL_CARD).write_text(model_card(c, path.name, base_model_name(model), info, shipped))
         old = None
         if path.exists():
-            old = path.with_name(f".{path.name}.old")
+            old = path.with_name(f".{path.name}.old.tmp")
             shutil.rmtree(old, ignore_errors=True)
             os.replace(path, old)
         os.replace(tmp, path)
