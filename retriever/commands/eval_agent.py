@@ -57,7 +57,7 @@ def run(args) -> int:
         "bcp": (bcp_protocol.evaluate_bcp, bcp_protocol.format_bcp_report),
         "cmass": (cmass_protocol.evaluate_cmass, cmass_protocol.format_cmass_report),
     }[args.protocol]
-    qrels = agent_runs.canonical_qrels(load_qrels(args))
+    qrels = load_qrels(args)  # canonical docids: read_qrels' own
     report = evaluate(args.runs, qrels, args.judgements)
     print(fmt(report))
     if args.json_out:

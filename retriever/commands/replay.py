@@ -227,13 +227,7 @@ def run(args) -> int:
     from hopscotch.retriever.errors import UsageError
     from hopscotch.retriever.evaluation.discovery_plot import Curve, plot_discovery, require_matplotlib
     from hopscotch.retriever.evaluation.manifest import make_manifest
-    from hopscotch.retriever.evaluation.replay import (
-        OFF_POLICY,
-        canonical_qrels,
-        check_replays_comparable,
-        evidence_of,
-        replay_report,
-    )
+    from hopscotch.retriever.evaluation.replay import OFF_POLICY, check_replays_comparable, evidence_of, replay_report
     from hopscotch.retriever.io.common import write_json
     from hopscotch.retriever.io.outputs import arg_paths, check_outputs, output_folder
     from hopscotch.retriever.searchers import searcher_from_args
@@ -251,7 +245,7 @@ def run(args) -> int:
     calls, queries, questions, skipped = _trajectories(args)
     qrels = None
     if args.qrels:
-        qrels = canonical_qrels(load_qrels(args))
+        qrels = load_qrels(args)  # canonical docids: read_qrels' own
         if not any(evidence_of(qrels, q) for q in questions):
             raise UsageError(f"none of the {len(questions)} questions of --runs (e.g. {questions[0]!r}) has a "
                              f"relevant document in --qrels {args.qrels}")

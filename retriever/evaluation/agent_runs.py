@@ -51,20 +51,10 @@ from hopscotch.retriever.io.agent_runs import (
 )
 from hopscotch.retriever.io.common import parse_nested
 from hopscotch.retriever.io.docids import canonical_docid
+from hopscotch.retriever.io.qrels import canonical_qrels
 
-__all__ = ["Judgements", "canonical_qrels", "evaluate_agent_runs", "format_report", "iter_run_records", "judgement",
+__all__ = ["Judgements", "evaluate_agent_runs", "format_report", "iter_run_records", "judgement",
            "mean", "parse_nested", "query_id_of", "search_calls", "shown_docids"]
-
-
-def canonical_qrels(qrels: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
-    """Qrels with every docid through ``canonical_docid`` (the highest grade kept when two spellings meet)."""
-    out: dict[str, dict[str, int]] = {}
-    for qid, docs in qrels.items():
-        row = out.setdefault(str(qid), {})
-        for docid, grade in docs.items():
-            docid = canonical_docid(str(docid))
-            row[docid] = max(grade, row.get(docid, grade))
-    return out
 
 
 def mean(xs: list[float]) -> float | None:

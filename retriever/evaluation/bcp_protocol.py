@@ -34,10 +34,11 @@ from collections import defaultdict
 
 import numpy as np
 
-from hopscotch.retriever.evaluation.agent_runs import Judgements, canonical_qrels, mean, pct
+from hopscotch.retriever.evaluation.agent_runs import Judgements, mean, pct
 from hopscotch.retriever.io.agent_runs import final_response, is_search_tool, iter_run_records, tool_call_counts
 from hopscotch.retriever.io.common import parse_nested
 from hopscotch.retriever.io.docids import canonical_docid
+from hopscotch.retriever.io.qrels import canonical_qrels
 
 SOURCE = "texttron/BrowseComp-Plus scripts_evaluation/evaluate_run.py"
 MIN_CALIBRATION_EXAMPLES = 100

@@ -36,7 +36,7 @@ import re
 from collections import defaultdict
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.evaluation.agent_runs import Judgements, canonical_qrels, pct, query_id_of
+from hopscotch.retriever.evaluation.agent_runs import Judgements, pct, query_id_of
 from hopscotch.retriever.io.agent_runs import (
     canonical_list,
     docid_field,
@@ -50,6 +50,7 @@ from hopscotch.retriever.io.agent_runs import (
     tool_calls,
     tool_name,
 )
+from hopscotch.retriever.io.qrels import canonical_qrels
 
 SOURCE = "castorini/cmass REPRODUCING.md"
 VIEWS = ("previewed", "surfaced", "opened", "cited", "agent")

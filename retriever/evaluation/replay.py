@@ -38,6 +38,7 @@ from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.evaluation.manifest import check_comparable
 from hopscotch.retriever.evaluation.metrics import EvalResult, compare_runs, evaluate
 from hopscotch.retriever.io.docids import canonical_docid
+from hopscotch.retriever.io.qrels import canonical_qrels
 
 NDCG = "ndcg@10"
 #: said in the printed output and the JSON of every replay
@@ -99,17 +100,6 @@ class TrajectoryScores:
                 "redundant": self.redundant, "redundancy": self.redundancy, "evidence": self.evidence,
                 "evidence_recall": self.evidence_recall, "evidence_recall_curve": self.curve,
                 "first_found": self.first_found}
-
-
-def canonical_qrels(qrels: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
-    """``qrels`` with canonical docids (two spellings of one document keep the higher grade)."""
-    out: dict[str, dict[str, int]] = {}
-    for qid, docs in qrels.items():
-        row = out.setdefault(str(qid), {})
-        for docid, grade in docs.items():
-            d = canonical_docid(str(docid))
-            row[d] = max(row.get(d, grade), grade)
-    return out
 
 
 def evidence_of(qrels: Mapping[str, Mapping[str, int]] | None, question_id: str) -> set[str] | None:

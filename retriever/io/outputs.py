@@ -46,6 +46,7 @@ from pathlib import Path
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.atomic import check_target, clean_stale_temp_files, create_temp_file, remove_path
+from hopscotch.retriever.io.fingerprint import file_fingerprint
 
 STAMP_SUFFIX = ".hopscotch"
 HASH_BYTES = 16 << 20  # input files up to this size are fingerprinted by content, bigger ones by size and mtime
@@ -123,14 +124,11 @@ def _content(path: Path, st: os.stat_result, hash_bytes: int = HASH_BYTES):
     else size and mtime."""
     if st.st_size > hash_bytes:
         return [st.st_size, st.st_mtime_ns]
-    digest = hashlib.sha256()
     try:
-        with open(path, "rb") as fh:
-            while chunk := fh.read(1 << 20):
-                digest.update(chunk)
+        fp = file_fingerprint(path, full_hash_bytes=hash_bytes)
     except OSError:
         return [st.st_size, st.st_mtime_ns]
-    return [st.st_size, digest.hexdigest()]
+    return [st.st_size, fp.get("sha256", fp.get("sha256_sampled"))]  # sampled: it grew since the stat
 
 
 def _input_signature(path: Path):

@@ -16,7 +16,7 @@ TREC's non-relevant levels); a (qid, docid) row repeated with another grade is r
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from hopscotch.retriever.errors import FormatError, UsageError
@@ -90,6 +90,18 @@ def _read_jsonl(path: Path) -> Qrels:
         out.add(check_id(qid, path, lineno, "a query id"), check_id(docid, path, lineno, "a docid"),
                 1 if rel is None else integer_grade(rel, path, lineno), path, lineno)
     return out.qrels
+
+
+def canonical_qrels(qrels: Mapping[str, Mapping[str, int]]) -> Qrels:
+    """``qrels`` (e.g. built in Python, not read here) with every docid through :func:`canonical_docid`;
+    two spellings of one document keep the higher grade, as the readers do."""
+    out: Qrels = {}
+    for qid, docs in qrels.items():
+        row = out.setdefault(str(qid), {})
+        for docid, grade in docs.items():
+            docid = canonical_docid(str(docid))
+            row[docid] = max(grade, row.get(docid, grade))
+    return out
 
 
 def read_qrels(path: str | os.PathLike) -> Qrels:

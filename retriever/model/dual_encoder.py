@@ -25,7 +25,7 @@ from torch import nn
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.model.config import EncoderConfig, read_saved_config
-from hopscotch.retriever.model.loading import resolve_model_path
+from hopscotch.retriever.model.loading import quiet_loading_bars, resolve_model_path
 from hopscotch.retriever.model.query_template import format_document, format_queries
 from hopscotch.retriever.model.rng import restore_rng
 from hopscotch.retriever.model.saving import save_model
@@ -75,6 +75,7 @@ class DualEncoder(nn.Module):
         """
         from transformers import AutoModel, AutoTokenizer
 
+        quiet_loading_bars()
         path = resolve_model_path(name)
         config = config or read_saved_config(path) or EncoderConfig()
         torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype

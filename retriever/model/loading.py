@@ -112,6 +112,17 @@ def resolve_model_path(name: str | os.PathLike) -> str:
                      "the bundled all-MiniLM-L6-v2)")
 
 
+def quiet_loading_bars() -> None:
+    """Keep transformers' own bars ("Loading weights") out of log files: drawn only on a terminal, as ours
+    (:func:`~hopscotch.retriever.io.progress.live_bars`). Called by every model-loading path."""
+    from transformers.utils import logging as hf_logging
+
+    from hopscotch.retriever.io.progress import live_bars
+
+    if not live_bars():
+        hf_logging.disable_progress_bar()
+
+
 def load_sentence_transformer(name: str | os.PathLike, device: str | None = None, max_length: int | None = None):
     """Load any sentence-transformers or Hugging Face encoder as a ``SentenceTransformer`` (``name`` as
     :func:`resolve_model_path` takes it).
@@ -120,12 +131,8 @@ def load_sentence_transformer(name: str | os.PathLike, device: str | None = None
     The folder's own code is never run (no ``trust_remote_code``): Hopscotch formats queries itself.
     """
     from sentence_transformers import SentenceTransformer
-    from transformers.utils import logging as hf_logging
 
-    from hopscotch.retriever.io.progress import live_bars
-
-    if not live_bars():
-        hf_logging.disable_progress_bar()  # transformers' "Loading weights" bar: not in log files
+    quiet_loading_bars()
     path = resolve_model_path(name)
     if device is None:
         import torch
