@@ -2,7 +2,7 @@
 hybrid, on four dev sets of held-out questions; regenerates the table in docs/benchmarks.md and a plot.
 
     .venv/bin/python scripts/agent_ablation.py --work /tmp/hopscotch-ablation [--trained /tmp/agent_run/final]
-        [--json ablation.json] [--sets hotpotqa,musique,world,tongyi] [--no-docs]
+        [--json ablation.json] [--sets hotpotqa,musique,world,tongyi,tongyi_pages] [--no-docs]
 
 Dev sets: :mod:`agent_eval_sets` (test = held-out questions of ``scripts/agent_splits.py``; the Tongyi set's
 qrels are pseudo-labels). Everything runs through the CLI (``hopscotch index``, ``bm25-index``, ``search``,
@@ -179,6 +179,10 @@ def run_ablation(work: Path, names: list[str], models: dict[str, str]) -> dict:
             # fusion, word gate); and the two hybrid defaults over it
             runs[n, m, "default"] = search(work / "runs" / f"{n}.{m}.default.trec", paths[n], "--index", idx[n][m],
                                            "--model", model, "--reasoning")
+            # the same, scoring each document by its first window only (an index without windows: identical)
+            runs[n, m, "first-window"] = search(work / "runs" / f"{n}.{m}.default.first-window.trec", paths[n],
+                                                "--index", idx[n][m], "--model", model, "--reasoning",
+                                                "--first-windows-only")
             for method in ("interp", "rrf"):
                 runs[n, m, f"hybrid-{method}"] = search(
                     work / "runs" / f"{n}.{m}.default.hybrid-{method}.trec", paths[n], "--bm25", idx[n]["bm25"],
@@ -243,6 +247,8 @@ def run_ablation(work: Path, names: list[str], models: dict[str, str]) -> dict:
                         lambda n, m=m: (n, m, "late"), lambda n, m=m: (n, m, "query")))
         rows.append(row(f"{m}: `search --reasoning` defaults ({_recorded(model)})", m,
                         lambda n, m=m: (n, m, "default"), lambda n, m=m: (n, m, "query")))
+        rows.append(row(f"{m}: the same defaults, first window only (`--first-windows-only`)", m,
+                        lambda n, m=m: (n, m, "first-window"), lambda n, m=m: (n, m, "query")))
     rows.append(row("BM25", "-", lambda n: (n, "bm25"), lambda n: (n, "base", "query")))
     for m in models:
         for method in ("interp", "rrf"):
@@ -273,6 +279,8 @@ def _recorded(model: str) -> str:
         out += f", late fusion w={s.late_fusion:g}"
     if s.late_fusion_max_words is not None:
         out += f", query alone over {s.late_fusion_max_words} words"
+    if s.passage_windows and s.passage_windows > 1:
+        out += f", pages as up to {s.passage_windows} windows"
     return out
 
 
@@ -291,7 +299,9 @@ def acceptance(n: str, test: dict, tuned: dict, models: dict) -> list[str]:
     """Issue 9's checks on one dev set: the (trained) default beats its query-only row and base; the
     hybrid beats the better (on test) of BM25 and the same model's default dense run."""
     m = "trained" if "trained" in models else "base"
-    out = [f"{m} defaults >= {m} query-only: {_verdict(test[n, m, 'query'], test[n, m, 'default'])}"]
+    out = [f"{m} defaults >= {m} query-only: {_verdict(test[n, m, 'query'], test[n, m, 'default'])}",
+           f"{m} defaults >= the same, first window only: "
+           f"{_verdict(test[n, m, 'first-window'], test[n, m, 'default'])}"]
     if m == "trained":
         out.append(f"trained defaults >= base `{tuned['base']['variant']}`: "
                    f"{_verdict(test[n, 'base', tuned['base']['variant']], test[n, m, 'default'])}")
@@ -308,7 +318,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--work", default="/tmp/hopscotch-ablation", help="cache folder (sets, indexes, runs)")
     parser.add_argument("--trained", help="a trained model folder (e.g. /tmp/agent_run/final)")
-    parser.add_argument("--sets", default="hotpotqa,musique,world,tongyi", help="dev sets to run")
+    parser.add_argument("--sets", default="hotpotqa,musique,world,tongyi,tongyi_pages", help="dev sets to run")
     parser.add_argument("--json", help="write every number here")
     parser.add_argument("--docs", default=str(ROOT / "docs" / "benchmarks.md"), help="markdown file to update")
     parser.add_argument("--plot", default=str(ROOT / "docs" / "agent_ablation.png"), help="PNG plot to write")

@@ -14,6 +14,9 @@ has no dev split) by whole questions. Steps come from the project's trace reader
   relevant = the hop's paragraph. Tune: train questions 51-70.
 * ``world``: the embedded world (seed 13, 3,000 docs, 300 questions, as ``hopscotch demo``): trace steps
   of the last 60 questions, relevant = each step's gold documents. Tune: train questions 221-240.
+* ``tongyi_pages``: the ``tongyi`` calls against *pages*: each Wikipedia article's chunks in
+  ``doc_snippets.jsonl`` joined in chunk order into one document (1,597 pages, up to 2,550 words; the
+  long-document analogue of web pages), relevant = the pages of the call's pseudo-qrel chunks.
 * ``tongyi``: Tongyi-DeepResearch search calls of the 7 held-out trajectories, reasoning = all the
   thinking so far (long), corpus = ``doc_snippets.jsonl``; relevant = **pseudo-qrels**: the documents the
   agent's own retriever returned for that call (distillation-style), only calls that returned documents.
@@ -32,9 +35,9 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from agent_splits import WORLD, data_dir, splits
 
-SET_NAMES = ("hotpotqa", "musique", "world", "tongyi")
+SET_NAMES = ("hotpotqa", "musique", "world", "tongyi", "tongyi_pages")
 TITLES = {"hotpotqa": "HotpotQA IRCoT steps", "musique": "MuSiQue hops", "world": "world steps",
-          "tongyi": "Tongyi long reasoning (pseudo-qrels)"}
+          "tongyi": "Tongyi long reasoning (pseudo-qrels)", "tongyi_pages": "Tongyi, long pages (pseudo-qrels)"}
 
 
 @dataclass
@@ -182,8 +185,34 @@ def tongyi() -> EvalSet:
                    "last 4 train trajectories")
 
 
+def tongyi_pages(work: Path) -> EvalSet:
+    """The ``tongyi`` calls against pages rebuilt from the chunks (``<article>__<chunk>`` ids), written to
+    ``work/tongyi_pages/corpus.jsonl`` (derived from shared data; never copied into the project)."""
+    from hopscotch.retriever.io.common import write_jsonl
+
+    chunks = tongyi()
+    parts: dict[str, list[tuple[int, str]]] = {}
+    for row in _jsonl(data_dir() / "qampari_tongyi" / "doc_snippets.jsonl"):
+        article, _, index = str(row["docid"]).partition("__")
+        text = row["text"]
+        if text.startswith("[") and "\n" in text:  # "[preview...]\n" header, then the chunk (title first)
+            text = text.split("\n", 1)[1]
+        parts.setdefault(article, []).append((int(index or 0), text))
+    corpus = work / "tongyi_pages" / "corpus.jsonl"
+    if not corpus.is_file():
+        corpus.parent.mkdir(parents=True, exist_ok=True)
+        write_jsonl(corpus, [{"_id": a, "title": "", "text": "\n".join(t for _, t in sorted(p))}
+                             for a, p in parts.items()])
+    qrels = {q: {d.partition("__")[0]: 1 for d in rel} for q, rel in chunks.qrels.items()}
+    note = ("PSEUDO-QRELS as `tongyi`, at page level: the same calls against 1,597 pages, each an article's "
+            "chunks joined in order (median 96 words, 262 pages over 160 words, the longest 2,550); relevant = "
+            "the pages holding the call's pseudo-qrel chunks")
+    return EvalSet("tongyi_pages", corpus, chunks.queries, qrels, chunks.tune, chunks.test, note, chunks.counts)
+
+
 def build_sets(work: Path, names=SET_NAMES) -> dict[str, EvalSet]:
-    builders = {"hotpotqa": hotpotqa, "musique": musique, "world": lambda: world(work), "tongyi": tongyi}
+    builders = {"hotpotqa": hotpotqa, "musique": musique, "world": lambda: world(work), "tongyi": tongyi,
+                "tongyi_pages": lambda: tongyi_pages(work)}
     return {name: builders[name]() for name in names}
 
 

@@ -37,6 +37,14 @@ def register(sub) -> None:
                    help="encoder max tokens per document (default: a trained model's passage length, else 256; "
                         "more than the model's positions is cut to them, with a note)")
     p.add_argument("--shard-size", type=positive_int, default=100_000, help="documents per shard")
+    p.add_argument("--windows", type=positive_int, metavar="N",
+                   help="index a document longer than --max-length as up to N overlapping windows (its first "
+                        "included) and score it by its best one (MaxP; encoded into DIR/windows/ after the "
+                        "documents, by rank 0); 1: first window only (default: a trained model's recorded "
+                        "passage_windows, else 1)")
+    p.add_argument("--window-stride", type=positive_int, metavar="T",
+                   help="tokens between window starts (default: a trained model's window_stride, else 80%% of "
+                        "--max-length)")
     p.add_argument("--spec", default="Flat", help="FAISS index_factory spec: Flat, IVF4096,PQ64, "
                                                   "OPQ64,IVF262144,PQ64, HNSW32, ...")
     p.add_argument("--layout", choices=["auto", "shards", "merged"], default="auto",
@@ -144,7 +152,8 @@ def _build(args) -> bool:
     result = encode_corpus(args.corpus, args.model, args.out, EncodeOptions(
         shard_size=args.shard_size, batch_size=args.batch_size, max_length=args.max_length, device=args.device,
         docstore=not args.no_docstore, reasoning_aware=args.reasoning_aware, overwrite=args.overwrite,
-        wait_timeout=args.wait_timeout, precision=args.precision))
+        wait_timeout=args.wait_timeout, precision=args.precision, windows=args.windows,
+        window_stride=args.window_stride))
     print(f"rank {result.rank}/{result.world_size}: encoded {len(result.encoded_shards)} shards "
           f"({result.encoded_docs:,} documents, {result.docs_per_second:,.0f} docs/s), "
           f"{len(result.skipped_shards)} already done", file=sys.stderr)
@@ -153,7 +162,14 @@ def _build(args) -> bool:
     use_gpu = {"auto": None, "yes": True, "no": False}[args.gpu_index]
     build_faiss_index(args.out, args.spec, layout=_layout(args), train_size=args.train_size, use_gpu=use_gpu)
     meta = result.meta
-    print(f"index of {meta.num_docs:,} documents ({meta.num_shards} shards, dim {meta.dim}, {args.spec}) "
+    windows = ""
+    if meta.windows.get("rows"):
+        from pathlib import Path
+
+        build_faiss_index(Path(args.out) / meta.windows["dir"], args.spec, layout=_layout(args),
+                          train_size=args.train_size, use_gpu=use_gpu)
+        windows = f", plus {meta.windows['rows']:,} passage windows (up to {meta.windows['max_windows']} a document)"
+    print(f"index of {meta.num_docs:,} documents ({meta.num_shards} shards, dim {meta.dim}, {args.spec}){windows} "
           f"written to {args.out} in {time.perf_counter() - t0:.1f}s")
     return True
 
@@ -181,7 +197,10 @@ def _clear_index_folder(out, overwrite: bool) -> None:
     from hopscotch.retriever.errors import UsageError
     from hopscotch.retriever.index.layout import ENCODE_CONFIG_FILE, FAISS_DIR, LOOKUP_DIR, META_FILE, SHARD_DIR
 
-    parts = [out / n for n in (SHARD_DIR, LOOKUP_DIR, FAISS_DIR, META_FILE, ENCODE_CONFIG_FILE) if (out / n).exists()]
+    from hopscotch.retriever.index.windows import WINDOWS_DIR
+
+    parts = [out / n for n in (SHARD_DIR, LOOKUP_DIR, FAISS_DIR, WINDOWS_DIR, META_FILE, ENCODE_CONFIG_FILE)
+             if (out / n).exists()]
     if parts and not overwrite:
         raise UsageError(f"{out} already holds an index; use another --out, or --overwrite to replace it")
     for part in parts:

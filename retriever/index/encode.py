@@ -46,7 +46,7 @@ from hopscotch.retriever.index.layout import (
     read_done_marker,
     shard_file,
 )
-from hopscotch.retriever.index.shard_files import check_encode_config, shard_complete, write_shard
+from hopscotch.retriever.index.shard_files import check_encode_config, shard_complete, wait_for_shards, write_shard
 from hopscotch.retriever.io.corpus import Document, corpus_files
 from hopscotch.retriever.io.fingerprint import digest, file_fingerprint, model_fingerprint
 from hopscotch.retriever.model.config import ModelSettings, model_settings
@@ -84,6 +84,11 @@ class EncodeOptions:
     :param device: torch device; default ``cuda:LOCAL_RANK`` when CUDA is available, else CPU
     :param wait_timeout: how long rank 0 waits for the other ranks' shards (None: as long as it takes)
     :param poll_seconds: how often rank 0 looks for them
+    :param windows: windows a long document is indexed as, its usual first one included (None: the model's
+        recorded ``passage_windows``, else 1 = off); rank 0 encodes the others into ``windows/`` after the
+        documents (see :mod:`hopscotch.retriever.index.windows`)
+    :param window_stride: tokens between window starts (None: the model's ``window_stride``, else 80% of
+        ``max_length``)
 
     Everything but ``batch_size`` and the process / device / progress knobs is part of ``encode_config.json``:
     a rerun that changes any of it (or the corpus's or the model's files) is refused, naming the difference.
@@ -102,6 +107,8 @@ class EncodeOptions:
     wait_timeout: float | None = None
     poll_seconds: float = 2.0
     show_progress: bool = True
+    windows: int | None = None
+    window_stride: int | None = None
 
 
 @dataclass
@@ -116,6 +123,7 @@ class EncodeResult:
     encoded_docs: int = 0
     encode_seconds: float = 0.0
     meta: IndexMeta | None = None
+    window_rows: int = 0        # windows encoded into windows/ (rank 0, when windows are on)
 
     @property
     def docs_per_second(self) -> float:
@@ -134,6 +142,8 @@ class _EncodeJob:
     options: EncodeOptions
     local_rank: int
     fingerprints: dict = field(default_factory=dict)  # model_sha256, encode_sha256 (set once the config is checked)
+    view: object = None         # a corpus view (index.windows.TailWindows) encoded in place of the documents
+    encoder: object = None      # the loaded encoder, once one was needed
 
     @property
     def reasoning_aware(self) -> bool:
@@ -149,7 +159,23 @@ class _EncodeJob:
                 "model_files": model_fingerprint(self.settings.path), "max_length": o.max_length,
                 "shard_size": o.shard_size, "docstore": o.docstore, "precision": o.precision,
                 "reasoning_aware": self.reasoning_aware,
-                "document_format": f"{self.settings.passage_prefix!r} + title + ' ' + text"}
+                "document_format": f"{self.settings.passage_prefix!r} + title + ' ' + text",
+                **self.window_config()}
+
+    def window_config(self) -> dict:
+        """The window settings (only when windows are on, so folders written without them still resume)."""
+        if self.view is not None:
+            return {"view": "tail windows", **self.view.config()}
+        spec = self.window_spec()
+        return {"windows": spec.max_windows, "window_stride": spec.stride} if spec.enabled else {}
+
+    def window_spec(self):
+        from hopscotch.retriever.index.windows import window_spec
+
+        o = self.options
+        windows = o.windows if o.windows is not None else self.settings.passage_windows
+        stride = o.window_stride if o.window_stride is not None else self.settings.window_stride
+        return window_spec(windows, stride, o.max_length)
 
     def load_encoder(self):
         from hopscotch.retriever.model.dense_encoder import DenseEncoder
@@ -188,7 +214,7 @@ def _corpus_signature(corpus) -> dict[str, dict]:
 
 
 def encode_corpus(corpus: str | os.PathLike, model: str | os.PathLike, out_dir: str | os.PathLike,
-                  options: EncodeOptions | None = None, *, encoder=None) -> EncodeResult:
+                  options: EncodeOptions | None = None, *, encoder=None, view=None) -> EncodeResult:
     """Encode ``corpus`` into resumable shards under ``out_dir`` (see the module docstring).
 
     :param corpus: corpus file, BEIR folder or shard folder (JSONL, gzipped JSONL or parquet)
@@ -197,11 +223,12 @@ def encode_corpus(corpus: str | os.PathLike, model: str | os.PathLike, out_dir: 
     :param options: an :class:`EncodeOptions` (default: its defaults)
     :param encoder: an already-loaded :class:`~hopscotch.retriever.model.dense_encoder.DenseEncoder` to use
         instead of loading one
+    :param view: encode what this function makes of each document instead (one process; used for the windows)
     :return: an :class:`EncodeResult`; its ``meta`` is the finished manifest on rank 0
     """
     fresh = not Path(out_dir).exists()
     try:
-        return _encode_corpus(corpus, model, out_dir, options, encoder)
+        return _encode_corpus(corpus, model, out_dir, options, encoder, view)
     except Exception:
         # a malformed corpus or a bad setting found before any shard was kept: leave no folder behind
         # (a resumable job's folder is kept; a killed job raises nothing and is resumed by a rerun)
@@ -210,28 +237,51 @@ def encode_corpus(corpus: str | os.PathLike, model: str | os.PathLike, out_dir: 
         raise
 
 
-def _encode_corpus(corpus, model, out_dir, options: EncodeOptions | None, encoder) -> EncodeResult:
+def _encode_corpus(corpus, model, out_dir, options: EncodeOptions | None, encoder, view) -> EncodeResult:
     job = _resolve_job(corpus, model, out_dir, options or EncodeOptions())
+    job.view, job.encoder = view, encoder
     opts = job.options
     config = job.config()
     check_encode_config(job.out_dir, config, opts.overwrite and opts.rank == 0)
     job.fingerprints = {"model_sha256": digest(config["model_files"]), "encode_sha256": digest(config)}
     result = EncodeResult(job.out_dir, opts.rank, opts.world_size)
-    total = _encode_pending_shards(job, result, encoder)
+    total = _encode_pending_shards(job, result)
     if total == 0:
+        if view is not None:
+            return result  # no document is longer than one window
         raise UsageError(f"{corpus}: the corpus holds no documents")
     if opts.rank != 0:
         return result
-    _wait_for_shards(job, num_shards(total, opts.shard_size))
-    if not result.encoded_shards:
-        result.meta = _finished_meta(job, total)
-        if result.meta is not None:
-            return result
-    result.meta = _finalize_index(job, total)
+    wait_for_shards(job.out_dir, num_shards(total, opts.shard_size), opts.wait_timeout, opts.poll_seconds,
+                    opts.show_progress)
+    meta = _finished_meta(job, total) if not result.encoded_shards else None
+    result.meta = meta or _finalize_index(job, total)
+    if view is None and job.window_spec().enabled:
+        _encode_windows(job, result)
     return result
 
 
-def _encode_pending_shards(job: _EncodeJob, result: EncodeResult, encoder) -> int:
+def _encode_windows(job: _EncodeJob, result: EncodeResult) -> None:
+    """Rank 0, after the documents: their windows after the first into ``windows/`` (resumable), then recorded
+    in ``index.json`` (until then searches use first windows only; :mod:`hopscotch.retriever.index.windows`)."""
+    from hopscotch.retriever.index.windows import WINDOWS_DIR, TailWindows
+
+    spec, meta = job.window_spec(), result.meta
+    record = {"dir": WINDOWS_DIR, **spec.to_json()}
+    if not result.encoded_shards and "rows" in meta.windows and {k: meta.windows.get(k) for k in record} == record:
+        return  # a finished index rerun: nothing changed
+    from transformers import AutoTokenizer
+
+    tokenizer = job.encoder.model.tokenizer if job.encoder else AutoTokenizer.from_pretrained(job.settings.path)
+    view = TailWindows(tokenizer, spec, job.settings.passage_prefix)
+    options = replace(job.options, windows=1, docstore=False, rank=0, world_size=1)
+    inner = encode_corpus(job.corpus, job.model, job.out_dir / WINDOWS_DIR, options, encoder=job.encoder, view=view)
+    meta.windows = {**record, "rows": inner.meta.num_docs if inner.meta is not None else 0}
+    meta.save(job.out_dir)
+    result.window_rows = meta.windows["rows"]
+
+
+def _encode_pending_shards(job: _EncodeJob, result: EncodeResult) -> int:
     """Encode this rank's unfinished shards (loading the encoder only if there is one), recording them in
     ``result``; returns the corpus size (with one rank: as far as it was read, which is all of it)."""
     from hopscotch.retriever.io.progress import progress
@@ -243,22 +293,23 @@ def _encode_pending_shards(job: _EncodeJob, result: EncodeResult, encoder) -> in
         total = sum(counts)
         block = rank_block(num_shards(total, opts.shard_size), opts.rank, opts.world_size)
     size_of_block = None if block is None else min(block.stop * opts.shard_size, total) - block.start * opts.shard_size
-    bar = progress(desc=f"encode rank {opts.rank}/{opts.world_size}", unit="doc", total=size_of_block,
+    desc = "encode windows" if job.view is not None else f"encode rank {opts.rank}/{opts.world_size}"
+    bar = progress(desc=desc, unit="doc", total=size_of_block,
                    show=opts.show_progress)
 
     def pending(shard: int) -> bool:
         return not shard_complete(job.out_dir, shard)
 
-    for shard, docs, size in iter_shards(job.corpus, opts.shard_size, block, counts, wanted=pending):
+    for shard, docs, size in iter_shards(job.corpus, opts.shard_size, block, counts, wanted=pending, view=job.view):
         if counts is None:
             total = shard * opts.shard_size + size
         if docs is None:
             result.skipped_shards.append(shard)
             bar.update(size)
             continue
-        if encoder is None:
-            encoder = job.load_encoder()
-        _encode_shard(job, encoder, shard, docs, result)
+        if job.encoder is None:
+            job.encoder = job.load_encoder()
+        _encode_shard(job, job.encoder, shard, docs, result)
         bar.update(size)
         bar.set_postfix(shard=shard, docs_per_s=f"{result.docs_per_second:.0f}")
     bar.close()
@@ -286,28 +337,6 @@ def _autocast(encoder, precision: str):
     if precision == "fp32":
         return contextlib.nullcontext()
     return torch.autocast(device.type, dtype={"fp16": torch.float16, "bf16": torch.bfloat16}[precision])
-
-
-def _wait_for_shards(job: _EncodeJob, total_shards: int) -> None:
-    from hopscotch.retriever.io.progress import progress
-
-    timeout = job.options.wait_timeout
-    deadline = None if timeout is None else time.monotonic() + timeout
-    missing = [s for s in range(total_shards) if not shard_complete(job.out_dir, s)]
-    if not missing:
-        return
-    bar = progress(total=total_shards, initial=total_shards - len(missing), desc="waiting for other ranks",
-                   unit="shard", show=job.options.show_progress)
-    while missing:
-        if deadline is not None and time.monotonic() > deadline:
-            bar.close()
-            raise UsageError(f"{job.out_dir}: shards {missing[:10]} not finished by the other ranks; rerun "
-                             "'hopscotch index' with the same flags to encode them")
-        time.sleep(job.options.poll_seconds)
-        still = [s for s in missing if not shard_complete(job.out_dir, s)]
-        bar.update(len(missing) - len(still))
-        missing = still
-    bar.close()
 
 
 def _load_meta(out_dir: Path) -> IndexMeta | None:

@@ -102,6 +102,7 @@ class IndexMeta:
     model_relpath: str = ""         # model_path relative to the index folder (found again when both move)
     model_sha256: str = ""          # digest of the model folder's files (weights, configs, tokenizer): its identity
     encode_sha256: str = ""         # digest of encode_config.json (corpus content, model files, flags); '' if imported
+    windows: dict = field(default_factory=dict)  # {dir, max_windows, stride, max_length, rows}: index.windows
 
     def __post_init__(self):
         if self.model_path and not os.path.isabs(self.model_path):  # made absolute where it was typed

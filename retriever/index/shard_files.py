@@ -12,12 +12,14 @@ import glob
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.index.docstore import ShardDocWriter
+from hopscotch.retriever.index.windows import WINDOWS_DIR
 from hopscotch.retriever.index.layout import (
     ENCODE_CONFIG_FILE,
     FAISS_DIR,
@@ -121,8 +123,32 @@ def check_encode_config(out_dir: Path, config: dict, overwrite: bool) -> None:
             raise UsageError(f"{out_dir}: holds shards but no {ENCODE_CONFIG_FILE} saying what they were encoded "
                              "from; rerun with --overwrite to start again (or use another --out)")
     if overwrite:  # everything derived from the old shards goes: shards, manifest, lookup, FAISS indexes
-        for name in (SHARD_DIR, LOOKUP_DIR, FAISS_DIR):
+        for name in (SHARD_DIR, LOOKUP_DIR, FAISS_DIR, WINDOWS_DIR):
             shutil.rmtree(out_dir / name, ignore_errors=True)
         if (out_dir / META_FILE).exists():
             os.unlink(out_dir / META_FILE)
     write_json(path, config)
+
+
+def wait_for_shards(out_dir: Path, total_shards: int, timeout: float | None, poll_seconds: float,
+                    show_progress: bool) -> None:
+    """Block until shards ``0 .. total_shards - 1`` of ``out_dir`` are all done (rank 0 waiting for the other
+    ranks); past ``timeout`` seconds, a :class:`UsageError` names the missing shards."""
+    from hopscotch.retriever.io.progress import progress
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+    missing = [s for s in range(total_shards) if not shard_complete(out_dir, s)]
+    if not missing:
+        return
+    bar = progress(total=total_shards, initial=total_shards - len(missing), desc="waiting for other ranks",
+                   unit="shard", show=show_progress)
+    while missing:
+        if deadline is not None and time.monotonic() > deadline:
+            bar.close()
+            raise UsageError(f"{out_dir}: shards {missing[:10]} not finished by the other ranks; rerun "
+                             "'hopscotch index' with the same flags to encode them")
+        time.sleep(poll_seconds)
+        still = [s for s in missing if not shard_complete(out_dir, s)]
+        bar.update(len(missing) - len(still))
+        missing = still
+    bar.close()

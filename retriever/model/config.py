@@ -58,6 +58,11 @@ class EncoderConfig:
     # and search reasoning contexts longer than late_fusion_max_words words with the query alone (w = 0)
     late_fusion: float | None = None
     late_fusion_max_words: int | None = None
+    # index-time default of `hopscotch index` (its --windows and --window-stride): a document longer than
+    # passage_max_len is indexed as up to passage_windows windows, window_stride tokens apart (null: 80% of
+    # passage_max_len), and scored by its best one (index/windows.py); 1 = its first window only
+    passage_windows: int = 1
+    window_stride: int | None = None
 
     def __post_init__(self):
         if self.pooling not in POOLINGS:
@@ -74,6 +79,10 @@ class EncoderConfig:
                                                           and self.late_fusion_max_words >= 1):
             raise UsageError("model.late_fusion_max_words: expected a whole number >= 1 or null, got "
                              f"{self.late_fusion_max_words!r}")
+        for name, low in (("passage_windows", 1), ("window_stride", 1)):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
+                raise UsageError(f"model.{name}: expected a whole number >= {low}, got {value!r}")
         if self.padding_side is None:
             self.padding_side = "left" if self.pooling == "last" else "right"
         if self.padding_side not in ("left", "right"):
@@ -136,6 +145,8 @@ class ModelSettings:
     trained: bool = False            # the folder came from Hopscotch training
     late_fusion: float | None = None          # the model's default --late-fusion (EncoderConfig)
     late_fusion_max_words: int | None = None  # the model's default --late-fusion-max-words (EncoderConfig)
+    passage_windows: int | None = None        # the model's default index --windows (EncoderConfig)
+    window_stride: int | None = None          # the model's default index --window-stride (EncoderConfig)
 
 
 def model_settings(model: str | os.PathLike) -> ModelSettings:
@@ -148,4 +159,5 @@ def model_settings(model: str | os.PathLike) -> ModelSettings:
                          instruction=c.instruction, query_max_len=c.query_max_len,
                          reasoning_aware=c.reasoning_aware, query_input=str(c.query_variant()),
                          query_tower=str(tower) if not c.shared_towers and tower.is_dir() else None, trained=True,
-                         late_fusion=c.late_fusion, late_fusion_max_words=c.late_fusion_max_words)
+                         late_fusion=c.late_fusion, late_fusion_max_words=c.late_fusion_max_words,
+                         passage_windows=c.passage_windows, window_stride=c.window_stride)

@@ -32,6 +32,8 @@ class DenseOptions:
         model's recorded default when ``query_input`` is not given either, else off)
     :param late_fusion_max_words: reasoning contexts longer than this many words are searched with the query
         alone (``w = 0``; None: the model's recorded default under the same rule, else no limit)
+    :param first_windows_only: ignore an index's extra passage windows (``windows/``) and score each document
+        by its first window only (the usual truncated row)
     """
 
     faiss_name: str | None = None
@@ -45,6 +47,7 @@ class DenseOptions:
     use_gpu: bool | None = None
     late_fusion: float | None = None
     late_fusion_max_words: int | None = None
+    first_windows_only: bool = False
 
 
 def late_fusion_weight(value: float | None) -> float | None:
@@ -128,6 +131,7 @@ class DenseSearcher(BaseSearcher):
                              f"{self.meta.dim}-d ones (built with {self.meta.model})")
         self.index = ShardedFaissIndex.load(index_dir, name=opts.faiss_name, use_gpu=opts.use_gpu, meta=self.meta)
         self.ids = ShardIds(index_dir, self.meta)
+        self.windows = None if opts.first_windows_only else _window_index(index_dir, self.meta, opts)
         self.nprobe, self.ef_search, self.refine = opts.nprobe, opts.ef_search, opts.refine
         self.instruction = self.settings.instruction if opts.instruction is None else opts.instruction
         self.query_input = searcher_query_input(opts.query_input, self.settings.query_input)
@@ -160,6 +164,9 @@ class DenseSearcher(BaseSearcher):
         add_option(parser, "--ef-search", type=positive_int, help="HNSW search breadth")
         add_option(parser, "--refine", type=positive_int, default=1,
                    help="re-score k*R approximate hits exactly from the shards")
+        add_option(parser, "--first-windows-only", action="store_true",
+                   help="score each document by its first window only, ignoring the extra passage windows "
+                        "an index built with --windows holds")
         add_option(parser, "--faiss", "--faiss-name", dest="faiss_name",
                    help="which FAISS index of --index (default: the last built)")
 
@@ -183,7 +190,8 @@ class DenseSearcher(BaseSearcher):
                                instruction=flag(args, "instruction"),
                                query_input=flag(args, "query_input"),
                                late_fusion=flag(args, "late_fusion"),
-                               late_fusion_max_words=flag(args, "late_fusion_max_words"))
+                               late_fusion_max_words=flag(args, "late_fusion_max_words"),
+                               first_windows_only=bool(flag(args, "first_windows_only")))
         return cls(flag(args, "index"), model=flag(args, "model"), options=options,
                    encoder=flag(args, "encoder"))
 
@@ -251,7 +259,15 @@ class DenseSearcher(BaseSearcher):
         out = []
         for srow, rrow in zip(scores, rows):
             out.append([(self.ids.docid(r), float(s)) for s, r in zip(srow, rrow) if r >= 0])
-        return out
+        if self.windows is None:
+            return out
+        from hopscotch.retriever.index.windows import best_per_document, search_windows
+
+        index, ids = self.windows
+        hits = search_windows(lambda q, depth: index.search(q, depth, nprobe=self.nprobe, ef_search=self.ef_search,
+                                                            refine=self.refine),
+                              ids.docid, ids.meta.num_docs, emb, k)
+        return [best_per_document(main, extra, k) for main, extra in zip(out, hits)]
 
     def get_document(self, docid: str) -> dict[str, Any] | None:
         store = self.docstore
@@ -259,3 +275,18 @@ class DenseSearcher(BaseSearcher):
             print(f"warning: {self.index_dir} has no docstore", file=sys.stderr)
             return None
         return lookup_document(store, docid)
+
+
+def _window_index(index_dir, meta, opts: DenseOptions):
+    """``(FAISS index, ShardIds)`` of the index's passage windows (``windows/``), or None when it has none."""
+    from pathlib import Path
+
+    from hopscotch.retriever.index.faiss_index import ShardedFaissIndex
+    from hopscotch.retriever.index.layout import IndexMeta, ShardIds
+
+    if not meta.windows.get("rows"):
+        return None
+    folder = Path(index_dir) / meta.windows["dir"]
+    wmeta = IndexMeta.load(folder)
+    name = opts.faiss_name if opts.faiss_name in (wmeta.faiss.get("built") or {}) else None
+    return ShardedFaissIndex.load(folder, name=name, use_gpu=opts.use_gpu, meta=wmeta), ShardIds(folder, wmeta)

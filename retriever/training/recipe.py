@@ -57,7 +57,8 @@ def knob(default, *, hint: str | None = None, **limits):
 # section ``model.lora``.
 _ENCODER_FIELD_SECTION = {"temperature": "loss", "learn_temperature": "loss", "lora": "model.lora"}
 # The ranges of EncoderConfig's numeric fields (EncoderConfig checks them too, without saying where they were set).
-_ENCODER_BOUNDS = {"temperature": {"gt": 0}, "query_max_len": {"ge": 1}, "passage_max_len": {"ge": 1}}
+_ENCODER_BOUNDS = {"temperature": {"gt": 0}, "query_max_len": {"ge": 1}, "passage_max_len": {"ge": 1},
+                  "passage_windows": {"ge": 1}, "window_stride": {"ge": 1}}
 
 
 def _encoder_fields(section: str) -> list[tuple]:

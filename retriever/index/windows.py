@@ -1,0 +1,144 @@
+"""Passage windows: a long document indexed as several overlapping windows, scored by its best one (MaxP).
+
+An encoder sees ``max_length`` tokens of a document; on long web pages the evidence usually lies further
+in. With ``--windows N`` (or a model's recorded ``passage_windows``) ``hopscotch index`` encodes, besides
+each document's usual row (its first window: the document cut at ``max_length``), up to ``N - 1`` more
+windows of its text, ``stride`` tokens apart, each shown to the encoder as ``title + " " + window``. They
+form a second index folder, ``index_dir/windows/`` (same layout, no docstore), whose ids are
+``<docid>#w<i>``. The dense searcher searches both and gives each document the score of its best row
+(:func:`best_per_document`), so a document whose evidence sits 2,000 tokens in is found by that window.
+Documents that fit one window add nothing; an index of short passages has no ``windows/`` folder.
+
+Example::
+
+    spec = WindowSpec(max_windows=64, stride=128, max_length=160)
+    view = TailWindows(tokenizer, spec)
+    view(Document("d1", "Title", long_text))   # [Document("d1#w1", "Title", ...), ...]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.corpus import Document
+
+WINDOWS_DIR = "windows"
+SEPARATOR = "#w"
+
+
+def window_docid(docid: str, i: int) -> str:
+    return f"{docid}{SEPARATOR}{i}"
+
+
+def parent_docid(window_id: str) -> str:
+    """The document a window id belongs to (every window id ends in exactly one ``#w<i>``)."""
+    return window_id.rsplit(SEPARATOR, 1)[0]
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """:param max_windows: windows a document is indexed as, its first (usual) row included; 1 is off
+    :param stride: tokens between the starts of consecutive windows (at most one window's text budget)
+    :param max_length: encoder tokens per window, special tokens, passage prefix and title included"""
+
+    max_windows: int
+    stride: int
+    max_length: int
+
+    def __post_init__(self):
+        for name in ("max_windows", "stride", "max_length"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UsageError(f"--{name.replace('_', '-')}: expected a whole number >= 1, got {value!r}")
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_windows > 1
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def window_spec(max_windows: int | None, stride: int | None, max_length: int) -> WindowSpec:
+    """The spec of ``--windows`` / ``--window-stride`` (None: off; a stride of None is 80% of ``max_length``)."""
+    return WindowSpec(max_windows or 1, stride or max(1, math.floor(0.8 * max_length)), max_length)
+
+
+class TailWindows:
+    """A corpus view: each document -> its windows after the first (none when the document fits one).
+
+    Windows are cut from ``text`` by tokenizer offsets, so each holds whole tokens and at most the text
+    budget ``max_length - special tokens - tokens(prefix + title)``; the first window (start 0) is the
+    document's usual row and is not repeated here. ``stride`` is capped at the budget, so no text between
+    windows is skipped.
+    """
+
+    def __init__(self, tokenizer, spec: WindowSpec, passage_prefix: str = ""):
+        if not getattr(tokenizer, "is_fast", False):
+            raise UsageError("--windows needs a fast (Rust) tokenizer that returns character offsets")
+        self.tokenizer, self.spec, self.passage_prefix = tokenizer, spec, passage_prefix
+        self.specials = tokenizer.num_special_tokens_to_add(pair=False)
+
+    def config(self) -> dict:
+        """What decides the windows (part of the index's encode config)."""
+        return {"windows": self.spec.max_windows, "window_stride": self.spec.stride}
+
+    def _tokens(self, text: str, offsets: bool = False):
+        out = self.tokenizer(text, add_special_tokens=False, truncation=False, verbose=False,
+                             return_offsets_mapping=offsets, return_attention_mask=False,
+                             return_token_type_ids=False)
+        return out["offset_mapping"] if offsets else out["input_ids"]
+
+    def __call__(self, doc: Document) -> list[Document]:
+        if not self.spec.enabled or not doc.text:
+            return []
+        head = self.passage_prefix + (f"{doc.title} " if doc.title else "")
+        budget = max(self.spec.max_length - self.specials - (len(self._tokens(head)) if head else 0), 8)
+        offsets = self._tokens(doc.text, offsets=True)
+        if len(offsets) <= budget:
+            return []
+        stride = min(self.spec.stride, budget)
+        out: list[Document] = []
+        start = stride
+        while start < len(offsets) and len(out) < self.spec.max_windows - 1:
+            span = offsets[start:start + budget]
+            out.append(Document(window_docid(doc.docid, len(out) + 1), doc.title,
+                                doc.text[span[0][0]:span[-1][1]]))
+            if start + budget >= len(offsets):
+                break
+            start += stride
+        return out
+
+
+def best_per_document(main: Sequence[tuple[str, float]], windows: Sequence[tuple[str, float]], k: int
+                      ) -> list[tuple[str, float]]:
+    """Merge a query's document hits and window hits (ids ``<docid>#w<i>``) into the top ``k`` documents, each
+    scored by its best row (MaxP); ties keep the documents' first appearance order."""
+    best: dict[str, float] = {}
+    for docid, score in list(main) + [(parent_docid(w), s) for w, s in windows]:
+        if docid not in best or score > best[docid]:
+            best[docid] = score
+    order = {d: i for i, d in enumerate(best)}
+    return sorted(best.items(), key=lambda item: (-item[1], order[item[0]]))[:k]
+
+
+def search_windows(search: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]],
+                   docid_of: Callable[[int], str], total: int, queries: np.ndarray, k: int
+                   ) -> list[list[tuple[str, float]]]:
+    """Each query's top window hits, enough of them to name ``k`` distinct documents (or every window):
+    with them and the top ``k`` document rows, :func:`best_per_document` is the exact MaxP top ``k``."""
+    depth = min(total, 4 * k)
+    while True:
+        scores, rows = search(queries, depth)
+        hits = [[(docid_of(int(r)), float(s)) for s, r in zip(srow, rrow) if r >= 0]
+                for srow, rrow in zip(scores, rows)]
+        enough = all(len({parent_docid(w) for w, _ in h}) >= k for h in hits)
+        if enough or depth >= total:
+            return hits
+        depth = min(total, depth * 4)
+
