@@ -72,10 +72,11 @@ def window_spec(max_windows: int | None, stride: int | None, max_length: int) ->
 class TailWindows:
     """A corpus view: each document -> its windows after the first (none when the document fits one).
 
-    Windows are cut from ``text`` by tokenizer offsets, so each holds whole tokens and at most the text
+    Windows are cut from ``text`` by tokenizer offsets, so each holds whole tokens, exactly the text
     budget ``max_length - special tokens - tokens(prefix + title)``; the first window (start 0) is the
-    document's usual row and is not repeated here. ``stride`` is capped at the budget, so no text between
-    windows is skipped.
+    document's usual row and is not repeated here. Window ``i`` starts at ``i * stride``, the last one is
+    moved back to end at the text's end (so no window is a short scrap whose few words score high by
+    chance), and ``stride`` is capped at the budget, so no text between windows is skipped.
     """
 
     def __init__(self, tokenizer, spec: WindowSpec, passage_prefix: str = ""):
@@ -102,14 +103,15 @@ class TailWindows:
         offsets = self._tokens(doc.text, offsets=True)
         if len(offsets) <= budget:
             return []
-        stride = min(self.spec.stride, budget)
+        stride, last = min(self.spec.stride, budget), len(offsets) - budget
         out: list[Document] = []
         start = stride
-        while start < len(offsets) and len(out) < self.spec.max_windows - 1:
+        while len(out) < self.spec.max_windows - 1:
+            start = min(start, last)  # the last window ends at the text's end and is as long as the others
             span = offsets[start:start + budget]
             out.append(Document(window_docid(doc.docid, len(out) + 1), doc.title,
                                 doc.text[span[0][0]:span[-1][1]]))
-            if start + budget >= len(offsets):
+            if start >= last:
                 break
             start += stride
         return out

@@ -243,3 +243,21 @@ def test_index_and_search_cli_with_windows(tiny_bert_dir, tmp_path, capsys):
                      "--out", str(run), *extra]) == 0
         docids = [line.split()[2] for line in run.read_text().splitlines()]
         assert sorted(docids) == sorted(["short", "deep", "shallow", "other#w1"])
+
+
+def test_every_window_is_a_full_budget_the_last_one_ending_at_the_text_end(tiny_bert_dir):
+    """No short scrap at the end: a document a few tokens over one window gets one window shifted to its end."""
+    tok = _tokenizer(tiny_bert_dir)
+    view = TailWindows(tok, WindowSpec(100, 40, 64))
+    budget = 64 - 2
+    for words in (55, 70, 150, 400):
+        text = " ".join(f"w{i}" for i in range(words))
+        n = len(tok(text, add_special_tokens=False)["input_ids"])
+        windows = view(Document("d", "", text))
+        if n <= budget:
+            assert windows == []
+            continue
+        assert windows and text.endswith(windows[-1].text)
+        # each window is the budget's tokens of the whole text (a slice re-tokenized can differ by a piece or two
+        # where it starts inside a word)
+        assert all(budget - 3 <= len(tok(w.text, add_special_tokens=False)["input_ids"]) <= budget for w in windows)
