@@ -178,7 +178,8 @@ def tail_text(text: str, n: int, tokenizer=None) -> str:
         return ""
     starts = None
     if tokenizer is not None and getattr(tokenizer, "is_fast", False):
-        offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True,
+                            verbose=False)["offset_mapping"]
         starts = [s for s, e in offsets if e > s]
     if starts is None:
         starts = [m.start() for m in re.finditer(r"\S+", text)]

@@ -87,12 +87,13 @@ def format_query_truncated(tokenizer, max_length: int | None, query: str, reason
     text = format_query(query, reasoning, instruction=instruction, reasoning_aware=reasoning_aware)
     if max_length is None or not reasoning_aware or not reasoning or not reasoning.strip():
         return text
-    length = len(tokenizer(text, add_special_tokens=True)["input_ids"])
+    # verbose=False: measuring a long text is the point here, not a mistake to warn about
+    length = len(tokenizer(text, add_special_tokens=True, verbose=False)["input_ids"])
     if length <= max_length:
         return text
     reasoning = reasoning.strip()
     if getattr(tokenizer, "is_fast", False):
-        offsets = [s for s, e in tokenizer(reasoning, add_special_tokens=False,
+        offsets = [s for s, e in tokenizer(reasoning, add_special_tokens=False, verbose=False,
                                            return_offsets_mapping=True)["offset_mapping"] if e > s]
     else:  # slow tokenizer: cut at word starts
         offsets = [m.start() for m in re.finditer(r"\S+", reasoning)]
@@ -106,7 +107,7 @@ def format_query_truncated(tokenizer, max_length: int | None, query: str, reason
         if not tail:
             break
         candidate = format_query(query, tail, instruction=instruction, reasoning_aware=True)
-        over = len(tokenizer(candidate, add_special_tokens=True)["input_ids"]) - max_length
+        over = len(tokenizer(candidate, add_special_tokens=True, verbose=False)["input_ids"]) - max_length
         if over <= 0:
             return candidate
         drop += max(1, over)
