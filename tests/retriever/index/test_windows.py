@@ -261,3 +261,15 @@ def test_every_window_is_a_full_budget_the_last_one_ending_at_the_text_end(tiny_
         # each window is the budget's tokens of the whole text (a slice re-tokenized can differ by a piece or two
         # where it starts inside a word)
         assert all(budget - 3 <= len(tok(w.text, add_special_tokens=False)["input_ids"]) <= budget for w in windows)
+
+
+def test_search_windows_stops_when_fewer_documents_have_windows_than_k():
+    calls = []
+
+    def search(q, depth):
+        calls.append(depth)
+        rows = np.arange(min(depth, 6))[None, :].repeat(len(q), 0)
+        return np.ones_like(rows, dtype=np.float32), rows
+
+    hits = search_windows(search, lambda r: window_docid(f"d{r % 2}", r), 6, np.zeros((2, 4), np.float32), k=10)
+    assert calls == [6] and [len(h) for h in hits] == [6, 6]  # every window once, then done
