@@ -123,7 +123,6 @@ class EncodeResult:
     encoded_docs: int = 0
     encode_seconds: float = 0.0
     meta: IndexMeta | None = None
-    window_rows: int = 0        # windows encoded into windows/ (rank 0, when windows are on)
 
     @property
     def docs_per_second(self) -> float:
@@ -165,9 +164,9 @@ class _EncodeJob:
     def window_config(self) -> dict:
         """The window settings (only when windows are on, so folders written without them still resume)."""
         if self.view is not None:
-            return {"view": "tail windows", **self.view.config()}
+            return {"view": "tail windows", **self.view.spec.encode_config()}
         spec = self.window_spec()
-        return {"windows": spec.max_windows, "window_stride": spec.stride} if spec.enabled else {}
+        return spec.encode_config() if spec.enabled else {}
 
     def window_spec(self):
         from hopscotch.retriever.index.windows import window_spec
@@ -278,7 +277,6 @@ def _encode_windows(job: _EncodeJob, result: EncodeResult) -> None:
     inner = encode_corpus(job.corpus, job.model, job.out_dir / WINDOWS_DIR, options, encoder=job.encoder, view=view)
     meta.windows = {**record, "rows": inner.meta.num_docs if inner.meta is not None else 0}
     meta.save(job.out_dir)
-    result.window_rows = meta.windows["rows"]
 
 
 def _encode_pending_shards(job: _EncodeJob, result: EncodeResult) -> int:

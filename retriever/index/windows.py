@@ -63,6 +63,10 @@ class WindowSpec:
     def to_json(self) -> dict:
         return asdict(self)
 
+    def encode_config(self) -> dict:
+        """What decides the windows, as the index's ``encode_config.json`` records it (named as the flags)."""
+        return {"windows": self.max_windows, "window_stride": self.stride}
+
 
 def window_spec(max_windows: int | None, stride: int | None, max_length: int) -> WindowSpec:
     """The spec of ``--windows`` / ``--window-stride`` (None: off; a stride of None is 80% of ``max_length``)."""
@@ -84,10 +88,6 @@ class TailWindows:
             raise UsageError("--windows needs a fast (Rust) tokenizer that returns character offsets")
         self.tokenizer, self.spec, self.passage_prefix = tokenizer, spec, passage_prefix
         self.specials = tokenizer.num_special_tokens_to_add(pair=False)
-
-    def config(self) -> dict:
-        """What decides the windows (part of the index's encode config)."""
-        return {"windows": self.spec.max_windows, "window_stride": self.spec.stride}
 
     def _tokens(self, text: str, offsets: bool = False):
         out = self.tokenizer(text, add_special_tokens=False, truncation=False, verbose=False,
