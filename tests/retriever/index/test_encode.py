@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -94,23 +92,10 @@ def test_rerun_skips_finished_shards_and_redoes_a_broken_one(small_world, tiny_b
     assert third.encoded_shards == [] and third.meta.num_docs == 300
 
 
-def test_killed_job_resumes_with_every_docid_exactly_once(small_world, tiny_bert_dir, tmp_path):
+def test_killed_job_resumes_with_every_docid_exactly_once(small_world, tiny_bert_dir, tmp_path, kill_encode_after):
     corpus = big_corpus(small_world, tmp_path / "corpus.jsonl", copies=10)  # 3,000 documents
     out = tmp_path / "idx"
-    code = ("import sys; from hopscotch.retriever.index.encode import EncodeOptions, encode_corpus; "
-            "encode_corpus(sys.argv[1], sys.argv[2], sys.argv[3], EncodeOptions(shard_size=50, batch_size=16, "
-            "max_length=64, show_progress=False))")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-c", code, str(corpus), str(tiny_bert_dir), str(out)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 120
-        while len(done_shards(out)) < 3 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.005)
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait()
-    finished = done_shards(out)
+    finished = kill_encode_after(corpus, tiny_bert_dir, out, shard_size=50, shards=3)
     assert 3 <= len(finished) < 60, "the job must be killed part way"
     result = encode_corpus(corpus, tiny_bert_dir, out, quiet(shard_size=50, batch_size=16, max_length=64))
     assert sorted(result.encoded_shards + result.skipped_shards) == list(range(60))

@@ -8,10 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +20,6 @@ from hopscotch.retriever.index.layout import ENCODE_CONFIG_FILE, META_FILE, Inde
 from hopscotch.retriever.io import fingerprint
 from hopscotch.retriever.io.corpus import read_corpus
 
-REPO = Path(__file__).resolve().parents[3]
 SHARD, DOCS = 50, 900
 SHARD_PARTS = ("emb.npy", "ids.npy", "docs.jsonl", "offsets.npy")
 
@@ -33,26 +28,8 @@ def quiet(**kw) -> EncodeOptions:
     return EncodeOptions(show_progress=False, **{"shard_size": SHARD, "batch_size": 16, "max_length": 64} | kw)
 
 
-def kill_after_first_shard(corpus: Path, model: Path, out: Path) -> list[int]:
-    """Start ``encode_corpus`` in a subprocess, SIGKILL it once a shard is done; returns the done shards."""
-    code = ("import sys; from hopscotch.retriever.index.encode import EncodeOptions, encode_corpus; "
-            f"encode_corpus(sys.argv[1], sys.argv[2], sys.argv[3], EncodeOptions(shard_size={SHARD}, batch_size=16, "
-            "max_length=64, show_progress=False))")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-c", code, str(corpus), str(model), str(out)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 120
-        while not done_shards(out) and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.005)
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait()
-    return done_shards(out)
-
-
 @pytest.fixture(scope="module")
-def pristine(small_world, tiny_bert_dir, tmp_path_factory) -> Path:
+def pristine(small_world, tiny_bert_dir, tmp_path_factory, kill_encode_after) -> Path:
     """``corpus.jsonl`` (900 real-text documents), ``model/`` (the tiny BERT) and ``idx/``: a job killed
     after its first shard, run in ``each/`` (the config records resolved paths) and kept in ``pristine/``."""
     base = tmp_path_factory.mktemp("killed") / "each"
@@ -61,7 +38,7 @@ def pristine(small_world, tiny_bert_dir, tmp_path_factory) -> Path:
     rows = [{**d, "_id": f"{d['_id']}-{c}"} for c in range(DOCS // len(docs)) for d in docs]
     (base / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     shutil.copytree(tiny_bert_dir, base / "model")
-    finished = kill_after_first_shard(base / "corpus.jsonl", base / "model", base / "idx")
+    finished = kill_encode_after(base / "corpus.jsonl", base / "model", base / "idx", SHARD)
     assert 1 <= len(finished) < DOCS // SHARD, "the job must be killed part way"
     assert not (base / "idx" / META_FILE).exists()
     shutil.copytree(base, base.parent / "pristine")
