@@ -196,7 +196,6 @@ def _clear_index_folder(out, overwrite: bool) -> None:
 
     from hopscotch.retriever.errors import UsageError
     from hopscotch.retriever.index.layout import ENCODE_CONFIG_FILE, FAISS_DIR, LOOKUP_DIR, META_FILE, SHARD_DIR
-
     from hopscotch.retriever.index.windows import WINDOWS_DIR
 
     parts = [out / n for n in (SHARD_DIR, LOOKUP_DIR, FAISS_DIR, WINDOWS_DIR, META_FILE, ENCODE_CONFIG_FILE)

@@ -19,7 +19,6 @@ import numpy as np
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.index.docstore import ShardDocWriter
-from hopscotch.retriever.index.windows import WINDOWS_DIR
 from hopscotch.retriever.index.layout import (
     ENCODE_CONFIG_FILE,
     FAISS_DIR,
@@ -32,6 +31,7 @@ from hopscotch.retriever.index.layout import (
     shard_file,
     shard_name,
 )
+from hopscotch.retriever.index.windows import WINDOWS_DIR
 from hopscotch.retriever.io.common import write_json
 from hopscotch.retriever.io.corpus import Document
 from hopscotch.retriever.io.fingerprint import manifest_differences
