@@ -10,15 +10,14 @@ the command line overrides any::
     recipe = load_recipe("recipes/minilm_hotpot.yaml", ["train.lr=3e-5"])
     recipe.train.lr, recipe.model.pooling, recipe.encoder_config()
 
-Values on the command line are parsed as YAML (``3e-5`` a float, ``[a.jsonl, b.jsonl]`` a list,
-``null`` None). An unknown key (with the closest known names), a value of the wrong type, one out of
-range (``command line: recipe key train.lr must be > 0, got -1``) or not finite is an error naming the
-key, raised before anything is loaded; so are contradicting keys (``train.warmup_steps`` over
-``train.max_steps``, an unknown ``eval.metric``). The encoder's own settings (pooling, lengths, instruction,
-temperature, ...) are not spelled here: the ``model`` and ``loss`` sections take those fields, with
-their types and defaults, from :class:`~hopscotch.retriever.model.config.EncoderConfig`, and
-:meth:`Recipe.encoder_config` maps them back. ``dataclasses.asdict(recipe)`` is the resolved recipe
-as the nested dict that ``train_summary.json`` stores.
+Values on the command line are parsed as YAML (``3e-5`` a float, ``[a.jsonl, b.jsonl]`` a list, ``null`` None).
+An unknown key (with the closest known names), a value of the wrong type, one out of range (``command line:
+recipe key train.lr must be > 0, got -1``) or not finite is an error naming the key, raised before anything
+is loaded; so are contradicting keys (``train.warmup_steps`` over ``train.max_steps``, an unknown
+``eval.metric``, ``train.wise_ft_alpha`` < 1 with LoRA). The encoder's own settings (pooling, lengths,
+instruction, temperature, ...) are not spelled here: the ``model`` and ``loss`` sections take those fields,
+with their types and defaults, from :class:`~hopscotch.retriever.model.config.EncoderConfig`, and
+:meth:`Recipe.encoder_config` maps them back. ``dataclasses.asdict(recipe)``: the resolved recipe (train_summary.json).
 """
 
 from __future__ import annotations
@@ -149,6 +148,7 @@ class TrainRecipe:
     log_every: int = knob(10, ge=0, hint="0: never")  # optimizer steps between logged losses
     save_every: int = knob(500, ge=0, hint="0: only the final model")  # checkpoint every N optimizer steps
     save_total_limit: int | None = knob(2, ge=0, hint="0 or null: keep all")  # checkpoints kept
+    wise_ft_alpha: float = knob(1.0, ge=0, le=1, hint="1: as fine-tuned")  # final/ mixed with the start (WiSE-FT)
     report_to: Literal["none", "wandb"] = "none"      # wandb: WANDB_MODE=offline|disabled from the environment
     run_name: str | None = None                       # the wandb run's name
 
@@ -364,6 +364,8 @@ def _check_together(recipe: Recipe) -> None:
     tr = recipe.train
     if tr.warmup_steps is not None and tr.max_steps is not None and tr.warmup_steps > tr.max_steps:
         raise UsageError(f"recipe key train.warmup_steps must be <= train.max_steps ({tr.max_steps}), got {tr.warmup_steps}")
+    if tr.wise_ft_alpha < 1 and recipe.model.lora.enabled:
+        raise UsageError("recipe key train.wise_ft_alpha < 1 needs full fine-tuning; model.lora is enabled")
     try:
         parse_metric(recipe.eval.metric)
     except UsageError as exc:
@@ -392,8 +394,7 @@ def query_input_mixture(data: DataRecipe) -> dict[str, float] | None:
     if not data.query_inputs:
         return None
     weights = data.query_input_weights or [1.0] * len(data.query_inputs)
-    total = float(sum(weights))
     out: dict[str, float] = {}
     for v, w in zip(data.query_inputs, weights):
-        out[v.strip()] = out.get(v.strip(), 0.0) + w / total
+        out[v.strip()] = out.get(v.strip(), 0.0) + w / float(sum(weights))
     return out

@@ -257,15 +257,22 @@ def _finish(run: _Run, started: float) -> str:
     if run.dev is not None and (not every or state.step % every):
         _evaluate_and_keep_best(run)
     final = run.output_dir / "final"
+    alpha = run.recipe.train.wise_ft_alpha
     with full_parameters(run.unwrapped):
         if accelerator.is_main_process:
+            if alpha < 1:  # WiSE-FT: mix the trained weights with the starting model's, freshly loaded
+                from hopscotch.retriever.model.weight_merge import mix_with_start
+                from hopscotch.retriever.training.setup import build_model
+
+                mix_with_start(run.unwrapped, build_model(run.recipe), alpha)
             run.unwrapped.save(final)
             write_json(run.output_dir / "train_summary.json", {
                 "steps": state.step, "samples": state.samples, "epochs_started": state.epoch + 1,
                 "best_metric": state.best_metric, "best_step": state.best_step,
                 "seconds": time.perf_counter() - started,
                 "query_input": str(run.unwrapped.config.query_input),
-                "query_input_mixture": query_input_mixture(run.recipe.data), "recipe": asdict(run.recipe)})
+                "query_input_mixture": query_input_mixture(run.recipe.data), "wise_ft_alpha": alpha,
+                "recipe": asdict(run.recipe)})
         accelerator.wait_for_everyone()
     accelerator.end_training()
     return str(final)

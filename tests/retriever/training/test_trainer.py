@@ -109,3 +109,37 @@ def test_trains_on_tevatron_newer_format_rows_against_data_corpus(tiny_bert_dir,
     assert (Path(final) / "hopscotch_config.json").is_file()
     summary = json.loads((tmp_path / "run" / "train_summary.json").read_text())
     assert summary["recipe"]["data"]["corpus"] == str(tmp_path / "corpus.jsonl")
+
+
+def test_wise_ft_final_is_the_exact_mix_of_the_plain_run_and_the_start(tiny_bert_dir, tmp_path, write_training_tuples):
+    """``train.wise_ft_alpha=0.25``: the same run, and final/ = 0.25 * (the plain run's final) + 0.75 * start,
+    tensor by tensor; the summary records alpha; LoRA with alpha < 1 is refused before anything runs."""
+    import pytest
+    import torch
+    from safetensors.torch import load_file
+
+    from hopscotch.retriever.errors import UsageError
+    from hopscotch.retriever.model.weight_merge import interpolate_weights
+    from hopscotch.retriever.training.trainer import train
+
+    write_training_tuples(tmp_path / "t.jsonl")
+    recipe = {"model": {"name": str(tiny_bert_dir), "query_max_len": 32, "passage_max_len": 32},
+              "data": {"train": str(tmp_path / "t.jsonl"), "group_size": 2},
+              "train": {"batch_size": 8, "lr": 1e-3, "max_steps": 3, "save_every": 0, "threads": 1}}
+    plain = Path(train(recipe, tmp_path / "plain", show_progress=False))
+    mixed = Path(train(recipe, tmp_path / "mixed", ["train.wise_ft_alpha=0.25"], show_progress=False))
+    start, tuned = load_file(tiny_bert_dir / "model.safetensors"), load_file(plain / "model.safetensors")
+    got = load_file(mixed / "model.safetensors")
+    assert set(got) == set(tuned) == set(start)
+    expected = interpolate_weights(tuned, start, 0.25)
+    changed = 0
+    for name, value in got.items():
+        assert torch.equal(value, expected[name]), name
+        changed += not torch.equal(value, tuned[name])
+    assert changed > 10                                                # training moved the weights; the mix moved them back
+    assert json.loads((tmp_path / "mixed" / "train_summary.json").read_text())["wise_ft_alpha"] == 0.25
+    assert json.loads((tmp_path / "plain" / "train_summary.json").read_text())["wise_ft_alpha"] == 1.0
+    with pytest.raises(UsageError, match="wise_ft_alpha < 1 needs full fine-tuning"):
+        train(recipe, tmp_path / "lora", ["train.wise_ft_alpha=0.5", "model.lora.enabled=true"], show_progress=False)
+    assert not (tmp_path / "lora").exists()
+

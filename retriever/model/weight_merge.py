@@ -1,0 +1,55 @@
+"""Weight-space ensembling of a fine-tuned model with the model it started from (WiSE-FT; Wortsman et al.,
+"Robust fine-tuning of zero-shot models", CVPR 2022): ``alpha * fine_tuned + (1 - alpha) * start``, one
+parameter at a time. ``alpha = 1`` is the fine-tuned model unchanged and ``0`` the starting model.
+
+A short fine-tune on a few thousand agent steps moves all-MiniLM-L6-v2 away from what its billion training
+pairs taught it; the mix keeps most of the gain on the training sources and gives back the general retrieval
+that the fine-tune lost (docs/benchmarks.md, "Weight-space ensembling"). Training applies it to ``final/``
+when ``train.wise_ft_alpha < 1``; ``scripts/agent_wise_ft.py`` sweeps alpha over a saved fine-tune.
+
+Only two models of one architecture mix: same parameter names, same shapes. Tensors that are not floating
+point (position ids and other integer buffers) are the fine-tuned model's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+
+from hopscotch.retriever.errors import UsageError
+
+
+def interpolate_weights(fine_tuned: Mapping[str, torch.Tensor], start: Mapping[str, torch.Tensor],
+                        alpha: float) -> dict[str, torch.Tensor]:
+    """``alpha * fine_tuned + (1 - alpha) * start`` per tensor, computed in float32 and returned in the
+    fine-tuned tensor's dtype and device; ``alpha`` 1 and 0 return exact copies of one side."""
+    if not 0.0 <= alpha <= 1.0:
+        raise UsageError(f"WiSE-FT alpha must be in [0, 1], got {alpha}")
+    missing, extra = sorted(set(fine_tuned) - set(start)), sorted(set(start) - set(fine_tuned))
+    if missing or extra:
+        raise UsageError("WiSE-FT needs two models of one architecture: "
+                         + (f"the starting model lacks {missing[:3]}" if missing else f"the fine-tuned model lacks {extra[:3]}"))
+    out = {}
+    for name, tuned in fine_tuned.items():
+        first = start[name]
+        if tuned.shape != first.shape:
+            raise UsageError(f"WiSE-FT needs two models of one architecture: {name} is {tuple(tuned.shape)} "
+                             f"fine-tuned but {tuple(first.shape)} at the start")
+        if not tuned.is_floating_point() or alpha == 1.0:
+            out[name] = tuned.detach().clone()
+        elif alpha == 0.0:
+            out[name] = first.detach().to(device=tuned.device, dtype=tuned.dtype, copy=True)
+        else:
+            mixed = alpha * tuned.detach().float() + (1.0 - alpha) * first.detach().to(tuned.device).float()
+            out[name] = mixed.to(tuned.dtype)
+    return out
+
+
+@torch.no_grad()
+def mix_with_start(model: torch.nn.Module, start: torch.nn.Module, alpha: float) -> None:
+    """Overwrite ``model``'s parameters and buffers, in place, with their WiSE-FT mix with ``start``'s."""
+    state = model.state_dict()
+    mixed = interpolate_weights(state, start.state_dict(), alpha)
+    for name, tensor in state.items():
+        tensor.copy_(mixed[name])
