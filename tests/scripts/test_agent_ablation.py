@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def ablation():
-    spec = importlib.util.spec_from_file_location("agent_ablation_under_test", ROOT / "scripts" / "agent_ablation.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def ablation(load_script):
+    return load_script("agent_ablation")
 
 
 def _result() -> dict:
