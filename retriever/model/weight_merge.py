@@ -8,7 +8,9 @@ that the fine-tune lost (docs/benchmarks.md, "Weight-space ensembling"). Trainin
 when ``train.wise_ft_alpha < 1``; ``scripts/agent_wise_ft.py`` sweeps alpha over a saved fine-tune.
 
 Only two models of one architecture mix: same parameter names, same shapes. Tensors that are not floating
-point (position ids and other integer buffers) are the fine-tuned model's.
+point (position ids and other integer buffers) are the fine-tuned model's, and so are a LoRA adapter's ``A``
+matrices: its ``B`` starts at zero, so mixing ``B`` alone gives ``W0 + alpha * s * B A``, exactly the mix of
+the merged weights (the frozen ``W0`` is the same on both sides and stays bit for bit).
 """
 
 from __future__ import annotations
@@ -28,15 +30,15 @@ def interpolate_weights(fine_tuned: Mapping[str, torch.Tensor], start: Mapping[s
         raise UsageError(f"WiSE-FT alpha must be in [0, 1], got {alpha}")
     missing, extra = sorted(set(fine_tuned) - set(start)), sorted(set(start) - set(fine_tuned))
     if missing or extra:
-        raise UsageError("WiSE-FT needs two models of one architecture: "
-                         + (f"the starting model lacks {missing[:3]}" if missing else f"the fine-tuned model lacks {extra[:3]}"))
+        lacks = f"the starting model lacks {missing[:3]}" if missing else f"the fine-tuned model lacks {extra[:3]}"
+        raise UsageError(f"WiSE-FT needs two models of one architecture: {lacks}")
     out = {}
     for name, tuned in fine_tuned.items():
         first = start[name]
         if tuned.shape != first.shape:
             raise UsageError(f"WiSE-FT needs two models of one architecture: {name} is {tuple(tuned.shape)} "
                              f"fine-tuned but {tuple(first.shape)} at the start")
-        if not tuned.is_floating_point() or alpha == 1.0:
+        if not tuned.is_floating_point() or alpha == 1.0 or ".lora_A." in name or torch.equal(tuned, first.to(tuned)):
             out[name] = tuned.detach().clone()
         elif alpha == 0.0:
             out[name] = first.detach().to(device=tuned.device, dtype=tuned.dtype, copy=True)

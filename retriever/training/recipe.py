@@ -14,10 +14,10 @@ Values on the command line are parsed as YAML (``3e-5`` a float, ``[a.jsonl, b.j
 An unknown key (with the closest known names), a value of the wrong type, one out of range (``command line:
 recipe key train.lr must be > 0, got -1``) or not finite is an error naming the key, raised before anything
 is loaded; so are contradicting keys (``train.warmup_steps`` over ``train.max_steps``, an unknown
-``eval.metric``, ``train.wise_ft_alpha`` < 1 with LoRA). The encoder's own settings (pooling, lengths,
-instruction, temperature, ...) are not spelled here: the ``model`` and ``loss`` sections take those fields,
-with their types and defaults, from :class:`~hopscotch.retriever.model.config.EncoderConfig`, and
-:meth:`Recipe.encoder_config` maps them back. ``dataclasses.asdict(recipe)``: the resolved recipe (train_summary.json).
+``eval.metric``). The encoder's own settings (pooling, lengths, instruction, temperature, ...) are not
+spelled here: the ``model`` and ``loss`` sections take those fields, with their types and defaults, from
+:class:`~hopscotch.retriever.model.config.EncoderConfig`, and :meth:`Recipe.encoder_config` maps them back.
+``dataclasses.asdict(recipe)`` is the resolved recipe as the nested dict that ``train_summary.json`` stores.
 """
 
 from __future__ import annotations
@@ -364,8 +364,6 @@ def _check_together(recipe: Recipe) -> None:
     tr = recipe.train
     if tr.warmup_steps is not None and tr.max_steps is not None and tr.warmup_steps > tr.max_steps:
         raise UsageError(f"recipe key train.warmup_steps must be <= train.max_steps ({tr.max_steps}), got {tr.warmup_steps}")
-    if tr.wise_ft_alpha < 1 and recipe.model.lora.enabled:
-        raise UsageError("recipe key train.wise_ft_alpha < 1 needs full fine-tuning; model.lora is enabled")
     try:
         parse_metric(recipe.eval.metric)
     except UsageError as exc:

@@ -62,3 +62,18 @@ def test_mix_with_start_overwrites_a_module_in_place():
     assert model.weight is weight                                      # the same parameter, new values
     for name, value in model.state_dict().items():
         assert torch.allclose(value, expected[name], atol=0, rtol=1e-6)
+
+
+def test_lora_a_matrices_are_the_fine_tuned_ones_and_equal_tensors_stay_bit_for_bit():
+    g = torch.Generator().manual_seed(3)
+    frozen = torch.randn(4, 4, generator=g)
+    tuned = {"q.base_layer.weight": frozen.clone(), "q.lora_A.default.weight": torch.randn(2, 4, generator=g),
+             "q.lora_B.default.weight": torch.randn(4, 2, generator=g)}
+    start = {"q.base_layer.weight": frozen.clone(), "q.lora_A.default.weight": torch.randn(2, 4, generator=g),
+             "q.lora_B.default.weight": torch.zeros(4, 2)}
+    mixed = interpolate_weights(tuned, start, 0.3)
+    assert torch.equal(mixed["q.base_layer.weight"], frozen)                 # not 0.3 w + 0.7 w, rounded
+    assert torch.equal(mixed["q.lora_A.default.weight"], tuned["q.lora_A.default.weight"])
+    delta = mixed["q.lora_B.default.weight"] @ mixed["q.lora_A.default.weight"]
+    full = tuned["q.lora_B.default.weight"] @ tuned["q.lora_A.default.weight"]
+    assert torch.allclose(delta, 0.3 * full, atol=1e-6, rtol=0)              # the merged update, scaled

@@ -113,7 +113,7 @@ def test_trains_on_tevatron_newer_format_rows_against_data_corpus(tiny_bert_dir,
 
 def test_wise_ft_final_is_the_exact_mix_of_the_plain_run_and_the_start(tiny_bert_dir, tmp_path, write_training_tuples):
     """``train.wise_ft_alpha=0.25``: the same run, and final/ = 0.25 * (the plain run's final) + 0.75 * start,
-    tensor by tensor; the summary records alpha; LoRA with alpha < 1 is refused before anything runs."""
+    tensor by tensor; the summary records alpha; an alpha over 1 is refused before anything runs."""
     import pytest
     import torch
     from safetensors.torch import load_file
@@ -139,7 +139,33 @@ def test_wise_ft_final_is_the_exact_mix_of_the_plain_run_and_the_start(tiny_bert
     assert changed > 10                                                # training moved the weights; the mix moved them back
     assert json.loads((tmp_path / "mixed" / "train_summary.json").read_text())["wise_ft_alpha"] == 0.25
     assert json.loads((tmp_path / "plain" / "train_summary.json").read_text())["wise_ft_alpha"] == 1.0
-    with pytest.raises(UsageError, match="wise_ft_alpha < 1 needs full fine-tuning"):
-        train(recipe, tmp_path / "lora", ["train.wise_ft_alpha=0.5", "model.lora.enabled=true"], show_progress=False)
-    assert not (tmp_path / "lora").exists()
+    with pytest.raises(UsageError, match=r"train.wise_ft_alpha must be >= 0 and <= 1, got 1.5"):
+        train(recipe, tmp_path / "bad", ["train.wise_ft_alpha=1.5"], show_progress=False)
+    assert not (tmp_path / "bad").exists()
+
+
+def test_wise_ft_with_lora_scales_the_adapter_delta(tiny_bert_dir, tmp_path, write_training_tuples):
+    """With LoRA, final/ (adapters merged) = W0 + alpha * (the plain run's merged W - W0): the same mix as
+    full fine-tuning, though the adapters' A matrices start random (only B, which starts at zero, is mixed)."""
+    import torch
+    from safetensors.torch import load_file
+
+    from hopscotch.retriever.training.trainer import train
+
+    write_training_tuples(tmp_path / "t.jsonl")
+    recipe = {"model": {"name": str(tiny_bert_dir), "query_max_len": 32, "passage_max_len": 32,
+                        "lora": {"enabled": True, "r": 4, "alpha": 8, "dropout": 0.0}},
+              "data": {"train": str(tmp_path / "t.jsonl"), "group_size": 2},
+              "train": {"batch_size": 8, "lr": 1e-2, "max_steps": 3, "save_every": 0, "threads": 1}}
+    plain = load_file(Path(train(recipe, tmp_path / "plain", show_progress=False)) / "model.safetensors")
+    mixed = load_file(Path(train(recipe, tmp_path / "mixed", ["train.wise_ft_alpha=0.25"], show_progress=False))
+                      / "model.safetensors")
+    start = load_file(tiny_bert_dir / "model.safetensors")
+    moved = [k for k in start if not torch.equal(plain[k], start[k])]
+    assert moved and all("query" in k or "value" in k for k in moved)      # peft's default BERT targets
+    for name, w0 in start.items():
+        if name in moved:
+            assert torch.allclose(mixed[name], w0 + 0.25 * (plain[name] - w0), atol=1e-6, rtol=0), name
+        else:
+            assert torch.equal(mixed[name], w0), name                      # frozen weights: bit for bit
 
