@@ -29,6 +29,24 @@ _ST_MODE_TO_POOLING = {"cls": "cls", "mean": "mean", "lasttoken": "last"}
 POOLINGS = ("cls", "mean", "last")
 
 
+def checked_weight(value, what: str) -> float | None:
+    """None, or ``value`` as a weight in [0, 1]; else a UsageError naming ``what`` (a recipe key or a flag)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
+        raise UsageError(f"{what}: expected a weight in [0, 1], got {value!r}")
+    return float(value)
+
+
+def checked_count(value, what: str) -> int | None:
+    """None, or ``value`` as a whole number >= 1; else a UsageError naming ``what`` (a recipe key or a flag)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(f"{what}: expected a whole number >= 1, got {value!r}")
+    return value
+
+
 @dataclass
 class EncoderConfig:
     """What the model needs besides weights; saved as ``hopscotch_config.json`` next to them.
@@ -73,16 +91,9 @@ class EncoderConfig:
             if not getattr(self, name) >= 1:
                 raise UsageError(f"model.{name}: expected a whole number >= 1, got {getattr(self, name)!r}")
         self._resolve_query_input()
-        if self.late_fusion is not None and not 0.0 <= float(self.late_fusion) <= 1.0:
-            raise UsageError(f"model.late_fusion: expected a weight in [0, 1] or null, got {self.late_fusion!r}")
-        if self.late_fusion_max_words is not None and not (isinstance(self.late_fusion_max_words, int)
-                                                          and self.late_fusion_max_words >= 1):
-            raise UsageError("model.late_fusion_max_words: expected a whole number >= 1 or null, got "
-                             f"{self.late_fusion_max_words!r}")
-        for name, low in (("passage_windows", 1), ("window_stride", 1)):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
-                raise UsageError(f"model.{name}: expected a whole number >= {low}, got {value!r}")
+        self.late_fusion = checked_weight(self.late_fusion, "model.late_fusion")
+        for name in ("late_fusion_max_words", "passage_windows", "window_stride"):
+            setattr(self, name, checked_count(getattr(self, name), f"model.{name}"))
         if self.padding_side is None:
             self.padding_side = "left" if self.pooling == "last" else "right"
         if self.padding_side not in ("left", "right"):

@@ -10,6 +10,7 @@ from typing import Any
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.arg_types import positive_int
+from hopscotch.retriever.model.config import checked_count, checked_weight
 from hopscotch.retriever.model.query_input import ALLOWED, REASONING, QueryInput
 from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_index_option, add_option, flag, per_query
 from hopscotch.retriever.searchers.bm25 import lookup_document
@@ -48,25 +49,6 @@ class DenseOptions:
     late_fusion: float | None = None
     late_fusion_max_words: int | None = None
     first_windows_only: bool = False
-
-
-def late_fusion_weight(value: float | None) -> float | None:
-    """``--late-fusion``: None (off) or a weight in [0, 1]; anything else is a UsageError."""
-    if value is None:
-        return None
-    weight = float(value)
-    if not 0.0 <= weight <= 1.0:
-        raise UsageError(f"--late-fusion must be a weight in [0, 1], not {value!r}")
-    return weight
-
-
-def late_fusion_max_words(value: int | None) -> int | None:
-    """``--late-fusion-max-words``: None (no limit) or a whole number >= 1; anything else is a UsageError."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UsageError(f"--late-fusion-max-words must be a whole number >= 1, not {value!r}")
-    return value
 
 
 def searcher_query_input(given: str | None, model_variant: str | None) -> QueryInput:
@@ -138,9 +120,9 @@ class DenseSearcher(BaseSearcher):
         self._query_input_given = opts.query_input is not None
         # the model's recorded late fusion applies when neither the variant nor the weight is chosen here
         own = opts.query_input is None and opts.late_fusion is None and opts.late_fusion_max_words is None
-        self.late_fusion = late_fusion_weight(self.settings.late_fusion if own else opts.late_fusion)
-        self.late_fusion_max_words = late_fusion_max_words(
-            self.settings.late_fusion_max_words if own else opts.late_fusion_max_words)
+        self.late_fusion = checked_weight(self.settings.late_fusion if own else opts.late_fusion, "--late-fusion")
+        self.late_fusion_max_words = checked_count(
+            self.settings.late_fusion_max_words if own else opts.late_fusion_max_words, "--late-fusion-max-words")
         self._docstore = None
 
     @classmethod

@@ -93,7 +93,7 @@ def test_late_fusion_flag_belongs_to_the_dense_searcher(cli, small_world_index, 
     assert runs["aware"].read_text() == runs["one"].read_text()
     assert read_run(runs["half"]) != read_run(runs["aware"])
     code, _, err = cli(*common, "--reasoning", "--late-fusion", 1.5, "--out", tmp_path / "bad.trec")
-    assert code == 2 and "--late-fusion must be a weight in [0, 1]" in err
+    assert code == 2 and "--late-fusion: expected a weight in [0, 1]" in err
 
 
 def _recorded(tmp_path, tiny_bert_dir, **config):
