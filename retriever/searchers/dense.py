@@ -236,7 +236,11 @@ class DenseSearcher(BaseSearcher):
                      reasoning_aware: bool | Sequence[bool] = False, show_progress: bool = False) -> list[Ranked]:
         if not queries:
             return []
-        emb = self.query_embeddings(queries, reasonings, reasoning_aware, show_progress)
+        return self.search_embeddings(self.query_embeddings(queries, reasonings, reasoning_aware, show_progress), k)
+
+    def search_embeddings(self, emb, k: int) -> list[Ranked]:
+        """The top ``k`` documents of each search vector (rows of ``emb``); with windows, each document scored
+        by its best row (MaxP)."""
         scores, rows = self.index.search(emb, k, nprobe=self.nprobe, ef_search=self.ef_search, refine=self.refine)
         out = []
         for srow, rrow in zip(scores, rows):
