@@ -1,0 +1,73 @@
+"""Checking the CLI's fusion defaults (issue 9): the macro-mean nDCG@10 of every interpolation and RRF setting
+over the agent dev sets' tune questions, BM25 + the trained model's ``search --reasoning`` defaults.
+
+    .venv/bin/python scripts/agent_fusion_defaults.py --work /tmp/hopscotch-ablation [--split tune] [--top 12]
+
+Reads the runs ``scripts/agent_ablation.py --trained DIR`` cached under ``--work`` (``runs/<set>.bm25.trec``,
+``runs/<set>.trained.default.trec``) and fuses them as ``hopscotch search --fusion`` does (depth 100, k 100).
+The defaults in ``hopscotch.retriever.searchers.fusion`` (``DEFAULT_INTERP``, ``DEFAULT_RRF``) are the best
+interpolation and the best RRF setting of this table on the tune questions; ``--split test`` only reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+SETS = ("hotpotqa", "musique", "world", "tongyi", "tongyi_pages")
+
+
+def grid() -> list:
+    from hopscotch.retriever.searchers.fusion import FusionSettings
+
+    out = [FusionSettings.convex(i / 10) for i in range(11)]
+    for k in (5.0, 10.0, 20.0, 40.0, 60.0, 100.0):
+        out += [FusionSettings("rrf", rrf_k=k, weights=w) for w in (None, (0.3, 1.0), (0.5, 1.0), (1.0, 0.5))]
+    return out
+
+
+def table(work: Path, split: str, sets=SETS) -> dict[str, dict[str, float]]:
+    """``{setting: {set: nDCG@10}}`` on ``split``'s questions of each set."""
+    from hopscotch.retriever.evaluation.metrics import evaluate
+    from hopscotch.retriever.io.qrels import read_qrels
+    from hopscotch.retriever.io.runs import read_run
+    from hopscotch.retriever.searchers.fusion_tuning import fuse_runs
+
+    out: dict[str, dict[str, float]] = {}
+    for name in sets:
+        folder = work / "sets" / name
+        qids = (folder / f"{split}_qids.txt").read_text().split()
+        qrels = read_qrels(folder / "qrels.tsv")
+        sparse, dense = read_run(work / "runs" / f"{name}.bm25.trec"), read_run(work / "runs" / f"{name}.trained.default.trec")
+        for settings in grid():
+            run = fuse_runs(sparse, dense, settings, qids, k=100, depth=100)
+            result = evaluate({q: run.get(q, {}) for q in qids}, {q: qrels[q] for q in qids if q in qrels}, ["ndcg@10"])
+            out.setdefault(settings.describe(), {})[name] = result.mean["ndcg@10"]
+    return out
+
+
+def main(argv=None) -> int:
+    from hopscotch.retriever.searchers.fusion import DEFAULT_INTERP, DEFAULT_RRF
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--work", default="/tmp/hopscotch-ablation", help="the ablation's cache folder")
+    parser.add_argument("--split", choices=("tune", "test"), default="tune")
+    parser.add_argument("--top", type=int, default=12, help="rows to print (the defaults are always printed)")
+    args = parser.parse_args(argv)
+    scores = table(Path(args.work), args.split)
+    mean = {s: sum(v.values()) / len(v) for s, v in scores.items()}
+    ranked = sorted(mean, key=lambda s: -mean[s])
+    defaults = {DEFAULT_INTERP.describe(), DEFAULT_RRF.describe()}
+    print(f"| setting | {args.split} mean | " + " | ".join(SETS) + " |")
+    print("|---" * (len(SETS) + 2) + "|")
+    for s in [r for i, r in enumerate(ranked) if i < args.top or r in defaults]:
+        mark = " (default)" if s in defaults else ""
+        print(f"| {s}{mark} | {mean[s]:.4f} | " + " | ".join(f"{scores[s][n]:.3f}" for n in SETS) + " |")
+    best = {m: max((s for s in ranked if s.startswith(m)), key=lambda s: mean[s]) for m in ("interp", "rrf")}
+    print(f"best interp: {best['interp']}; best rrf: {best['rrf']}; defaults: {sorted(defaults)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
