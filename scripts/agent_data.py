@@ -9,7 +9,7 @@ written under a temporary name and renamed, so a killed run leaves no half file)
   reasoning = the question, then each earlier hop as ``{sub-question} Answer: {answer}.``;
   current_reasoning = what the previous hop added (the question at hop 1); prior_queries = the earlier
   sub-questions; prior_results = the previous hop's paragraph; gold_docids = the hop's own paragraph.
-* ``tongyi_traces.jsonl`` + ``tongyi_qrels.tsv``: the Tongyi-DeepResearch search steps of the 13 train
+* ``tongyi_traces.jsonl`` + ``tongyi_qrels.tsv``: the Tongyi-DeepResearch search steps of the 9 train
   trajectories (valid calls only), read with DR-Synth's ``tongyi`` reader (so the context fields are the
   same), as generic traces whose ``gold_docids`` are **distillation labels**: the top
   :data:`TONGYI_TOP` documents the agent's own retriever returned for that call (``retrieved_docids``).
@@ -17,8 +17,8 @@ written under a temporary name and renamed, so a killed run leaves no half file)
   The qrels file lists, per question, every document any of its calls returned: DR-Synth never draws a
   hard negative from them (QAMPARI questions have many answers; another call's result is likely relevant).
 
-The world (seed 13, 3,000 documents, 300 questions; first 240 questions = train) is built by
-``hopscotch world`` and labelled with ``--max-questions 240`` in ``scripts/train_agent_retriever.sh``.
+The world (seed 13, 3,000 documents, 300 questions; first 220 questions = train) is built by
+``hopscotch world`` and labelled with ``--max-questions 220`` in ``scripts/train_agent_retriever.sh``.
 Splits: ``scripts/agent_splits.py``.
 """
 

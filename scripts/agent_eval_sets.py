@@ -3,24 +3,23 @@
 Each builder returns an :class:`EvalSet`: a corpus, and search steps as query records (``_id``, ``text``
 and the context fields the query input variants read: ``reasoning``, ``current_reasoning``,
 ``prior_queries``, ``prior_results``) with qrels, split into ``test`` (held-out questions of
-``scripts/agent_splits.py``) and ``tune`` (dev questions, or a slice of train questions where a source
-has no dev split) by whole questions. Steps come from the project's trace readers
+``scripts/agent_splits.py``) and ``tune`` (its dev questions, never trained on) by whole questions. Steps come from the project's trace readers
 (:func:`hopscotch.data_synth.traces.read_traces`) wherever the source is an agent trace.
 
 * ``hotpotqa``: IRCoT steps (query = the new sentence, reasoning = the chain of thought before it) vs the
   full 4,858-paragraph corpus; relevant = the question's two gold paragraphs. Tune: dev questions 381-400.
 * ``musique``: one step per hop (query = the sub-question, reasoning = the question and the earlier hops
   with their answers, prior results = the earlier hops' paragraphs) vs the 1,890-paragraph corpus;
-  relevant = the hop's paragraph. Tune: train questions 51-70.
+  relevant = the hop's paragraph. Tune: dev questions 51-70.
 * ``world``: the embedded world (seed 13, 3,000 docs, 300 questions, as ``hopscotch demo``): trace steps
-  of the last 60 questions, relevant = each step's gold documents. Tune: train questions 221-240.
+  of the last 60 questions, relevant = each step's gold documents. Tune: dev questions 221-240.
 * ``tongyi_pages``: the ``tongyi`` calls against *pages*: each Wikipedia article's chunks in
   ``doc_snippets.jsonl`` joined in chunk order into one document (1,597 pages, up to 2,550 words; the
   long-document analogue of web pages), relevant = the pages of the call's pseudo-qrel chunks.
 * ``tongyi``: Tongyi-DeepResearch search calls of the 7 held-out trajectories, reasoning = all the
   thinking so far (long), corpus = ``doc_snippets.jsonl``; relevant = **pseudo-qrels**: the documents the
   agent's own retriever returned for that call (distillation-style), only calls that returned documents.
-  Tune: the last 4 train trajectories.
+  Tune: the 4 dev trajectories (10-13).
 """
 
 from __future__ import annotations
@@ -137,9 +136,9 @@ def musique() -> EvalSet:
                                         if earlier and earlier[-1]["positive"] in titles else [])}
             by_question.setdefault(qid, []).append((record, {hop["positive"]: 1}))
     s = splits("musique_hipporag")
-    return _finish("musique", src / "corpus.jsonl", by_question, s["train"][-20:], s["test"],
+    return _finish("musique", src / "corpus.jsonl", by_question, s["dev"], s["test"],
                    "one step per hop of questions 71-100 (query: sub-question; reasoning: the question and the "
-                   "earlier hops with their answers); qrels: the hop's paragraph; tuned on train questions 51-70")
+                   "earlier hops with their answers); qrels: the hop's paragraph; tuned on dev questions 51-70")
 
 
 def world(work: Path) -> EvalSet:
@@ -155,11 +154,11 @@ def world(work: Path) -> EvalSet:
     for step in read_traces([folder / "traces.jsonl"], "world"):
         row = step_record(step.query_id, step)
         by_question.setdefault(step.question_id, []).append((row, {d: 1 for d in step.gold_docids or ()}))
-    n = WORLD["train"]
-    return _finish("world", folder / "corpus.jsonl", by_question, qids[n - 20:n], qids[n:],
+    n = WORLD["train"] + WORLD["dev"]
+    return _finish("world", folder / "corpus.jsonl", by_question, qids[WORLD["train"]:n], qids[n:],
                    f"world seed {WORLD['seed']}, {WORLD['docs']} docs, {WORLD['questions']} questions: trace steps "
-                   f"of the last {len(qids) - n} questions; qrels: each step's gold documents; tuned on train "
-                   f"questions {n - 19}-{n}")
+                   f"of the last {len(qids) - n} questions; qrels: each step's gold documents; tuned on dev "
+                   f"questions {WORLD['train'] + 1}-{n}")
 
 
 def tongyi() -> EvalSet:
@@ -178,11 +177,11 @@ def tongyi() -> EvalSet:
         row = step_record(step.query_id, step)
         by_question.setdefault(step.question_id, []).append((row, {str(d): 1 for d in docids}))
     s = splits("qampari_tongyi")
-    return _finish("tongyi", src / "doc_snippets.jsonl", by_question, s["train"][-4:], s["test"],
+    return _finish("tongyi", src / "doc_snippets.jsonl", by_question, s["dev"], s["test"],
                    "PSEUDO-QRELS: relevant = the documents the agent's own retriever returned for the call "
                    "(distillation-style labels, not human judgements); search calls of the 7 held-out "
                    "trajectories that returned documents, reasoning = all the thinking so far; tuned on the "
-                   "last 4 train trajectories")
+                   "4 dev trajectories")
 
 
 def tongyi_pages(work: Path) -> EvalSet:

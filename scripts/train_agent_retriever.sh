@@ -4,14 +4,15 @@
 #   bash scripts/train_agent_retriever.sh OUT [KEY=VALUE ...]     # -> OUT/final (18-25 minutes, 2 CPU cores)
 #
 # On a fresh clone beside ../shared (or with $HOPSCOTCH_DATA pointing at shared/data); runs setup.sh first.
-# Only the train questions of scripts/agent_splits.py are used; no BrowseComp-Plus or cmass data.
+# Only the train questions of scripts/agent_splits.py are used (its dev questions, which tune the defaults,
+# and its test questions are never trained on); no BrowseComp-Plus or cmass data.
 #
 #  1. scripts/agent_data.py writes trace files of the train questions to OUT/data/:
-#     HotpotQA IRCoT cot_steps (380 questions), MuSiQue hops as one step per hop (70 questions; query = the
+#     HotpotQA IRCoT cot_steps (380 questions), MuSiQue hops as one step per hop (50 questions; query = the
 #     sub-question with #k resolved, reasoning = the question and the earlier hops' sub-questions/answers,
-#     gold = the hop's paragraph), Tongyi-DeepResearch search steps (13 trajectories).
+#     gold = the hop's paragraph), Tongyi-DeepResearch search steps (9 trajectories).
 #  2. `hopscotch synth` (lexical oracle, 2 workers) labels each source; the world (seed 13, 3,000 docs,
-#     300 questions) is generated and its first 240 questions labelled.
+#     300 questions) is generated and its first 220 questions labelled.
 #     Labels: HotpotQA, MuSiQue and the world have gold documents (HotpotQA: the question's supporting
 #     paragraphs, the oracle picks the step's; MuSiQue and the world: the step's own). The Tongyi steps
 #     have no answers and no qrels: they get DISTILLATION labels, the top 3 documents the agent's own
@@ -19,7 +20,9 @@
 #     matches best as the positive; no hard negative is ever a document any call of the question returned.
 #  3. train.py with recipes/minilm_agent.yaml: the query-input mixture {query, current_reasoning,
 #     reasoning, empty_reasoning} (uniform, one seeded draw per tuple per epoch), query_max_len 256,
-#     100 steps of 32 queries. KEY=VALUE arguments override the recipe (e.g. train.max_steps=20; on a
+#     100 steps of 32 queries; OUT/final is the WiSE-FT mix 0.7 * fine-tuned + 0.3 * all-MiniLM-L6-v2
+#     (train.wise_ft_alpha, chosen by scripts/agent_wise_ft.py; train.wise_ft_alpha=1 keeps the plain
+#     fine-tune). KEY=VALUE arguments override the recipe (e.g. train.max_steps=20; on a
 #     machine shared with another job train.threads=1 was twice as fast: docs/training.md).
 #
 # Resumable: a killed run, rerun with the same OUT, keeps the trace files and finished tuple files,
@@ -65,7 +68,7 @@ synth "$T/musique_tuples.jsonl" --qa "$D/musique_hipporag" --traces "$T/musique_
 synth "$T/tongyi_tuples.jsonl" --qa "$D/qampari_tongyi" --corpus "$D/qampari_tongyi/doc_snippets.jsonl" \
   --qrels "$T/tongyi_qrels.tsv" --traces "$T/tongyi_traces.jsonl" --trace-format generic --depth 100
 synth "$T/world_tuples.jsonl" --qa "$T/world" --traces "$T/world/traces.jsonl" --trace-format world \
-  --max-questions 240
+  --max-questions "$("$PY" -c 'import sys; sys.path.insert(0, "scripts"); from agent_splits import WORLD; print(WORLD["train"])')"
 for f in hotpot musique tongyi world; do
   echo "tuples $f: $(wc -l < "$T/${f}_tuples.jsonl")"
 done
