@@ -43,9 +43,8 @@ def per_query_scores(work: Path, name: str, model: str, variant: str, encoder=No
     qrels = read_qrels(folder / "qrels.tsv")
     scores = {}
     for w in WEIGHTS:
-        sims, rows = searcher.index.search(w * emb[1.0] + (1 - w) * emb[0.0], 100)
-        run = {q.qid: {searcher.ids.docid(r): float(s) for s, r in zip(sr, rr) if r >= 0}
-               for q, sr, rr in zip(queries, sims, rows)}
+        ranked = searcher.search_embeddings(w * emb[1.0] + (1 - w) * emb[0.0], 100)   # windows included
+        run = {q.qid: dict(hits) for q, hits in zip(queries, ranked)}
         result = evaluate(run, {q.qid: qrels[q.qid] for q in queries}, ["ndcg@10"])
         scores[w] = {q: v["ndcg@10"] for q, v in result.per_query.items()}
     words = {q.qid: len(str(c).split()) for q, c in zip(queries, contexts)}
