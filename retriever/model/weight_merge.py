@@ -26,32 +26,41 @@ def interpolate_weights(fine_tuned: Mapping[str, torch.Tensor], start: Mapping[s
                         alpha: float) -> dict[str, torch.Tensor]:
     """``alpha * fine_tuned + (1 - alpha) * start`` per tensor, computed in float32 and returned in the
     fine-tuned tensor's dtype and device; ``alpha`` 1 and 0 return exact copies of one side."""
+    _check(fine_tuned, start, alpha)
+    return {name: _mix(name, tuned, start[name], alpha) for name, tuned in fine_tuned.items()}
+
+
+@torch.no_grad()
+def mix_with_start(model: torch.nn.Module, start: torch.nn.Module, alpha: float) -> None:
+    """Overwrite ``model``'s parameters and buffers, in place, with their WiSE-FT mix with ``start``'s: one
+    tensor at a time, so the mix needs no second copy of the model; nothing is written unless the two match."""
+    state, first = model.state_dict(), start.state_dict()
+    _check(state, first, alpha)
+    for name, tensor in state.items():
+        tensor.copy_(_mix(name, tensor, first[name], alpha))
+
+
+def _check(fine_tuned: Mapping[str, torch.Tensor], start: Mapping[str, torch.Tensor], alpha: float) -> None:
+    """alpha in [0, 1]; the same tensor names and shapes on both sides."""
     if not 0.0 <= alpha <= 1.0:
         raise UsageError(f"WiSE-FT alpha must be in [0, 1], got {alpha}")
     missing, extra = sorted(set(fine_tuned) - set(start)), sorted(set(start) - set(fine_tuned))
     if missing or extra:
         lacks = f"the starting model lacks {missing[:3]}" if missing else f"the fine-tuned model lacks {extra[:3]}"
         raise UsageError(f"WiSE-FT needs two models of one architecture: {lacks}")
-    out = {}
     for name, tuned in fine_tuned.items():
-        first = start[name]
-        if tuned.shape != first.shape:
+        if tuned.shape != start[name].shape:
             raise UsageError(f"WiSE-FT needs two models of one architecture: {name} is {tuple(tuned.shape)} "
-                             f"fine-tuned but {tuple(first.shape)} at the start")
-        if not tuned.is_floating_point() or alpha == 1.0 or ".lora_A." in name or torch.equal(tuned, first.to(tuned)):
-            out[name] = tuned.detach().clone()
-        elif alpha == 0.0:
-            out[name] = first.detach().to(device=tuned.device, dtype=tuned.dtype, copy=True)
-        else:
-            mixed = alpha * tuned.detach().float() + (1.0 - alpha) * first.detach().to(tuned.device).float()
-            out[name] = mixed.to(tuned.dtype)
-    return out
+                             f"fine-tuned but {tuple(start[name].shape)} at the start")
 
 
-@torch.no_grad()
-def mix_with_start(model: torch.nn.Module, start: torch.nn.Module, alpha: float) -> None:
-    """Overwrite ``model``'s parameters and buffers, in place, with their WiSE-FT mix with ``start``'s."""
-    state = model.state_dict()
-    mixed = interpolate_weights(state, start.state_dict(), alpha)
-    for name, tensor in state.items():
-        tensor.copy_(mixed[name])
+def _mix(name: str, tuned: torch.Tensor, first: torch.Tensor, alpha: float) -> torch.Tensor:
+    """One tensor's mix (a new tensor; the starting one moved to the fine-tuned one's device once)."""
+    if not tuned.is_floating_point() or alpha == 1.0 or ".lora_A." in name:
+        return tuned.detach().clone()
+    first = first.detach().to(tuned.device)
+    if torch.equal(tuned, first.to(tuned.dtype)):
+        return tuned.detach().clone()
+    if alpha == 0.0:
+        return first.to(dtype=tuned.dtype, copy=True)
+    return (alpha * tuned.detach().float() + (1.0 - alpha) * first.float()).to(tuned.dtype)
