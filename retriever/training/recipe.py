@@ -392,7 +392,8 @@ def query_input_mixture(data: DataRecipe) -> dict[str, float] | None:
     if not data.query_inputs:
         return None
     weights = data.query_input_weights or [1.0] * len(data.query_inputs)
+    total = float(sum(weights))
     out: dict[str, float] = {}
     for v, w in zip(data.query_inputs, weights):
-        out[v.strip()] = out.get(v.strip(), 0.0) + w / float(sum(weights))
+        out[v.strip()] = out.get(v.strip(), 0.0) + w / total
     return out
