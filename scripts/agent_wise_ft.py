@@ -40,16 +40,13 @@ def mixed_model(finetuned: Path, start: str, alpha: float, out: Path) -> Path:
 
 
 def fingerprint(finetuned: Path) -> str:
-    """The first 10 hex digits of the SHA-256 of the fine-tune's weight files (names and bytes)."""
-    import hashlib
+    """The first 10 hex digits of the digest of the fine-tune's weight files (names and full SHA-256 of their
+    bytes; :mod:`hopscotch.retriever.io.fingerprint`)."""
+    from hopscotch.retriever.io.fingerprint import digest, file_fingerprint
 
-    digest = hashlib.sha256()
-    for path in sorted(finetuned.rglob("*.safetensors")):
-        digest.update(str(path.relative_to(finetuned)).encode())
-        with path.open("rb") as f:
-            for block in iter(lambda: f.read(1 << 22), b""):
-                digest.update(block)
-    return digest.hexdigest()[:10]
+    files = {p.relative_to(finetuned).as_posix(): file_fingerprint(p, full_hash_bytes=sys.maxsize)
+             for p in sorted(finetuned.rglob("*.safetensors"))}
+    return digest(files)[:10]
 
 
 def choose(tune_mean: dict[float, float]) -> float:
@@ -67,13 +64,13 @@ def sweep(finetuned: Path, start: str, alphas: list[float], work: Path, names: l
     sets = build_sets(work, names)
     paths = {n: es.write(work / "sets" / n) for n, es in sets.items()}
     tag = fingerprint(finetuned)  # indexes and runs are cached per fine-tune and alpha
-    models = {f"wise-{tag}-a{a:g}": str(mixed_model(finetuned, start, a, work / "wise_ft" / tag / f"a{a:g}"))
-              for a in alphas}
+    label = {a: f"wise-{tag}-a{a:g}" for a in alphas}
+    models = {label[a]: str(mixed_model(finetuned, start, a, work / "wise_ft" / tag / f"a{a:g}")) for a in alphas}
     cells: dict = {}
     for n, es in sets.items():
         idx = build_indexes(work, n, es.corpus, models)
         for a in alphas:
-            m = f"wise-{tag}-a{a:g}"
+            m = label[a]
             for kind, flags in (("default", ["--reasoning"]), ("query", ["--query-input", "query"])):
                 run = read_run(search(work / "runs" / f"{n}.{m}.{kind}.trec", paths[n], "--index", idx[m],
                                       "--model", models[m], *flags))
