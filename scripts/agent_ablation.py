@@ -10,10 +10,9 @@ qrels are pseudo-labels). Everything runs through the CLI (``hopscotch index``, 
 every number can be reproduced with the printed commands. Tuned on the ``tune`` questions only (each
 source's dev questions in ``scripts/agent_splits.py``, which training never sees): each model's default
 variant (the reasoning variant with the best mean nDCG@10 over the tune slices), the late-fusion weight
-``w`` (one per model, same criterion)
-and the BM25 + dense fusion (``hopscotch tune-fusion --dev-qids``, per set and model). Cells: nDCG@10 on
-test with its 95% CI, and the paired randomisation p against the same model's query-only row (BM25:
-against base query-only).
+``w`` (one per model, same criterion) and the BM25 + dense fusion (``hopscotch tune-fusion --dev-qids``, per
+set and model). Cells: nDCG@10 on test with its 95% CI, and the paired randomisation p against the same
+model's query-only row (BM25: against base query-only).
 """
 
 from __future__ import annotations

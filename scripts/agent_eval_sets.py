@@ -3,8 +3,9 @@
 Each builder returns an :class:`EvalSet`: a corpus, and search steps as query records (``_id``, ``text``
 and the context fields the query input variants read: ``reasoning``, ``current_reasoning``,
 ``prior_queries``, ``prior_results``) with qrels, split into ``test`` (held-out questions of
-``scripts/agent_splits.py``) and ``tune`` (its dev questions, never trained on) by whole questions. Steps come from the project's trace readers
-(:func:`hopscotch.data_synth.traces.read_traces`) wherever the source is an agent trace.
+``scripts/agent_splits.py``) and ``tune`` (its dev questions, never trained on) by whole questions. Steps
+come from the project's trace readers (:func:`hopscotch.data_synth.traces.read_traces`) wherever the source
+is an agent trace.
 
 * ``hotpotqa``: IRCoT steps (query = the new sentence, reasoning = the chain of thought before it) vs the
   full 4,858-paragraph corpus; relevant = the question's two gold paragraphs. Tune: dev questions 381-400.
