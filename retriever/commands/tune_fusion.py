@@ -2,11 +2,12 @@
 
     hopscotch tune-fusion --sparse bm25.trec --dense dense.trec --qrels qrels.tsv --out tuned.json
                           [--dev-fraction 0.5 --seed 13 | --dev-qids FILE] [--metric ndcg@10]
-                          [--alphas 0,0.1,...,1] [--rrf-ks 10,20,40,60,100] [--rrf-weights 1:1,2:1,1:2]
+                          [--alphas 0,0.1,...,1] [--normalizations minmax,zscore]
+                          [--rrf-ks 10,20,40,60,100] [--rrf-weights 1:1,2:1,1:2]
                           [--k 1000] [--depth N] [--min-gain 0] [--duplicates FILE]
 
-The grid (interpolation at convex BM25 weights ``alpha * bm25 + (1 - alpha) * dense`` on normalised scores,
-and RRF) is scored on the dev queries; the best setting, or the better component alone when no fusion beats
+The grid (interpolation at convex BM25 weights ``alpha * bm25 + (1 - alpha) * dense`` on min-max and z-score
+normalised scores, and RRF) is scored on the dev queries; the best setting, or the better component alone when no fusion beats
 it on dev, is evaluated on the held-out queries beside both components and written to ``--out``, which
 ``hopscotch search --bm25 DIR --index DIR --fusion-config tuned.json`` reads. The work is
 :mod:`hopscotch.retriever.searchers.fusion_tuning`.
@@ -39,6 +40,8 @@ def register(sub) -> None:
                    help="what the dev grid is ranked by (ndcg@k, recall@k, mrr@k, ...)")
     p.add_argument("--alphas", default=",".join(f"{i / 10:g}" for i in range(11)),
                    help="interp: convex BM25 weights in [0, 1] (0 = dense alone, 1 = BM25 alone)")
+    p.add_argument("--normalizations", default="minmax,zscore",
+                   help="interp: score normalisations to try, comma-separated (minmax is Pyserini's)")
     p.add_argument("--rrf-ks", default="10,20,40,60,100", help="rrf: the constants k to try")
     p.add_argument("--rrf-weights", default="1:1", help="rrf: W_BM25:W_DENSE pairs to try (1:1 is plain RRF)")
     p.add_argument("--k", type=positive_int, default=1000,
@@ -77,6 +80,17 @@ def _pairs(text: str) -> list[tuple[float, float]]:
     return [(_floats(a, "--rrf-weights")[0], _floats(b, "--rrf-weights")[0]) for a, b in pairs]
 
 
+def _normalizations(text: str) -> list[str]:
+    from hopscotch.retriever.errors import UsageError
+    from hopscotch.retriever.searchers.fusion import NORMALIZATIONS
+
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [n for n in names if n not in NORMALIZATIONS]
+    if not names or bad:
+        raise UsageError(f"--normalizations: expected a comma-separated subset of {','.join(NORMALIZATIONS)}, got {text!r}")
+    return names
+
+
 def run(args) -> int:
     from hopscotch.retriever.errors import UsageError
     from hopscotch.retriever.evaluation.metrics import parse_metric
@@ -97,7 +111,7 @@ def run(args) -> int:
     if args.k <= 0 or (args.depth is not None and args.depth <= 0):
         raise UsageError("--k and --depth must be positive")
     grid = fusion_grid(_floats(args.alphas, "--alphas", 0.0, 1.0), _floats(args.rrf_ks, "--rrf-ks"),
-                       _pairs(args.rrf_weights))
+                       _pairs(args.rrf_weights), _normalizations(args.normalizations))
     guard = check_outputs(args, outputs=[args.out], inputs=arg_paths(args, "sparse", "dense", "qrels", "duplicates",
                                                                     "dev_qids"))
     qrels = load_qrels(args)

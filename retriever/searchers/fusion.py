@@ -5,8 +5,10 @@
   and the fused list is ordered by (score desc, docid asc) and cut to ``k``. With ``weights`` (weighted
   RRF) list ``i`` adds ``weights[i] / (rrf_k + rank)``; weights of 1 give plain RRF exactly.
 * :func:`interpolate` follows ``pyserini.search.hybrid.HybridSearcher``: a document missing from one list
-  takes that list's minimum score; with ``normalization`` each list's scores are centred on the midpoint
-  of their range and divided by the range; the fused score is ``alpha * sparse + dense`` (or
+  takes that list's minimum score; with ``normalization="minmax"`` (Pyserini's) each list's scores are
+  centred on the midpoint of their range and divided by the range, with ``"zscore"`` they are standardised
+  (minus the list's mean, over its standard deviation: OpenSearch's ``z_score`` technique), which a single
+  outlying top score does not squash; the fused score is ``alpha * sparse + dense`` (or
   ``sparse + alpha * dense`` with ``weight_on_dense``).
 
 A ranked list is a sequence of ``(docid, score)`` pairs, best first. :class:`FusionSettings` holds one
@@ -17,8 +19,8 @@ fusion's method and parameters (what ``hopscotch tune-fusion`` writes and ``--fu
 Example::
 
     fused = reciprocal_rank_fusion([bm25_hits, dense_hits], rrf_k=60, k=100)
-    fused = interpolate(bm25_hits, dense_hits, alpha=1.0, k=100)     # [(docid, score), ...]
-    settings = read_fusion_config("tuned.json")                        # or FusionSettings.convex(0.3)
+    fused = interpolate(bm25_hits, dense_hits, alpha=1.0, k=100)     # [(docid, score), ...], Pyserini min-max
+    settings = read_fusion_config("tuned.json")                        # or FusionSettings.convex(0.3, "zscore")
     fused = settings.apply(bm25_hits, dense_hits, k=100)
 """
 
@@ -34,6 +36,7 @@ from hopscotch.retriever.io.common import read_json
 
 Hits = Sequence[tuple[str, float]]
 FUSION_METHODS = ("rrf", "interp")
+NORMALIZATIONS = ("minmax", "zscore")   # interpolation's score normalisations; minmax is Pyserini's
 
 
 def _ordered(scores: dict[str, float], k: int | None) -> list[tuple[str, float]]:
@@ -57,24 +60,37 @@ def reciprocal_rank_fusion(runs: Sequence[Hits], rrf_k: float = 60, depth: int |
     return _ordered(fused, k)
 
 
-def _normalise(score: float, lo: float, hi: float) -> float:
-    span = hi - lo
-    return (score - (lo + hi) / 2) / span if span > 0 else 0.0
+def _normaliser(scores: Sequence[float], normalization: bool | str | None):
+    """``score -> normalised score`` for one list: Pyserini's min-max (``True`` / ``"minmax"``: centred on the
+    range's midpoint, over the range), ``"zscore"`` (minus the mean, over the population standard deviation)
+    or the identity (``False`` / ``None``); a list whose scores are all equal maps to 0."""
+    if normalization in (False, None):
+        return lambda x: x
+    if normalization is True or normalization == "minmax":
+        lo, hi = (min(scores), max(scores)) if scores else (0.0, 1.0)
+        return lambda x: (x - (lo + hi) / 2) / (hi - lo) if hi > lo else 0.0
+    if normalization == "zscore":
+        mean = math.fsum(scores) / len(scores) if scores else 0.0
+        sd = math.sqrt(math.fsum((x - mean) ** 2 for x in scores) / len(scores)) if scores else 0.0
+        return lambda x: (x - mean) / sd if sd > 0 else 0.0
+    raise UsageError(f"unknown score normalisation {normalization!r}: use one of {', '.join(NORMALIZATIONS)}")
 
 
-def interpolate(sparse: Hits, dense: Hits, alpha: float = 1.0, k: int | None = None, normalization: bool = True,
-                weight_on_dense: bool = False, depth: int | None = None) -> list[tuple[str, float]]:
-    """Pyserini's hybrid interpolation of a sparse (BM25) and a dense list."""
+def interpolate(sparse: Hits, dense: Hits, alpha: float = 1.0, k: int | None = None,
+                normalization: bool | str = True, weight_on_dense: bool = False,
+                depth: int | None = None) -> list[tuple[str, float]]:
+    """Pyserini's hybrid interpolation of a sparse (BM25) and a dense list; ``normalization``: ``True`` or
+    ``"minmax"`` (Pyserini's), ``"zscore"``, or ``False`` (raw scores)."""
     sparse_hits = dict(list(sparse)[:depth])
     dense_hits = dict(list(dense)[:depth])
-    lo_s, hi_s = (min(sparse_hits.values()), max(sparse_hits.values())) if sparse_hits else (0.0, 1.0)
-    lo_d, hi_d = (min(dense_hits.values()), max(dense_hits.values())) if dense_hits else (0.0, 1.0)
+    lo_s = min(sparse_hits.values()) if sparse_hits else 0.0
+    lo_d = min(dense_hits.values()) if dense_hits else 0.0
+    norm_s = _normaliser(list(sparse_hits.values()), normalization)
+    norm_d = _normaliser(list(dense_hits.values()), normalization)
     fused: dict[str, float] = {}
     for docid in set(sparse_hits) | set(dense_hits):
-        s = sparse_hits.get(docid, lo_s)
-        d = dense_hits.get(docid, lo_d)
-        if normalization:
-            s, d = _normalise(s, lo_s, hi_s), _normalise(d, lo_d, hi_d)
+        s = norm_s(sparse_hits.get(docid, lo_s))
+        d = norm_d(dense_hits.get(docid, lo_d))
         fused[docid] = s + alpha * d if weight_on_dense else alpha * s + d
     return _ordered(fused, k)
 
@@ -96,10 +112,11 @@ class FusionSettings:
 
     :param method: ``rrf`` or ``interp``
     :param alpha: interp: Pyserini's weight, ``alpha * bm25 + dense`` (``bm25 + alpha * dense`` with
-        ``weight_on_dense``), on min-max-normalised scores
+        ``weight_on_dense``), on normalised scores
     :param weight_on_dense: interp: put ``alpha`` on the dense score
     :param rrf_k: rrf: the constant in ``1 / (rrf_k + rank)``
     :param weights: rrf: ``(w_bm25, w_dense)`` for weighted RRF; None is plain RRF
+    :param normalization: interp: ``minmax`` (Pyserini's) or ``zscore``
     """
 
     method: str = "rrf"
@@ -107,6 +124,7 @@ class FusionSettings:
     weight_on_dense: bool = False
     rrf_k: float = 60.0
     weights: tuple[float, float] | None = None
+    normalization: str = "minmax"
 
     def __post_init__(self) -> None:
         if self.method not in FUSION_METHODS:
@@ -115,6 +133,8 @@ class FusionSettings:
             raise UsageError(f"--rrf-k must be non-negative, got {self.rrf_k}")
         if not math.isfinite(self.alpha):
             raise UsageError(f"--alpha must be a finite number, got {self.alpha}")
+        if self.normalization not in NORMALIZATIONS:
+            raise UsageError(f"unknown score normalisation {self.normalization!r}: use one of {', '.join(NORMALIZATIONS)}")
         if self.weights is not None:
             weights = tuple(float(w) for w in self.weights)
             if len(weights) != 2 or min(weights) < 0 or max(weights) <= 0:
@@ -122,7 +142,7 @@ class FusionSettings:
             object.__setattr__(self, "weights", weights)
 
     @classmethod
-    def convex(cls, sparse_weight: float) -> FusionSettings:
+    def convex(cls, sparse_weight: float, normalization: str = "minmax") -> FusionSettings:
         """Interpolation ranking like ``w * bm25 + (1 - w) * dense`` (normalised scores), as Pyserini's
         ``alpha``: ``w / (1 - w)`` on BM25 for ``w <= 0.5``, else ``(1 - w) / w`` on dense.
         ``w = 0`` is the dense list alone, ``w = 1`` BM25 alone, ``w = 0.5`` Pyserini's default."""
@@ -130,8 +150,8 @@ class FusionSettings:
         if not 0.0 <= w <= 1.0:
             raise UsageError(f"interpolation weight must lie in [0, 1], got {w}")
         if w <= 0.5:
-            return cls("interp", alpha=w / (1.0 - w))
-        return cls("interp", alpha=(1.0 - w) / w, weight_on_dense=True)
+            return cls("interp", alpha=w / (1.0 - w), normalization=normalization)
+        return cls("interp", alpha=(1.0 - w) / w, weight_on_dense=True, normalization=normalization)
 
     @property
     def sparse_weight(self) -> float | None:
@@ -144,34 +164,41 @@ class FusionSettings:
         """Fuse one query's BM25 and dense lists, each cut to ``depth``; the result cut to ``k``."""
         if self.method == "rrf":
             return reciprocal_rank_fusion([sparse, dense], rrf_k=self.rrf_k, depth=depth, k=k, weights=self.weights)
-        return interpolate(sparse, dense, alpha=self.alpha, k=k, depth=depth, weight_on_dense=self.weight_on_dense)
+        return interpolate(sparse, dense, alpha=self.alpha, k=k, depth=depth, weight_on_dense=self.weight_on_dense,
+                           normalization=self.normalization)
 
     def describe(self) -> str:
-        """A short label: ``interp w=0.30`` or ``rrf k=60 w=1:0.5``."""
+        """A short label: ``interp w=0.30`` (min-max), ``interp zscore w=0.40`` or ``rrf k=60 w=1:0.5``."""
         if self.method == "interp":
-            return f"interp w={self.sparse_weight:.2f}"
+            norm = "" if self.normalization == "minmax" else f" {self.normalization}"
+            return f"interp{norm} w={self.sparse_weight:.2f}"
         weights = "" if self.weights is None else f" w={self.weights[0]:g}:{self.weights[1]:g}"
         return f"rrf k={self.rrf_k:g}{weights}"
 
     def to_json(self) -> dict:
         """``{method, ...parameters}``: interp writes ``alpha``, ``weight_on_dense``, ``sparse_weight``,
-        ``normalization``; rrf writes ``rrf_k`` and ``weights`` (``[w_bm25, w_dense]`` or null)."""
+        ``normalization`` (``minmax`` or ``zscore``); rrf writes ``rrf_k`` and ``weights`` (``[w_bm25, w_dense]``
+        or null)."""
         if self.method == "interp":
             return {"method": "interp", "alpha": self.alpha, "weight_on_dense": self.weight_on_dense,
-                    "sparse_weight": self.sparse_weight, "normalization": True}
+                    "sparse_weight": self.sparse_weight, "normalization": self.normalization}
         return {"method": "rrf", "rrf_k": self.rrf_k, "weights": None if self.weights is None else list(self.weights)}
 
     @classmethod
     def from_json(cls, obj: dict) -> FusionSettings:
         """The settings :meth:`to_json` wrote (interp: ``alpha`` [+ ``weight_on_dense``], or only
-        ``sparse_weight``); other keys are ignored."""
+        ``sparse_weight``; ``normalization`` ``minmax``, ``zscore`` or ``true``, which older files wrote for
+        min-max); other keys are ignored."""
         method = obj.get("method")
-        if method == "interp" and "alpha" not in obj and obj.get("sparse_weight") is not None:
-            return cls.convex(obj["sparse_weight"])
         if method == "interp":
-            if obj.get("normalization", True) is False:
+            norm = obj.get("normalization", True)
+            if norm is False or norm is None:
                 raise UsageError("fusion config: interpolation without normalisation is not supported")
-            return cls("interp", alpha=float(obj.get("alpha", 1.0)), weight_on_dense=bool(obj.get("weight_on_dense")))
+            norm = "minmax" if norm is True else norm
+            if "alpha" not in obj and obj.get("sparse_weight") is not None:
+                return cls.convex(obj["sparse_weight"], normalization=norm)
+            return cls("interp", alpha=float(obj.get("alpha", 1.0)), weight_on_dense=bool(obj.get("weight_on_dense")),
+                       normalization=norm)
         if method == "rrf":
             weights = obj.get("weights")
             return cls("rrf", rrf_k=float(obj.get("rrf_k", 60.0)), weights=None if weights is None else tuple(weights))
@@ -179,10 +206,12 @@ class FusionSettings:
 
 
 #: The CLI's fusion defaults, learnt on the tune questions of the agent dev sets (HotpotQA IRCoT, MuSiQue,
-#: world, Tongyi; dense = the agent model's gated default): the best macro-mean nDCG@10 of every setting
-#: of each method (docs/benchmarks.md, "Long reasoning: late fusion with a word gate"): interpolation with
-#: BM25 weight 0.3 (0.667; the best overall, hence the default method), RRF k 5 with weights BM25 0.5 : dense 1
-#: (0.662). Pyserini's alpha 1.0 scored 0.633 and plain RRF k 60 0.585 there.
+#: world, Tongyi chunks and pages; dense = the agent model's gated default): the best macro-mean nDCG@10 of
+#: every setting of each method (``scripts/agent_fusion_defaults.py``; docs/benchmarks.md, "Fusion
+#: defaults"): min-max interpolation with BM25 weight 0.3 (0.610, the best interpolation until z-scores;
+#: interpolation is the default method), RRF k 5 with weights BM25 0.5 : dense 1 (0.609). A default moves only
+#: on a significant tune gain: the best z-score setting (``--normalization zscore``, BM25 weight 0.4, 0.615)
+#: is +0.002 over the 522 pooled tune queries, p = 0.49, so the default stays Pyserini's min-max.
 DEFAULT_FUSION = "interp"
 DEFAULT_INTERP = FusionSettings.convex(0.3)
 DEFAULT_RRF = FusionSettings("rrf", rrf_k=5.0, weights=(0.5, 1.0))

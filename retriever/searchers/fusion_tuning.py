@@ -1,7 +1,7 @@
 """Tuning the fusion of a BM25 run and a dense run: a hybrid that never loses to its better half.
 
 :func:`tune_fusion` grid-searches normalised interpolation (convex weight ``w`` on BM25,
-``w * bm25 + (1 - w) * dense``, Pyserini's min-max normalisation) and (weighted) RRF on the dev queries,
+``w * bm25 + (1 - w) * dense``, z-score and Pyserini's min-max normalisation) and (weighted) RRF on the dev queries,
 picks the best by one metric, and evaluates on the held-out queries both components, the best
 interpolation, the best RRF and the chosen setting, with a paired test of the chosen setting against the
 component that was better on dev. The guard: when no fusion beats the better component on dev (by more
@@ -30,7 +30,7 @@ from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.evaluation.metrics import EvalResult, PairedComparison, compare_runs, evaluate, format_table
 from hopscotch.retriever.io.common import iter_lines
 from hopscotch.retriever.io.runs import Run, ranked
-from hopscotch.retriever.searchers.fusion import FusionSettings
+from hopscotch.retriever.searchers.fusion import NORMALIZATIONS, FusionSettings
 
 COMPONENTS = ("bm25", "dense")
 DEFAULT_SPARSE_WEIGHTS = tuple(i / 10 for i in range(11))
@@ -69,11 +69,15 @@ def split_qids(qids: Iterable[str], dev_fraction: float, seed: int = 13) -> tupl
 
 
 def fusion_grid(sparse_weights: Sequence[float] = DEFAULT_SPARSE_WEIGHTS, rrf_ks: Sequence[float] = DEFAULT_RRF_KS,
-                rrf_weights: Sequence[tuple[float, float]] = ((1.0, 1.0),)) -> list[FusionSettings]:
-    """Interpolation at each convex BM25 weight (0 and 1, the components alone, always included), then RRF
-    at each constant and weight pair (``1:1`` is plain RRF)."""
+                rrf_weights: Sequence[tuple[float, float]] = ((1.0, 1.0),),
+                normalizations: Sequence[str] = NORMALIZATIONS) -> list[FusionSettings]:
+    """Interpolation at each normalisation and convex BM25 weight (0 and 1, the components alone, always
+    included, once), then RRF at each constant and weight pair (``1:1`` is plain RRF)."""
+    if not normalizations:
+        raise UsageError("the fusion grid needs at least one score normalisation")
     weights = sorted(set(sparse_weights) | {0.0, 1.0})
-    grid = [FusionSettings.convex(w) for w in weights]
+    grid = [FusionSettings.convex(w, normalizations[0]) for w in weights]
+    grid += [FusionSettings.convex(w, n) for n in dict.fromkeys(normalizations[1:]) for w in weights if 0 < w < 1]
     for rrf_k in rrf_ks:
         for pair in rrf_weights:
             pair = tuple(float(x) for x in pair)

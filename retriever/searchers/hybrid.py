@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from hopscotch.retriever.errors import UsageError
@@ -15,6 +16,7 @@ from hopscotch.retriever.searchers.fusion import (
     DEFAULT_INTERP,
     DEFAULT_RRF,
     FUSION_METHODS,
+    NORMALIZATIONS,
     FusionSettings,
     parse_rrf_weights,
     read_fusion_config,
@@ -33,9 +35,10 @@ class HybridSearcher(BaseSearcher):
     :param depth: candidates taken from each list before fusing (at least ``k``)
     :param weights: weighted RRF: ``(w_bm25, w_dense)``; None is plain RRF
     :param weight_on_dense: interpolation: put ``alpha`` on the dense score
+    :param normalization: interpolation: ``zscore`` or ``minmax`` (Pyserini's) score normalisation
 
-    Flags: the BM25 and the dense searchers' flags plus ``--fusion rrf|interp``, ``--alpha``, ``--rrf-k``,
-    ``--rrf-weights``, ``--depth`` (defaults learnt on the agent dev sets: :data:`~hopscotch.retriever.searchers.fusion.DEFAULT_INTERP`,
+    Flags: the BM25 and the dense searchers' flags plus ``--fusion rrf|interp``, ``--alpha``,
+    ``--normalization``, ``--rrf-k``, ``--rrf-weights``, ``--depth`` (defaults learnt on the agent dev sets: :data:`~hopscotch.retriever.searchers.fusion.DEFAULT_INTERP`,
     :data:`~hopscotch.retriever.searchers.fusion.DEFAULT_RRF`) and ``--fusion-config tuned.json`` (method and parameters from ``hopscotch tune-fusion``,
     in place of ``--fusion``/``--alpha``/``--rrf-k``); the BM25 side reads its documents from the dense index.
     """
@@ -44,12 +47,13 @@ class HybridSearcher(BaseSearcher):
 
     def __init__(self, bm25, dense, fusion: str = DEFAULT_FUSION, alpha: float = DEFAULT_INTERP.alpha,
                  rrf_k: float = DEFAULT_RRF.rrf_k, depth: int = 100,
-                 weights: tuple[float, float] | None = None, weight_on_dense: bool = False):
+                 weights: tuple[float, float] | None = None, weight_on_dense: bool = False,
+                 normalization: str = DEFAULT_INTERP.normalization):
         if fusion not in FUSION_METHODS:
             raise UsageError(f"unknown fusion {fusion!r}: use one of {', '.join(FUSION_METHODS)}")
         self.bm25, self.dense = bm25, dense
         self.fusion, self.alpha, self.rrf_k, self.depth = fusion, alpha, rrf_k, depth
-        self.weights, self.weight_on_dense = weights, weight_on_dense
+        self.weights, self.weight_on_dense, self.normalization = weights, weight_on_dense, normalization
         _ = self.settings  # validates the parameters now, not at the first search
         if getattr(self.bm25, "docstore", None) is None:
             self.bm25.docstore = dense.docstore
@@ -58,7 +62,7 @@ class HybridSearcher(BaseSearcher):
     def settings(self) -> FusionSettings:
         """The fusion this searcher applies (built from its attributes)."""
         return FusionSettings(self.fusion, alpha=self.alpha, weight_on_dense=self.weight_on_dense,
-                              rrf_k=self.rrf_k, weights=self.weights)
+                              rrf_k=self.rrf_k, weights=self.weights, normalization=self.normalization)
 
     @classmethod
     def parse_args(cls, parser) -> None:
@@ -71,6 +75,10 @@ class HybridSearcher(BaseSearcher):
                    help="interp: weight of the normalised BM25 score (score = alpha * bm25 + dense; default "
                         f"{DEFAULT_INTERP.alpha:.4g}, i.e. BM25 weight {DEFAULT_INTERP.sparse_weight:g} of 1, "
                         "learnt on the dev sets: docs/benchmarks.md)")
+        add_option(parser, "--normalization", choices=list(NORMALIZATIONS),
+                   help="interp: how each list's scores are normalised before mixing: zscore (minus the mean, "
+                        f"over the standard deviation) or minmax (Pyserini's); default {DEFAULT_INTERP.normalization}, "
+                        "learnt on the dev sets")
         add_option(parser, "--rrf-k", type=non_negative_float,
                    help=f"rrf: the constant k in 1 / (k + rank) (default {DEFAULT_RRF.rrf_k:g}, learnt on the dev sets)")
         add_option(parser, "--rrf-weights", metavar="W_BM25,W_DENSE",
@@ -92,17 +100,25 @@ class HybridSearcher(BaseSearcher):
         ``--rrf-k``/``--rrf-weights`` over the learnt defaults (:data:`DEFAULT_INTERP`, :data:`DEFAULT_RRF`)."""
         method = getattr(args, "fusion", None)
         path = getattr(args, "fusion_config", None)
+        norm = getattr(args, "normalization", None)
         if path:
             settings = read_fusion_config(path)
             if method and method != settings.method:
                 raise UsageError(f"--fusion {method} contradicts --fusion-config {path} ({settings.method})")
+            if norm and norm != settings.normalization:
+                raise UsageError(f"--normalization {norm} contradicts --fusion-config {path} ({settings.normalization})")
             return settings
         alpha, rrf_k = getattr(args, "alpha", None), getattr(args, "rrf_k", None)
         weights = parse_rrf_weights(getattr(args, "rrf_weights", None))
         if method is None:
             method = "rrf" if (rrf_k is not None or weights is not None) and alpha is None else DEFAULT_FUSION
         if method == "interp":
-            return DEFAULT_INTERP if alpha is None else FusionSettings("interp", alpha=alpha)
+            norm = norm or DEFAULT_INTERP.normalization
+            if alpha is None:
+                return replace(DEFAULT_INTERP, normalization=norm)
+            return FusionSettings("interp", alpha=alpha, normalization=norm)
+        if norm:
+            raise UsageError(f"--normalization {norm} applies to --fusion interp only (this search fuses by rrf)")
         weights = DEFAULT_RRF.weights if weights is None else weights
         return FusionSettings("rrf", rrf_k=DEFAULT_RRF.rrf_k if rrf_k is None else rrf_k,
                               weights=None if weights == (1.0, 1.0) else weights)
@@ -115,7 +131,8 @@ class HybridSearcher(BaseSearcher):
         dense = DenseSearcher.component_from_args(args, "hybrid")
         sparse = BM25Searcher(flag(args, "bm25"), docstore=dense.docstore)
         return cls(sparse, dense, fusion=fusion.method, alpha=fusion.alpha, rrf_k=fusion.rrf_k,
-                   depth=flag(args, "depth", 100), weights=fusion.weights, weight_on_dense=fusion.weight_on_dense)
+                   depth=flag(args, "depth", 100), weights=fusion.weights, weight_on_dense=fusion.weight_on_dense,
+                   normalization=fusion.normalization)
 
     def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
                      reasoning_aware: bool | Sequence[bool] = False, show_progress: bool = False) -> list[Ranked]:

@@ -110,6 +110,8 @@ CASES = [
     (f"search {S} --index {{dense}} --nprobe -1", "--nprobe"), (f"search {S} --index {{dense}} --refine 0", "--refine"),
     (f"search {S} --index {{dense}} --ef-search 0", "--ef-search"),
     (f"search {S} {BM} --index {{dense}} --alpha nan", "--alpha"),
+    (f"search {S} {BM} --index {{dense}} --normalization l2", "--normalization"),
+    (f"search {S} {BM} --index {{dense}} --fusion rrf --normalization minmax", "--normalization minmax applies"),
     (f"search {S} {BM} --index {{dense}} --depth 0", "--depth"),
     (f"search {S} {BM} --index {{dense}} --rrf-k -1", "--rrf-k"),
     (f"search --queries {{bad}}/missing.jsonl --out {{out}}/run.trec {BM}", "missing.jsonl"),
@@ -135,7 +137,8 @@ CASES = [
     # tune-fusion
     (f"tune-fusion {TF} --k 0", "--k"), (f"tune-fusion {TF} --depth -1", "--depth"),
     (f"tune-fusion {TF} --dev-fraction nan", "--dev-fraction"), (f"tune-fusion {TF} --alphas 0.5,nan", "--alphas"),
-    (f"tune-fusion {TF} --alphas 2", "--alphas"), (f"tune-fusion {TF} --rrf-ks -5", "--rrf-ks"),
+    (f"tune-fusion {TF} --alphas 2", "--alphas"),
+    (f"tune-fusion {TF} --normalizations l2", "--normalizations"), (f"tune-fusion {TF} --rrf-ks -5", "--rrf-ks"),
     (f"tune-fusion {TF} --metric ndcg@0", "ndcg@0"), (f"tune-fusion {TF} --min-gain inf", "--min-gain"),
     (f"tune-fusion {TF} --seed -1", "--seed"),
     ("tune-fusion --sparse {bad}/latin1.trec --dense {runs}/other.trec --qrels {w}/qrels.tsv", "latin1.trec"),

@@ -53,6 +53,24 @@ def test_interpolation_normalises_like_pyserini():
     assert fused["d4"] == pytest.approx(0.5 * norm(4, 4, 12) + norm(0.8, 0.5, 0.9))
 
 
+def test_zscore_interpolation_standardises_each_list():
+    fused = dict(interpolate(BM25, DENSE, alpha=0.5, normalization="zscore"))
+
+    def z(x, xs):
+        mean = sum(xs) / len(xs)
+        sd = (sum((v - mean) ** 2 for v in xs) / len(xs)) ** 0.5
+        return (x - mean) / sd
+
+    s, d = [12.0, 9.0, 4.0], [0.9, 0.8, 0.5]
+    assert fused["d1"] == pytest.approx(0.5 * z(12, s) + z(0.5, d))
+    assert fused["d2"] == pytest.approx(0.5 * z(9, s) + z(0.5, d))     # missing from dense: its minimum
+    assert fused["d4"] == pytest.approx(0.5 * z(4, s) + z(0.8, d))     # missing from BM25: its minimum
+    # lists whose scores are all equal (or a single hit) standardise to 0, as min-max does
+    assert interpolate([("a", 2.0)], [("a", 0.5), ("b", 0.5)], normalization="zscore") == [("a", 0.0), ("b", 0.0)]
+    with pytest.raises(UsageError, match="unknown score normalisation 'l2'"):
+        interpolate(BM25, DENSE, normalization="l2")
+
+
 def test_interpolation_weight_on_dense():
     fused = dict(interpolate(BM25, DENSE, alpha=2.0, normalization=False, weight_on_dense=True))
     assert fused["d3"] == pytest.approx(4.0 + 2.0 * 0.9)
@@ -106,6 +124,15 @@ def test_fusion_settings_apply_and_json():
         scale = 1 / (1 - w) if w <= 0.5 else 1 / w
         assert fused == pytest.approx({d: scale * (w * sparse[d] + (1 - w) * dense[d]) for d in fused})
     assert FusionSettings.convex(0.2).apply(BM25, DENSE) == interpolate(BM25, DENSE, alpha=0.25)
+    z = FusionSettings.convex(0.4, "zscore")
+    assert z.apply(BM25, DENSE) == interpolate(BM25, DENSE, alpha=0.4 / 0.6, normalization="zscore")
+    assert FusionSettings.from_json(z.to_json()) == z and z.to_json()["normalization"] == "zscore"
+    assert FusionSettings.from_json({"method": "interp", "sparse_weight": 0.4, "normalization": "zscore"}) == z
+    # files written before z-scores say "normalization": true, which meant Pyserini's min-max
+    assert FusionSettings.from_json({"method": "interp", "alpha": 1.0, "normalization": True}) == FusionSettings("interp")
+    for bad in ("l2", 3):
+        with pytest.raises(UsageError, match="unknown score normalisation"):
+            FusionSettings.from_json({"method": "interp", "alpha": 1.0, "normalization": bad})
     with pytest.raises(UsageError, match="must be non-negative"):
         FusionSettings("rrf", rrf_k=-1)
 
@@ -124,8 +151,12 @@ def test_cli_fusion_defaults_are_the_learnt_ones():
         return HybridSearcher.fusion_from_args(parser.parse_args(list(argv)))
 
     assert settings() == DEFAULT_INTERP and DEFAULT_INTERP.sparse_weight == pytest.approx(0.3)
-    assert settings("--fusion", "interp") == DEFAULT_INTERP
-    assert settings("--fusion", "interp", "--alpha", "1") == FusionSettings("interp", alpha=1.0)
+    assert settings("--fusion", "interp") == DEFAULT_INTERP and DEFAULT_INTERP.normalization == "minmax"
+    assert settings("--fusion", "interp", "--alpha", "1") == FusionSettings("interp", alpha=1.0)  # Pyserini's
+    assert settings("--alpha", "1", "--normalization", "zscore") == FusionSettings("interp", alpha=1.0, normalization="zscore")
+    assert settings("--normalization", "zscore") == FusionSettings.convex(0.3, "zscore")
+    with pytest.raises(UsageError, match="--normalization minmax applies to --fusion interp only"):
+        settings("--fusion", "rrf", "--normalization", "minmax")
     assert settings("--fusion", "rrf") == DEFAULT_RRF == FusionSettings("rrf", rrf_k=5.0, weights=(0.5, 1.0))
     assert settings("--rrf-k", "60") == FusionSettings("rrf", rrf_k=60.0, weights=(0.5, 1.0))  # rrf flags pick rrf
     assert settings("--fusion", "rrf", "--rrf-weights", "1,1") == FusionSettings("rrf", rrf_k=5.0)  # plain RRF

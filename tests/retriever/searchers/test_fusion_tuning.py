@@ -24,18 +24,20 @@ from hopscotch.retriever.searchers.fusion_tuning import (
 from hopscotch.retriever.searchers.hybrid import HybridSearcher
 
 
-def _runs_where_truth_is(weight: float, queries: int = 40, docs: int = 20, seed: int = 0):
+def _runs_where_truth_is(weight: float, queries: int = 40, docs: int = 20, seed: int = 0, norm: str = "minmax"):
     """BM25 and dense runs whose scores span exactly [0, 1] per query, and graded qrels whose three relevant
-    documents are the top of ``weight * bm25 + (1 - weight) * dense``: interpolation at ``weight`` is perfect."""
+    documents are the top of ``weight * bm25 + (1 - weight) * dense`` on ``norm``-normalised scores:
+    interpolation at ``weight`` with that normalisation is perfect."""
     rng = np.random.default_rng(seed)
     sparse, dense, qrels = {}, {}, {}
     for q in range(queries):
-        s, d = rng.random(docs), rng.random(docs)
+        s, d = rng.random(docs) ** 3, rng.random(docs)      # skewed BM25-like scores: the two norms disagree
         s, d = (s - s.min()) / (s.max() - s.min()), (d - d.min()) / (d.max() - d.min())
         ids = [f"q{q}d{i}" for i in range(docs)]
         sparse[f"q{q}"] = dict(zip(ids, (float(x) * 7 for x in s)))       # BM25-like scale; normalised away
         dense[f"q{q}"] = dict(zip(ids, (float(x) for x in d)))
-        truth = np.argsort(-(weight * s + (1 - weight) * d))[:3]
+        ns, nd = (s, d) if norm == "minmax" else ((s - s.mean()) / s.std(), (d - d.mean()) / d.std())
+        truth = np.argsort(-(weight * ns + (1 - weight) * nd))[:3]
         qrels[f"q{q}"] = {ids[i]: 3 - rank for rank, i in enumerate(truth)}
     return sparse, dense, qrels
 
@@ -49,12 +51,26 @@ def test_the_tuner_finds_the_interpolation_weight_that_made_the_qrels():
     assert result.chosen_dev == pytest.approx(1.0)
     assert result.test[result.chosen_label].mean["ndcg@10"] == pytest.approx(1.0)
     assert max(result.components_dev.values()) < 0.95
-    assert all(score < 1.0 for s, score in result.grid if s != result.chosen)
+    assert result.chosen.normalization == "minmax"
+    assert all(score < 1.0 for s, score in result.grid if s != result.chosen and s.normalization == "minmax")
     assert result.comparison.delta > 0 and result.comparison.p_randomization < 0.05
     out = result.to_json()
     assert out["method"] == "interp" and out["sparse_weight"] == pytest.approx(0.3) and out["guard"] is None
     assert out["test_score"] == pytest.approx(1.0) and set(out["components"]) == {"bm25", "dense"}
     assert out["paired_test"]["against"] == result.better and out["dev_queries"] == 20
+
+
+def test_the_tuner_tells_the_two_normalisations_apart():
+    sparse, dense, qrels = _runs_where_truth_is(0.4, norm="zscore", seed=4)
+    dev, test = split_qids(judged_qids(qrels), 0.5, seed=1)
+    result = tune_fusion(sparse, dense, qrels, dev, test)
+    assert result.chosen == FusionSettings.convex(0.4, "zscore") and result.chosen_dev == pytest.approx(1.0)
+    assert result.chosen_label == "interp zscore w=0.40 (chosen)"
+    assert max(score for s, score in result.grid if s.normalization == "minmax") < result.chosen_dev
+    assert FusionSettings.from_json(json.loads(json.dumps(result.chosen.to_json()))) == result.chosen
+    assert fusion_grid([0.4], [], normalizations=["minmax"]) == [FusionSettings.convex(w) for w in (0, 0.4, 1)]
+    with pytest.raises(UsageError, match="normalisation"):
+        fusion_grid([0.4], [], normalizations=[])
 
 
 def test_the_guard_keeps_the_better_component_when_fusion_cannot_help():
@@ -81,7 +97,8 @@ def test_min_gain_makes_the_guard_stricter():
 
 def test_grid_split_and_convex_weights():
     grid = fusion_grid([0.5], [20, 60], [(1, 1), (2, 1)])
-    assert [s.describe() for s in grid] == ["interp w=0.00", "interp w=0.50", "interp w=1.00", "rrf k=20",
+    assert [s.describe() for s in grid] == ["interp w=0.00", "interp w=0.50", "interp w=1.00",
+                                            "interp zscore w=0.50", "rrf k=20",
                                             "rrf k=20 w=2:1", "rrf k=60", "rrf k=60 w=2:1"]
     assert grid[1] == FusionSettings("interp", alpha=1.0)             # w = 0.5 is Pyserini's default
     high = FusionSettings.convex(0.8)
@@ -108,14 +125,14 @@ def test_tuned_json_round_trips_into_the_hybrid_searcher(tmp_path, cli):
     assert "held-out: 20 queries" in out and "interp w=0.30 (chosen)" in out and "paired test" in out
     saved = json.loads((tmp_path / "tuned.json").read_text())
     assert saved["method"] == "interp" and saved["dev_queries"] == 20 and saved["metric"] == "ndcg@10"
-    assert {"dev", "test"} <= set(saved["components"]["dense"]) and len(saved["grid"]) == 11 + 10
+    assert {"dev", "test"} <= set(saved["components"]["dense"]) and len(saved["grid"]) == 11 + 9 + 10
     parser = argparse.ArgumentParser()
     HybridSearcher.parse_args(parser)
     settings = HybridSearcher.fusion_from_args(parser.parse_args(["--fusion-config", str(tmp_path / "tuned.json")]))
     assert settings == read_fusion_config(tmp_path / "tuned.json") and settings.sparse_weight == pytest.approx(0.3)
     # the searcher fuses exactly what the tuner scored
     hybrid = HybridSearcher(_Fixed(sparse), _Fixed(dense), fusion=settings.method, alpha=settings.alpha,
-                            weight_on_dense=settings.weight_on_dense, depth=20)
+                            weight_on_dense=settings.weight_on_dense, normalization=settings.normalization, depth=20)
     want = fuse_runs(sparse, dense, settings, ["q3"], k=10)["q3"]
     assert hybrid.search_batch(["q3"], k=10) == [list(want.items())]
     with pytest.raises(UsageError, match="contradicts"):

@@ -141,7 +141,8 @@ def test_bm25_and_hybrid_runs(cli, built, tmp_path):
     common = ("--queries", built["queries"], "--bm25", built["bm25"], "--index", built["dense"], "--k", 20,
               "--depth", 50)
     assert cli("search", *common, "--fusion", "rrf", "--rrf-k", 30, "--rrf-weights", "1,1", "--out", rrf_path)[0] == 0
-    assert cli("search", *common, "--fusion", "interp", "--alpha", 0.4, "--out", interp_path)[0] == 0
+    assert cli("search", *common, "--fusion", "interp", "--alpha", 0.4, "--normalization", "zscore",
+               "--out", interp_path)[0] == 0
     queries = list(read_queries(built["queries"]))
     sparse = BM25Index.load(built["bm25"]).search([q.text for q in queries], k=50)
     dense = exact_run(built, [q.text for q in queries], 50)
@@ -151,7 +152,7 @@ def test_bm25_and_hybrid_runs(cli, built, tmp_path):
         assert set(bm25[q.qid]) == {docid for docid, _ in s[:20]}
         want = dict(reciprocal_rank_fusion([s, d_ranked], rrf_k=30, k=20))
         assert set(rrf[q.qid]) == set(want)
-        want = dict(interpolate(s, d_ranked, alpha=0.4, k=20))
+        want = dict(interpolate(s, d_ranked, alpha=0.4, k=20, normalization="zscore"))
         assert set(interp[q.qid]) == set(want)
         assert all(interp[q.qid][docid] == pytest.approx(v, abs=1e-5) for docid, v in want.items())
 
@@ -213,7 +214,7 @@ def _option_actions(parser):
     ("bm25", {"--bm25", "--index", "--corpus"}),
     ("dense", {"--index", "--model", "--instruction", "--query-input", "--nprobe", "--ef-search", "--refine",
                "--faiss"}),
-    ("hybrid", {"--bm25", "--index", "--corpus", "--model", "--fusion", "--alpha", "--rrf-k", "--rrf-weights",
+    ("hybrid", {"--bm25", "--index", "--corpus", "--model", "--fusion", "--alpha", "--normalization", "--rrf-k", "--rrf-weights",
                 "--depth"}),
     ("remote", {"--url", "--name", "--token"}),
 ])
@@ -288,7 +289,7 @@ def test_dense_and_hybrid_from_args_and_store_rerank(built):
     args = parser.parse_args(["--bm25", str(built["bm25"]), "--index", str(built["dense"]), "--fusion", "interp",
                               "--alpha", "0.5", "--depth", "30"])
     hybrid = SEARCHERS["hybrid"].from_args(args)
-    assert (hybrid.fusion, hybrid.alpha, hybrid.depth) == ("interp", 0.5, 30)
+    assert (hybrid.fusion, hybrid.alpha, hybrid.normalization, hybrid.depth) == ("interp", 0.5, "minmax", 30)
     assert searcher_from_args(args).name == "hybrid"  # the flags select hybrid
     hits = hybrid.search("shipbuilding company", k=3, store_rerank=True)["results"]
     assert len(hits) == 3 and all(h["text"] == h["snippet"] and h["text"] for h in hits)  # short documents
