@@ -110,30 +110,38 @@ def search(run: Path, paths: dict, *flags) -> Path:
     return run
 
 
-def tune_late_fusion(paths: dict, index: Path, model: str, variant: str, encoders: dict, label: str) -> dict:
-    """Tune-slice runs of ``w * q_variant + (1 - w) * q_query`` for every w in WEIGHTS: the dense searcher's
-    own late fusion, with the two encodings computed once, the model's recorded word gate (longer contexts
-    are searched with the query alone at every w) and its passage windows: what ``--late-fusion w`` searches
-    with."""
-    from hopscotch.retriever.io.queries import read_queries
-    from hopscotch.retriever.model.config import model_settings
+def late_fusion_runs(index: Path, model: str, variant: str, queries: list, gate: int | None = None,
+                     encoder=None, weights=WEIGHTS, k: int = K) -> tuple[dict, object]:
+    """``{w: {qid: {docid: score}}}`` of ``w * q_variant + (1 - w) * q_query`` for every w in ``weights``,
+    and the encoder used: the dense searcher's own late fusion with the two encodings computed once, its
+    passage windows and, with ``gate``, its word gate (longer contexts are searched with the query alone at
+    every w): what ``--late-fusion w [--late-fusion-max-words gate]`` searches with."""
     from hopscotch.retriever.model.query_input import ReasoningContext
     from hopscotch.retriever.searchers import build_searcher
 
-    tune = set(paths["tune"].read_text().split())
-    queries = [q for q in read_queries(paths["queries"]) if q.qid in tune]
     texts, contexts = [q.text for q in queries], [ReasoningContext.of(q) for q in queries]
-    gate = model_settings(model).late_fusion_max_words
     emb = {}
     for w in (1.0, 0.0):
         searcher = build_searcher("dense", index=index, model=model, query_input=variant, late_fusion=w,
-                                  late_fusion_max_words=gate, encoder=encoders.get(label))
-        encoders[label] = searcher.encoder
+                                  late_fusion_max_words=gate, encoder=encoder)
+        encoder = searcher.encoder
         emb[w] = searcher.query_embeddings(texts, contexts, True)
     runs = {}
-    for w in WEIGHTS:
-        ranked = searcher.search_embeddings(w * emb[1.0] + (1 - w) * emb[0.0], K)
+    for w in weights:
+        ranked = searcher.search_embeddings(w * emb[1.0] + (1 - w) * emb[0.0], k)
         runs[w] = {q.qid: dict(hits) for q, hits in zip(queries, ranked)}
+    return runs, encoder
+
+
+def tune_late_fusion(paths: dict, index: Path, model: str, variant: str, encoders: dict, label: str) -> dict:
+    """Tune-slice runs of :func:`late_fusion_runs` with the model's recorded word gate."""
+    from hopscotch.retriever.io.queries import read_queries
+    from hopscotch.retriever.model.config import model_settings
+
+    tune = set(paths["tune"].read_text().split())
+    queries = [q for q in read_queries(paths["queries"]) if q.qid in tune]
+    gate = model_settings(model).late_fusion_max_words
+    runs, encoders[label] = late_fusion_runs(index, model, variant, queries, gate, encoders.get(label))
     return runs
 
 

@@ -23,31 +23,26 @@ EDGES = [0, 50, 200, 1000, 3000, 10000, 10**9]
 
 
 def per_query_scores(work: Path, name: str, model: str, variant: str, encoder=None):
-    """``{w: {qid: ndcg@10}}``, the qids' splits and reasoning-context word counts, and the encoder used."""
+    """``{w: {qid: ndcg@10}}``, the qids' splits and reasoning-context word counts, and the encoder used
+    (no word gate: every context is searched at every w, so the buckets show where a gate belongs)."""
+    from agent_ablation import late_fusion_runs
+
     from hopscotch.retriever.evaluation.metrics import evaluate
     from hopscotch.retriever.io.qrels import read_qrels
     from hopscotch.retriever.io.queries import read_queries
     from hopscotch.retriever.model.query_input import ReasoningContext
-    from hopscotch.retriever.searchers import build_searcher
 
     folder = work / "sets" / name
     split = {q: s for s in ("tune", "test") for q in (folder / f"{s}_qids.txt").read_text().split()}
     queries = [q for q in read_queries(folder / "queries.jsonl") if q.qid in split]
-    texts, contexts = [q.text for q in queries], [ReasoningContext.of(q) for q in queries]
-    emb = {}
-    for w in (1.0, 0.0):
-        searcher = build_searcher("dense", index=work / "idx" / f"{name}.trained", model=model, query_input=variant,
-                                  late_fusion=w, encoder=encoder)
-        encoder = searcher.encoder
-        emb[w] = searcher.query_embeddings(texts, contexts, True)
+    runs, encoder = late_fusion_runs(work / "idx" / f"{name}.trained", model, variant, queries,
+                                     encoder=encoder, weights=WEIGHTS, k=100)
     qrels = read_qrels(folder / "qrels.tsv")
     scores = {}
-    for w in WEIGHTS:
-        ranked = searcher.search_embeddings(w * emb[1.0] + (1 - w) * emb[0.0], 100)   # windows included
-        run = {q.qid: dict(hits) for q, hits in zip(queries, ranked)}
+    for w, run in runs.items():
         result = evaluate(run, {q.qid: qrels[q.qid] for q in queries}, ["ndcg@10"])
         scores[w] = {q: v["ndcg@10"] for q, v in result.per_query.items()}
-    words = {q.qid: len(str(c).split()) for q, c in zip(queries, contexts)}
+    words = {q.qid: len(str(ReasoningContext.of(q)).split()) for q in queries}
     return scores, split, words, encoder
 
 

@@ -1,7 +1,11 @@
-"""scripts/agent_ablation.py's pure pieces: the markdown table and the marked docs section it replaces."""
+"""scripts/agent_ablation.py: the markdown table and the marked docs section it replaces, and the late-fusion
+runs it tunes w on (which scripts/late_fusion_gate.py shares) against the dense searcher itself."""
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pytest
 
 
@@ -58,3 +62,42 @@ def test_variants_cover_every_query_input(ablation):
     from hopscotch.retriever.model.query_input import KINDS, QueryInput
 
     assert {QueryInput.parse(v).kind for v in ablation.VARIANTS} == set(KINDS)
+
+
+def _agent_steps(small_world, tmp_path):
+    from hopscotch.retriever.io.queries import read_queries
+
+    rows = [json.loads(line) for line in (small_world / "queries.jsonl").read_text().splitlines()][:12]
+    path = tmp_path / "steps.jsonl"
+    path.write_text("".join(json.dumps({"_id": r["_id"], "text": r["text"],
+                                        "reasoning": f"Earlier I looked up {r['text'].split()[0]} and more."
+                                        if i % 2 == 0 else ""}) + "\n" for i, r in enumerate(rows)))
+    return list(read_queries(path))
+
+
+def _same(run: dict, ranked: list, queries) -> None:
+    for q, hits in zip(queries, ranked):
+        assert list(run[q.qid]) == [d for d, _ in hits]
+        assert np.allclose(list(run[q.qid].values()), [s for _, s in hits], atol=1e-5)
+
+
+def test_late_fusion_runs_are_what_the_dense_searcher_returns(ablation, small_world, small_world_index,
+                                                              tiny_bert_dir, tmp_path):
+    from hopscotch.retriever.model.query_input import ReasoningContext
+    from hopscotch.retriever.searchers import build_searcher
+
+    queries = _agent_steps(small_world, tmp_path)
+    texts, contexts = [q.text for q in queries], [ReasoningContext.of(q) for q in queries]
+    runs, encoder = ablation.late_fusion_runs(small_world_index, str(tiny_bert_dir), "reasoning", queries,
+                                              weights=(0.0, 0.4, 1.0), k=10)
+    assert set(runs) == {0.0, 0.4, 1.0} and encoder is not None
+    for w, run in runs.items():
+        searcher = build_searcher("dense", index=small_world_index, model=str(tiny_bert_dir),
+                                  query_input="reasoning", late_fusion=w)
+        _same(run, searcher.search_batch(texts, 10, contexts, reasoning_aware=True), queries)
+    assert runs[0.0] != runs[1.0]
+    # with a word gate below every reasoning's length, each w searches those steps with the query alone
+    gated, _ = ablation.late_fusion_runs(small_world_index, str(tiny_bert_dir), "reasoning", queries, gate=3,
+                                         encoder=encoder, weights=(1.0,), k=10)
+    long_ones = {q.qid for q in queries if len(str(ReasoningContext.of(q)).split()) > 3}
+    assert long_ones and all(gated[1.0][q] == pytest.approx(runs[0.0][q], abs=1e-5) for q in long_ones)
