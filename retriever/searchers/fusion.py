@@ -7,8 +7,8 @@
 * :func:`interpolate` follows ``pyserini.search.hybrid.HybridSearcher``: a document missing from one list
   takes that list's minimum score; with ``normalization="minmax"`` (Pyserini's) each list's scores are
   centred on the midpoint of their range and divided by the range, with ``"zscore"`` they are standardised
-  (minus the list's mean, over its standard deviation: OpenSearch's ``z_score`` technique), which a single
-  outlying top score does not squash; the fused score is ``alpha * sparse + dense`` (or
+  (minus the list's mean, over its standard deviation: OpenSearch's ``z_score`` technique), so a list's
+  scale is set by all of its scores rather than by its two extremes; the fused score is ``alpha * sparse + dense`` (or
   ``sparse + alpha * dense`` with ``weight_on_dense``).
 
 A ranked list is a sequence of ``(docid, score)`` pairs, best first. :class:`FusionSettings` holds one
