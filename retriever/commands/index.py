@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 import time
 
-from hopscotch.retriever.commands.flag_types import non_negative_int, positive_float, positive_int
+from hopscotch.retriever.commands.flag_types import non_negative_float, non_negative_int, positive_float, positive_int
 
 
 def register(sub) -> None:
@@ -81,6 +81,10 @@ def register(sub) -> None:
                       help="average document size for the docstore")
     plan.add_argument("--docs-per-second", type=positive_float, help="measured encoder throughput per GPU")
     plan.add_argument("--gpus", type=positive_int, default=1, help="GPUs/processes for the encode-time estimate")
+    plan.add_argument("--windows-per-doc", type=non_negative_float,
+                      help="passage windows per document beyond its first, for the windows/ index (default: "
+                           "measured on the first 1,000 documents of --corpus when --windows or the --model's "
+                           "recorded passage_windows turn windows on, else 0)")
     p.set_defaults(func=run)
 
 
@@ -110,8 +114,15 @@ def _run_plan(args) -> int:
         dim = int((getattr(m, "get_embedding_dimension", None) or m.get_sentence_embedding_dimension)())
     if docs <= 0 or dim <= 0:
         raise UsageError("--docs and --dim must be positive")
+    per_doc = args.windows_per_doc
+    if per_doc is None and args.corpus and args.model:
+        from hopscotch.retriever.index.windows import windows_per_document
+        per_doc, read = windows_per_document(args.corpus, args.model, args.windows, args.window_stride, args.max_length)
+        if read:
+            print(f"windows: {per_doc:.2f} a document beyond the first, measured on the first {read:,} documents")
     options = PlanOptions(shard_size=args.shard_size, layout=_layout(args), train_size=args.train_size,
-                          avg_doc_bytes=args.avg_doc_bytes, docs_per_second=args.docs_per_second, gpus=args.gpus)
+                          avg_doc_bytes=args.avg_doc_bytes, docs_per_second=args.docs_per_second, gpus=args.gpus,
+                          windows_per_doc=per_doc or 0.0)
     print(plan_index(docs, dim, args.spec, options).format())
     return 0
 

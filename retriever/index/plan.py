@@ -11,6 +11,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from hopscotch.retriever.index.faiss_index import default_train_size, is_flat, make_index
@@ -85,7 +86,8 @@ class IndexPlan:
     def format(self) -> str:
         lines = [(f"plan: {self.docs:,} documents, dim {self.dim}, spec {self.spec!r}, "
                   f"{-(-self.docs // self.shard_size):,} shards of {self.shard_size:,} ({self.layout} layout)")]
-        phases = ("encode memory", "finalize memory", "faiss training memory", "faiss adding memory")
+        phases = ("encode memory", "finalize memory", "windows finalize memory", "faiss training memory",
+                  "faiss adding memory")
         peak = max(self.total(p) for p in phases)
         for section in ("disk", *phases, "search memory"):
             if not any(s == section for s, _, _ in self.rows):
@@ -108,6 +110,8 @@ class PlanOptions:
     :param avg_doc_bytes: average JSON size of a document for the docstore (0: no docstore counted)
     :param docs_per_second: measured encoder throughput of one GPU/process, to estimate encode time
     :param gpus: processes encoding at that rate
+    :param windows_per_doc: passage windows per document beyond its first (``--windows``; mean over the
+        corpus): they form a second index, ``windows/``, that rank 0 encodes alone after the documents
     """
 
     shard_size: int = 1_000_000
@@ -117,6 +121,7 @@ class PlanOptions:
     avg_doc_bytes: int = 0
     docs_per_second: float | None = None
     gpus: int = 1
+    windows_per_doc: float = 0.0
 
     def index_parts(self, docs: int) -> int:
         """FAISS indexes the layout builds: one per shard, or one merged."""
@@ -147,8 +152,30 @@ def plan_index(docs: int, dim: int, spec: str = "Flat", options: PlanOptions | N
     if not is_flat(spec):
         notes.append(f"search --refine R re-scores candidates against a float16 copy held in RAM: "
                      f"{human(2.0 * dim * docs)} more")
-    hours = docs / (o.docs_per_second * max(o.gpus, 1)) / 3600 if o.docs_per_second else None
+    windows = math.ceil(docs * o.windows_per_doc)
+    if windows:
+        rows += _window_rows(windows, dim, spec, cost, o)
+        notes.append(f"{windows:,} passage windows ({o.windows_per_doc:.2f} a document) in windows/: a second index "
+                     "with the same spec, searched beside the documents; rank 0 encodes them alone after the "
+                     "documents")
+    hours = None
+    if o.docs_per_second:
+        hours = (docs / (o.docs_per_second * max(o.gpus, 1)) + windows / o.docs_per_second) / 3600
     return IndexPlan(docs, dim, spec, o.shard_size, o.layout, rows, notes, hours)
+
+
+def _window_rows(windows: int, dim: int, spec: str, cost: SpecCost, o: PlanOptions) -> list[tuple[str, str, float]]:
+    """The windows index: its shards on disk (no docstore; ids ``<docid>#w<i>``), its FAISS files and its
+    search memory."""
+    parts = o.index_parts(windows)
+    index_bytes = cost.per_vector * windows + cost.fixed * parts
+    rows = [("disk", "windows: float16 shard embeddings", 2.0 * dim * windows),
+            ("disk", "windows: docids and lookup table", (o.docid_bytes + 4 + 16.0) * windows),
+            ("windows finalize memory", "windows: docid lookup sort (after the documents')", 24.0 * windows),
+            ("search memory", f"windows: index in RAM ({spec})", index_bytes)]
+    if not is_flat(spec):
+        rows.insert(2, ("disk", f"windows: FAISS index files ({spec})", index_bytes))
+    return rows
 
 
 def _storage_rows(docs: int, dim: int, o: PlanOptions) -> list[tuple[str, str, float]]:

@@ -117,6 +117,28 @@ class TailWindows:
         return out
 
 
+def windows_per_document(corpus, model, max_windows: int | None = None, stride: int | None = None,
+                         max_length: int | None = None, sample: int = 1000) -> tuple[float, int]:
+    """Mean windows beyond the first over the first ``sample`` documents of ``corpus``, as ``hopscotch index``
+    would cut them with ``model`` (None: the model's recorded ``passage_windows`` / ``window_stride`` /
+    ``passage_max_len``), and the number of documents read (what ``index --plan`` sizes ``windows/`` by)."""
+    from itertools import islice
+
+    from transformers import AutoTokenizer
+
+    from hopscotch.retriever.io.corpus import read_corpus
+    from hopscotch.retriever.model.config import model_settings
+
+    settings = model_settings(model)
+    length = max_length or settings.passage_max_len or 256
+    spec = window_spec(max_windows or settings.passage_windows, stride or settings.window_stride, length)
+    if not spec.enabled:
+        return 0.0, 0
+    view = TailWindows(AutoTokenizer.from_pretrained(settings.path), spec, settings.passage_prefix)
+    counts = [len(view(doc)) for doc in islice(read_corpus(corpus, unique=False), sample)]
+    return (sum(counts) / len(counts) if counts else 0.0), len(counts)
+
+
 def best_per_document(main: Sequence[tuple[str, float]], windows: Sequence[tuple[str, float]], k: int
                       ) -> list[tuple[str, float]]:
     """Merge a query's document hits and window hits (ids ``<docid>#w<i>``) into the top ``k`` documents, each

@@ -102,6 +102,7 @@ CASES = [
     (f"index {IX} --shard-size 0", "--shard-size"), (f"index {IX} --wait-timeout nan", "--wait-timeout"),
     (f"index {IX} --device nonsense", "--device"),
     ("index --plan --dim 384 --docs 0", "--docs"), ("index --plan --docs 10 --dim 384 --gpus 0", "--gpus"),
+    ("index --plan --docs 10 --dim 384 --windows-per-doc -1", "--windows-per-doc"),
     ("index --corpus {bad}/missing.jsonl --model {model} --out {out}/idx", "missing.jsonl"),
     ("index --corpus {bad}/latin1.jsonl --model {model} --out {out}/idx", "latin1.jsonl"),
     # search

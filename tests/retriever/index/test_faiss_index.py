@@ -82,7 +82,7 @@ def test_trained_specs_with_full_probe_and_refine_are_exact(index_dir, vectors, 
     index = ShardedFaissIndex.load(index_dir)
     assert index.spec == spec and index.layout == layout and entry["num_docs"] == 300
     flat_s, flat_r = _flat(index_dir).search(queries, 10)
-    approx_s, approx_r = index.search(queries, 10, nprobe=1)
+    _approx_s, approx_r = index.search(queries, 10, nprobe=1)
     exact_s, exact_r = index.search(queries, 10, nprobe=4, refine=30)  # every list, every candidate re-scored
     np.testing.assert_array_equal(exact_r, flat_r)
     np.testing.assert_allclose(exact_s, flat_s, rtol=1e-6)
@@ -158,6 +158,41 @@ def test_plan_counts_codes_ids_and_centroids():
     plan = plan_index(1_000_000, 384, "IVF1024,PQ64", PlanOptions(shard_size=100_000, layout="merged"))
     assert plan.total("disk") == pytest.approx(2 * 384 * 1e6 + 24e6 + 16e6 + 72e6 + ivfpq.fixed)
     assert plan.total("search memory") == pytest.approx(72e6 + ivfpq.fixed + 12 * 1000 * 100)
+
+
+def test_plan_counts_the_windows_index_and_its_rank_0_encode_time():
+    ivfpq = spec_cost("IVF1024,PQ64", 384)
+    base = PlanOptions(shard_size=100_000, layout="merged", docs_per_second=1000.0, gpus=4)
+    plain = plan_index(1_000_000, 384, "IVF1024,PQ64", base)
+    plan = plan_index(1_000_000, 384, "IVF1024,PQ64", PlanOptions(**{**base.__dict__, "windows_per_doc": 2.5}))
+    windows = 2_500_000
+    assert plan.total("disk") - plain.total("disk") == pytest.approx(
+        2 * 384 * windows + (24 + 4 + 16) * windows + 72 * windows + ivfpq.fixed)
+    assert plan.total("search memory") - plain.total("search memory") == pytest.approx(72 * windows + ivfpq.fixed)
+    assert plan.total("windows finalize memory") == pytest.approx(24 * windows)
+    # the documents spread over 4 processes, the windows on rank 0 alone
+    assert plain.encode_hours == pytest.approx(1e6 / 4000 / 3600)
+    assert plan.encode_hours == pytest.approx((1e6 / 4000 + windows / 1000) / 3600)
+    assert "2,500,000 passage windows" in plan.format() and "rank 0 encodes them alone" in plan.format()
+    assert "windows" not in plain.format()
+
+
+def test_plan_measures_windows_on_the_corpus(cli, small_world, tiny_bert_dir):
+    from hopscotch.retriever.index.windows import windows_per_document
+
+    corpus = small_world / "corpus.jsonl"
+    per_doc, read = windows_per_document(corpus, tiny_bert_dir, max_windows=4, max_length=16)
+    assert read > 0 and 0 < per_doc <= 3
+    assert windows_per_document(corpus, tiny_bert_dir, max_windows=1, max_length=16) == (0.0, 0)
+    common = ("index", "--plan", "--corpus", corpus, "--model", tiny_bert_dir, "--max-length", 16)
+    code, out, err = cli(*common, "--windows", 4)
+    assert code == 0, err
+    assert f"windows: {per_doc:.2f} a document beyond the first, measured on the first {read:,} documents" in out
+    assert "windows: float16 shard embeddings" in out
+    code, out, err = cli(*common, "--windows", 4, "--windows-per-doc", 0)    # given: nothing measured
+    assert code == 0 and "windows" not in out
+    code, out, err = cli(*common)                                           # the tiny model records no windows
+    assert code == 0 and "windows" not in out
 
 
 def test_plan_cli(cli):
