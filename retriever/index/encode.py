@@ -47,6 +47,7 @@ from hopscotch.retriever.index.layout import (
     shard_file,
 )
 from hopscotch.retriever.index.shard_files import check_encode_config, shard_complete, wait_for_shards, write_shard
+from hopscotch.retriever.index.windows import model_window_spec, passage_length
 from hopscotch.retriever.io.corpus import Document, corpus_files
 from hopscotch.retriever.io.fingerprint import digest, file_fingerprint, model_fingerprint
 from hopscotch.retriever.model.config import ModelSettings, model_settings
@@ -169,12 +170,8 @@ class _EncodeJob:
         return spec.encode_config() if spec.enabled else {}
 
     def window_spec(self):
-        from hopscotch.retriever.index.windows import window_spec
-
         o = self.options
-        windows = o.windows if o.windows is not None else self.settings.passage_windows
-        stride = o.window_stride if o.window_stride is not None else self.settings.window_stride
-        return window_spec(windows, stride, o.max_length)
+        return model_window_spec(self.settings, o.windows, o.window_stride, o.max_length)
 
     def load_encoder(self):
         from hopscotch.retriever.model.dense_encoder import DenseEncoder
@@ -202,8 +199,7 @@ def _resolve_job(corpus, model, out_dir, options: EncodeOptions) -> _EncodeJob:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     settings = model_settings(model)
-    max_length = (settings.passage_max_len or 256) if options.max_length is None else options.max_length
-    options = replace(options, rank=rank, world_size=world_size, max_length=max_length)
+    options = replace(options, rank=rank, world_size=world_size, max_length=passage_length(settings, options.max_length))
     return _EncodeJob(corpus, str(model), settings, out_dir, options, local_rank)
 
 

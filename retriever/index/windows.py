@@ -73,6 +73,20 @@ def window_spec(max_windows: int | None, stride: int | None, max_length: int) ->
     return WindowSpec(max_windows or 1, stride or max(1, math.floor(0.8 * max_length)), max_length)
 
 
+def passage_length(settings, max_length: int | None = None) -> int:
+    """``--max-length`` of ``hopscotch index`` with a model (its :class:`ModelSettings`): ``max_length``, else
+    the model's recorded ``passage_max_len``, else 256."""
+    return (settings.passage_max_len or 256) if max_length is None else max_length
+
+
+def model_window_spec(settings, max_windows: int | None = None, stride: int | None = None,
+                      max_length: int | None = None) -> WindowSpec:
+    """The windows ``hopscotch index`` cuts with a model: ``--windows`` / ``--window-stride`` / ``--max-length``,
+    each None falling back to the model's recorded ``passage_windows`` / ``window_stride`` / passage length."""
+    return window_spec(settings.passage_windows if max_windows is None else max_windows,
+                       settings.window_stride if stride is None else stride, passage_length(settings, max_length))
+
+
 class TailWindows:
     """A corpus view: each document -> its windows after the first (none when the document fits one).
 
@@ -130,8 +144,7 @@ def windows_per_document(corpus, model, max_windows: int | None = None, stride: 
     from hopscotch.retriever.model.config import model_settings
 
     settings = model_settings(model)
-    length = max_length or settings.passage_max_len or 256
-    spec = window_spec(max_windows or settings.passage_windows, stride or settings.window_stride, length)
+    spec = model_window_spec(settings, max_windows, stride, max_length)
     if not spec.enabled:
         return 0.0, 0
     view = TailWindows(AutoTokenizer.from_pretrained(settings.path), spec, settings.passage_prefix)
