@@ -5,8 +5,8 @@ over the agent dev sets' tune questions, BM25 + the trained model's ``search --r
 
 Reads the runs ``scripts/agent_ablation.py --trained DIR`` cached under ``--work`` (``runs/<set>.bm25.trec``,
 ``runs/<set>.trained.default.trec``) and fuses them as ``hopscotch search --fusion`` does (depth 100, k 100):
-interpolation with min-max (Pyserini's) and z-score normalisation at BM25 weights 0, 0.1, ..., 1 (z-scores
-also at 0.25, 0.35, 0.45), and RRF. The defaults in ``hopscotch.retriever.searchers.fusion``
+interpolation with min-max (Pyserini's) and z-score normalisation at BM25 weights 0, 0.1, ..., 1 and 0.25,
+0.35, 0.45, and RRF. The defaults in ``hopscotch.retriever.searchers.fusion``
 (``DEFAULT_INTERP``, ``DEFAULT_RRF``) are the best interpolation and the best RRF setting of this table on
 the tune questions, and a default moves only when the best setting beats it significantly (paired randomisation
 test over the tune queries of all sets pooled, p < 0.05): the tune slices are small and most neighbouring
@@ -23,25 +23,24 @@ SETS = ("hotpotqa", "musique", "world", "tongyi", "tongyi_pages")
 
 
 def grid() -> list:
-    from hopscotch.retriever.searchers.fusion import FusionSettings
+    """``tune-fusion``'s grid (:func:`~hopscotch.retriever.searchers.fusion_tuning.fusion_grid`), both
+    normalisations, over these weights and RRF settings."""
+    from hopscotch.retriever.searchers.fusion_tuning import fusion_grid
 
-    out = [FusionSettings.convex(i / 10, norm) for norm in ("minmax", "zscore") for i in range(11)]
-    out += [FusionSettings.convex(w, "zscore") for w in (0.25, 0.35, 0.45)]
-    for k in (5.0, 10.0, 20.0, 40.0, 60.0, 100.0):
-        out += [FusionSettings("rrf", rrf_k=k, weights=w) for w in (None, (0.3, 1.0), (0.5, 1.0), (1.0, 0.5))]
-    return out
+    weights = [i / 10 for i in range(11)] + [0.25, 0.35, 0.45]
+    return fusion_grid(weights, (5.0, 10.0, 20.0, 40.0, 60.0, 100.0), ((1.0, 1.0), (0.3, 1.0), (0.5, 1.0), (1.0, 0.5)))
 
 
-def table(work: Path, split: str, sets=SETS) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
-    """``{setting: {set: nDCG@10}}`` on ``split``'s questions of each set, and ``{setting: {"set/qid": nDCG@10}}``
-    (the queries of every set pooled, for paired tests)."""
+def table(work: Path, split: str, sets=SETS) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, dict]]]:
+    """``{setting: {set: nDCG@10}}`` on ``split``'s questions of each set, and ``{setting: {"set/qid":
+    {"ndcg@10": value}}}`` (the queries of every set pooled, for paired tests)."""
     from hopscotch.retriever.evaluation.metrics import evaluate
     from hopscotch.retriever.io.qrels import read_qrels
     from hopscotch.retriever.io.runs import read_run
     from hopscotch.retriever.searchers.fusion_tuning import fuse_runs
 
     out: dict[str, dict[str, float]] = {}
-    pooled: dict[str, dict[str, float]] = {}
+    pooled: dict[str, dict[str, dict]] = {}
     for name in sets:
         folder = work / "sets" / name
         qids = (folder / f"{split}_qids.txt").read_text().split()
@@ -52,7 +51,7 @@ def table(work: Path, split: str, sets=SETS) -> tuple[dict[str, dict[str, float]
             result = evaluate({q: run.get(q, {}) for q in qids}, {q: qrels[q] for q in qids if q in qrels}, ["ndcg@10"])
             out.setdefault(settings.describe(), {})[name] = result.mean["ndcg@10"]
             pooled.setdefault(settings.describe(), {}).update(
-                {f"{name}/{q}": v["ndcg@10"] for q, v in result.per_query.items()})
+                {f"{name}/{q}": v for q, v in result.per_query.items()})
     return out, pooled
 
 
@@ -79,8 +78,7 @@ def main(argv=None) -> int:
     for default in (DEFAULT_INTERP.describe(), DEFAULT_RRF.describe()):
         top = best[default.split()[0]]
         if top != default:
-            c = compare_per_query({q: {"ndcg@10": v} for q, v in pooled[default].items()},
-                                  {q: {"ndcg@10": v} for q, v in pooled[top].items()}, "ndcg@10")
+            c = compare_per_query(pooled[default], pooled[top], "ndcg@10")
             verdict = "moves the default" if c.p_randomization < 0.05 and c.delta > 0 else "keeps the default"
             print(f"{top} vs the default {default} over the {len(pooled[top])} pooled {args.split} queries: "
                   f"{c.delta:+.4f}, paired p = {c.p_randomization:.3f}"
