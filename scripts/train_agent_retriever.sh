@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Train the bundled MiniLM for agent traffic (issue 9) from every shared source, in one command:
 #
-#   bash scripts/train_agent_retriever.sh OUT [KEY=VALUE ...]     # -> OUT/final (18-25 minutes, 2 CPU cores)
+#   bash scripts/train_agent_retriever.sh OUT [KEY=VALUE ...]     # -> OUT/final (about 14 minutes on 2 quiet CPU cores)
 #
 # On a fresh clone beside ../shared (or with $HOPSCOTCH_DATA pointing at shared/data); runs setup.sh first.
 # Only the train questions of scripts/agent_splits.py are used (its dev questions, which tune the defaults,
