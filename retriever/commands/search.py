@@ -1,7 +1,7 @@
 """``hopscotch search``: BM25, dense or hybrid retrieval for a query file, written as a TREC run.
 
     hopscotch search --queries PATH --out RUN [--bm25 DIR] [--index DIR [--model M]] [--reasoning]
-                     [--query-input VARIANT] [--instruction TEXT] [--k K] [--fusion rrf|interp] [--alpha A]
+                     [--query-input VARIANT] [--instruction TEXT] [--k K] [--fusion interp|rrf|adaptive] [--alpha A]
     hopscotch search --queries PATH --out RUN --url http://HOST:PORT [--name NAME] [--token T]
 
 With ``--reasoning`` the dense encoder sees ``{instruction}Reasoning: {text or 'Empty'}\\n\\nQuery:
@@ -9,7 +9,7 @@ With ``--reasoning`` the dense encoder sees ``{instruction}Reasoning: {text or '
 ``prior_queries``, ``prior_results``) by the query input variant: the trained model's own (recorded in its
 ``hopscotch_config.json``), else ``reasoning``; ``--query-input VARIANT`` overrides it (and implies
 ``--reasoning``; ``--query-input query`` is the plain query). Without either, ``{instruction}{query}``. BM25 always
-matches the query text. With both ``--bm25`` and ``--index`` the lists are fused (``--fusion``, default rrf).
+matches the query text. With both ``--bm25`` and ``--index`` the lists are fused (``--fusion``; its default is chosen on the agent dev sets by the maximin rule).
 The searcher flags belong to the backends (:mod:`hopscotch.retriever.searchers.registry`); the backend is
 ``--searcher-type`` or the one the flags select. The run is written by
 :class:`hopscotch.retriever.io.runs.RunWriter`.

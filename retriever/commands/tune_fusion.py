@@ -4,10 +4,12 @@
                           [--dev-fraction 0.5 --seed 13 | --dev-qids FILE] [--metric ndcg@10]
                           [--alphas 0,0.1,...,1] [--normalizations minmax,zscore]
                           [--rrf-ks 10,20,40,60,100] [--rrf-weights 1:1,2:1,1:2]
+                          [--adapts 0.5,1,2] [--adapt-shifts 0,1,2]
                           [--k 1000] [--depth N] [--min-gain 0] [--duplicates FILE]
 
 The grid (interpolation at convex BM25 weights ``alpha * bm25 + (1 - alpha) * dense`` on min-max and z-score
-normalised scores, and RRF) is scored on the dev queries; the best setting, or the better component alone when no fusion beats
+normalised scores, RRF, and adaptive fusion: a BM25 weight per query from the two lists' own score
+distributions and agreement) is scored on the dev queries; the best setting, or the better component alone when no fusion beats
 it on dev, is evaluated on the held-out queries beside both components and written to ``--out``, which
 ``hopscotch search --bm25 DIR --index DIR --fusion-config tuned.json`` reads. The work is
 :mod:`hopscotch.retriever.searchers.fusion_tuning`.
@@ -44,6 +46,10 @@ def register(sub) -> None:
                    help="interp: score normalisations to try, comma-separated (minmax is Pyserini's)")
     p.add_argument("--rrf-ks", default="10,20,40,60,100", help="rrf: the constants k to try")
     p.add_argument("--rrf-weights", default="1:1", help="rrf: W_BM25:W_DENSE pairs to try (1:1 is plain RRF)")
+    p.add_argument("--adapts", default="0.5,1,2",
+                   help="adaptive: strengths to try at every base weight strictly inside (0, 1); 0 alone: none")
+    p.add_argument("--adapt-shifts", default="0,1,2",
+                   help="adaptive: standout differences (BM25 - dense) at which neither list is favoured")
     p.add_argument("--k", type=positive_int, default=1000,
                    help="fused lists and components are cut to k before scoring")
     p.add_argument("--depth", type=positive_int, help="cut each run to this depth before fusing (default: all of it)")
@@ -111,7 +117,8 @@ def run(args) -> int:
     if args.k <= 0 or (args.depth is not None and args.depth <= 0):
         raise UsageError("--k and --depth must be positive")
     grid = fusion_grid(_floats(args.alphas, "--alphas", 0.0, 1.0), _floats(args.rrf_ks, "--rrf-ks"),
-                       _pairs(args.rrf_weights), _normalizations(args.normalizations))
+                       _pairs(args.rrf_weights), _normalizations(args.normalizations),
+                       _floats(args.adapts, "--adapts"), _floats(args.adapt_shifts, "--adapt-shifts", lo=-1e6))
     guard = check_outputs(args, outputs=[args.out], inputs=arg_paths(args, "sparse", "dense", "qrels", "duplicates",
                                                                     "dev_qids"))
     qrels = load_qrels(args)

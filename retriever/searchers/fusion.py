@@ -33,9 +33,10 @@ from dataclasses import dataclass
 
 from hopscotch.retriever.errors import FormatError, UsageError
 from hopscotch.retriever.io.common import read_json
+from hopscotch.retriever.searchers.adaptive_fusion import adaptive_weight
 
 Hits = Sequence[tuple[str, float]]
-FUSION_METHODS = ("rrf", "interp")
+FUSION_METHODS = ("rrf", "interp", "adaptive")
 NORMALIZATIONS = ("minmax", "zscore")   # interpolation's score normalisations; minmax is Pyserini's
 
 
@@ -103,6 +104,8 @@ def fuse(method: str, sparse: Hits, dense: Hits, k: int, alpha: float = 1.0, rrf
         return reciprocal_rank_fusion([sparse, dense], rrf_k=rrf_k, depth=depth, k=k, weights=weights)
     if method == "interp":
         return interpolate(sparse, dense, alpha=alpha, k=k, depth=depth)
+    if method == "adaptive":
+        return FusionSettings("adaptive", alpha=alpha, normalization="zscore").apply(sparse, dense, k=k, depth=depth)
     raise UsageError(f"unknown fusion {method!r}: use one of {', '.join(FUSION_METHODS)}")
 
 
@@ -116,7 +119,12 @@ class FusionSettings:
     :param weight_on_dense: interp: put ``alpha`` on the dense score
     :param rrf_k: rrf: the constant in ``1 / (rrf_k + rank)``
     :param weights: rrf: ``(w_bm25, w_dense)`` for weighted RRF; None is plain RRF
-    :param normalization: interp: ``minmax`` (Pyserini's) or ``zscore``
+    :param normalization: interp and adaptive: ``minmax`` (Pyserini's) or ``zscore``
+    :param adapt: adaptive: how strongly each query's own lists move the BM25 weight away from the base weight
+        that ``alpha`` / ``weight_on_dense`` give (:mod:`~hopscotch.retriever.searchers.adaptive_fusion`; 0 is
+        the fixed interpolation)
+    :param shift: adaptive: the standout difference (BM25 minus dense) at which neither list is favoured
+    :param agreement_k: adaptive: the top ranks whose overlap measures the two lists' agreement
     """
 
     method: str = "rrf"
@@ -125,6 +133,9 @@ class FusionSettings:
     rrf_k: float = 60.0
     weights: tuple[float, float] | None = None
     normalization: str = "minmax"
+    adapt: float = 0.0
+    shift: float = 0.0
+    agreement_k: int = 10
 
     def __post_init__(self) -> None:
         if self.method not in FUSION_METHODS:
@@ -135,6 +146,16 @@ class FusionSettings:
             raise UsageError(f"--alpha must be a finite number, got {self.alpha}")
         if self.normalization not in NORMALIZATIONS:
             raise UsageError(f"unknown score normalisation {self.normalization!r}: use one of {', '.join(NORMALIZATIONS)}")
+        for name in ("adapt", "shift"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+                raise UsageError(f"adaptive fusion: {name} must be a finite number, got {value!r}")
+        if self.adapt < 0:
+            raise UsageError(f"adaptive fusion: adapt must be >= 0, got {self.adapt}")
+        if isinstance(self.agreement_k, bool) or not isinstance(self.agreement_k, int) or self.agreement_k < 1:
+            raise UsageError(f"adaptive fusion: agreement_k must be a positive integer, got {self.agreement_k!r}")
+        if self.alpha < 0:
+            raise UsageError(f"--alpha must be non-negative, got {self.alpha}")
         if self.weights is not None:
             weights = tuple(float(w) for w in self.weights)
             if len(weights) != 2 or min(weights) < 0 or max(weights) <= 0:
@@ -153,10 +174,18 @@ class FusionSettings:
             return cls("interp", alpha=w / (1.0 - w), normalization=normalization)
         return cls("interp", alpha=(1.0 - w) / w, weight_on_dense=True, normalization=normalization)
 
+    @classmethod
+    def adaptive(cls, sparse_weight: float, adapt: float, shift: float = 0.0, normalization: str = "zscore",
+                 agreement_k: int = 10) -> FusionSettings:
+        """Adaptive fusion around the base convex BM25 weight ``sparse_weight`` (as :meth:`convex`)."""
+        base = cls.convex(sparse_weight, normalization)
+        return cls("adaptive", alpha=base.alpha, weight_on_dense=base.weight_on_dense, normalization=normalization,
+                   adapt=float(adapt), shift=float(shift), agreement_k=agreement_k)
+
     @property
     def sparse_weight(self) -> float | None:
-        """interp: the convex weight on BM25 (inverse of :meth:`convex`); None for RRF."""
-        if self.method != "interp":
+        """interp and adaptive: the (base) convex weight on BM25 (inverse of :meth:`convex`); None for RRF."""
+        if self.method == "rrf":
             return None
         return 1.0 / (1.0 + self.alpha) if self.weight_on_dense else self.alpha / (1.0 + self.alpha)
 
@@ -164,11 +193,20 @@ class FusionSettings:
         """Fuse one query's BM25 and dense lists, each cut to ``depth``; the result cut to ``k``."""
         if self.method == "rrf":
             return reciprocal_rank_fusion([sparse, dense], rrf_k=self.rrf_k, depth=depth, k=k, weights=self.weights)
+        if self.method == "adaptive":
+            sparse, dense = list(sparse)[:depth], list(dense)[:depth]
+            w = adaptive_weight(sparse, dense, self.sparse_weight, self.adapt, self.shift, self.agreement_k)
+            return FusionSettings.convex(w, self.normalization).apply(sparse, dense, k=k)
         return interpolate(sparse, dense, alpha=self.alpha, k=k, depth=depth, weight_on_dense=self.weight_on_dense,
                            normalization=self.normalization)
 
     def describe(self) -> str:
-        """A short label: ``interp w=0.30`` (min-max), ``interp zscore w=0.40`` or ``rrf k=60 w=1:0.5``."""
+        """A short label: ``interp w=0.30`` (min-max), ``interp zscore w=0.40``, ``rrf k=60 w=1:0.5`` or
+        ``adaptive zscore w=0.30 a=1 s=0.5``."""
+        if self.method == "adaptive":
+            k = "" if self.agreement_k == 10 else f" k={self.agreement_k}"
+            return (f"adaptive {self.normalization} w={self.sparse_weight:.2f} a={self.adapt:g} "
+                    f"s={self.shift:g}{k}")
         if self.method == "interp":
             norm = "" if self.normalization == "minmax" else f" {self.normalization}"
             return f"interp{norm} w={self.sparse_weight:.2f}"
@@ -179,9 +217,12 @@ class FusionSettings:
         """``{method, ...parameters}``: interp writes ``alpha``, ``weight_on_dense``, ``sparse_weight``,
         ``normalization`` (``minmax`` or ``zscore``); rrf writes ``rrf_k`` and ``weights`` (``[w_bm25, w_dense]``
         or null)."""
-        if self.method == "interp":
-            return {"method": "interp", "alpha": self.alpha, "weight_on_dense": self.weight_on_dense,
-                    "sparse_weight": self.sparse_weight, "normalization": self.normalization}
+        if self.method in ("interp", "adaptive"):
+            out = {"method": self.method, "alpha": self.alpha, "weight_on_dense": self.weight_on_dense,
+                   "sparse_weight": self.sparse_weight, "normalization": self.normalization}
+            if self.method == "adaptive":
+                out.update(adapt=self.adapt, shift=self.shift, agreement_k=self.agreement_k)
+            return out
         return {"method": "rrf", "rrf_k": self.rrf_k, "weights": None if self.weights is None else list(self.weights)}
 
     @classmethod
@@ -190,6 +231,11 @@ class FusionSettings:
         ``sparse_weight``; ``normalization`` ``minmax``, ``zscore`` or ``true``, which older files wrote for
         min-max); other keys are ignored."""
         method = obj.get("method")
+        if method == "adaptive":
+            base = cls.from_json({**obj, "method": "interp", "normalization": obj.get("normalization", "zscore")})
+            return cls("adaptive", alpha=base.alpha, weight_on_dense=base.weight_on_dense,
+                       normalization=base.normalization, adapt=obj.get("adapt", 0.0), shift=obj.get("shift", 0.0),
+                       agreement_k=obj.get("agreement_k", 10))
         if method == "interp":
             norm = obj.get("normalization", True)
             if norm is False or norm is None:
@@ -215,6 +261,16 @@ class FusionSettings:
 DEFAULT_FUSION = "interp"
 DEFAULT_INTERP = FusionSettings.convex(0.3)
 DEFAULT_RRF = FusionSettings("rrf", rrf_k=5.0, weights=(0.5, 1.0))
+DEFAULT_ADAPTIVE = FusionSettings.adaptive(0.3, adapt=1.0, shift=0.0)
+
+
+def default_settings(method: str | None = None) -> FusionSettings:
+    """The defaults of ``--fusion METHOD``; None: of the default method (``--fusion`` not given)."""
+    method = DEFAULT_FUSION if method is None else method
+    defaults = {"interp": DEFAULT_INTERP, "rrf": DEFAULT_RRF, "adaptive": DEFAULT_ADAPTIVE}
+    if method not in defaults:
+        raise UsageError(f"unknown fusion {method!r}: use one of {', '.join(FUSION_METHODS)}")
+    return defaults[method]
 
 
 def parse_rrf_weights(value) -> tuple[float, float] | None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hopscotch.retriever.errors import UsageError
@@ -35,6 +35,8 @@ from hopscotch.retriever.searchers.fusion import NORMALIZATIONS, FusionSettings
 COMPONENTS = ("bm25", "dense")
 DEFAULT_SPARSE_WEIGHTS = tuple(i / 10 for i in range(11))
 DEFAULT_RRF_KS = (10.0, 20.0, 40.0, 60.0, 100.0)
+DEFAULT_ADAPTS = (0.5, 1.0, 2.0)       # adaptive fusion: strengths tried (0 is the fixed interpolation)
+DEFAULT_SHIFTS = (0.0, 1.0, 2.0)       # adaptive fusion: standout differences at which neither list is favoured
 
 Qrels = dict[str, dict[str, int]]
 
@@ -70,9 +72,11 @@ def split_qids(qids: Iterable[str], dev_fraction: float, seed: int = 13) -> tupl
 
 def fusion_grid(sparse_weights: Sequence[float] = DEFAULT_SPARSE_WEIGHTS, rrf_ks: Sequence[float] = DEFAULT_RRF_KS,
                 rrf_weights: Sequence[tuple[float, float]] = ((1.0, 1.0),),
-                normalizations: Sequence[str] = NORMALIZATIONS) -> list[FusionSettings]:
+                normalizations: Sequence[str] = NORMALIZATIONS, adapts: Sequence[float] = (),
+                shifts: Sequence[float] = DEFAULT_SHIFTS) -> list[FusionSettings]:
     """Interpolation at each normalisation and convex BM25 weight (0 and 1, the components alone, always
-    included, once), then RRF at each constant and weight pair (``1:1`` is plain RRF)."""
+    included, once), then RRF at each constant and weight pair (``1:1`` is plain RRF), then adaptive fusion
+    (z-score) at each base weight strictly inside (0, 1), each strength in ``adapts`` above 0 and each shift."""
     if not normalizations:
         raise UsageError("the fusion grid needs at least one score normalisation")
     weights = sorted(set(sparse_weights) | {0.0, 1.0})
@@ -82,7 +86,28 @@ def fusion_grid(sparse_weights: Sequence[float] = DEFAULT_SPARSE_WEIGHTS, rrf_ks
         for pair in rrf_weights:
             pair = tuple(float(x) for x in pair)
             grid.append(FusionSettings("rrf", rrf_k=float(rrf_k), weights=None if pair == (1.0, 1.0) else pair))
+    grid += [FusionSettings.adaptive(w, a, shift) for w in weights if 0 < w < 1 for a in dict.fromkeys(adapts)
+             if a > 0 for shift in dict.fromkeys(shifts)]
     return grid
+
+
+def maximin(deltas: Mapping[str, Mapping[str, float]]) -> tuple[str, float]:
+    """The maximin rule for a default that never loses: ``deltas`` maps each setting to ``{set: its score
+    minus the better component's score on that set}``; the setting whose *worst* set delta is largest wins
+    (ties: the larger mean delta, then the first given). Returns ``(setting, its worst delta)``. A mean over
+    sets can hide a loss on the one set whose better list the setting distrusts; this cannot."""
+    if not deltas:
+        raise UsageError("maximin: no setting to choose from")
+    sizes = {len(d) for d in deltas.values()}
+    if 0 in sizes or len(sizes) != 1:
+        raise UsageError("maximin: every setting needs a delta on the same, non-empty sets")
+
+    def key(item):
+        values = list(item[1].values())
+        return (min(values), sum(values) / len(values))
+
+    best = max(deltas.items(), key=key)  # max keeps the first of equal keys
+    return best[0], min(best[1].values())
 
 
 def component_of(settings: FusionSettings) -> str | None:
@@ -193,7 +218,7 @@ def _choose(grid: list[tuple[FusionSettings, float]], components_dev: dict[str, 
 def _held_out_rows(grid, chosen: FusionSettings) -> list[FusionSettings]:
     """The settings evaluated on test: the best interpolation and the best RRF on dev, and the chosen one."""
     rows: list[FusionSettings] = []
-    for method in ("interp", "rrf"):
+    for method in ("interp", "rrf", "adaptive"):
         fusions = [(s, score) for s, score in grid if s.method == method and component_of(s) is None]
         if fusions:
             rows.append(max(fusions, key=lambda s: s[1])[0])

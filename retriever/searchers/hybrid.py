@@ -7,11 +7,12 @@ from dataclasses import replace
 from typing import Any
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.io.arg_types import non_negative_float, positive_int
+from hopscotch.retriever.io.arg_types import finite_float, non_negative_float, positive_int
 from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, flag
 from hopscotch.retriever.searchers.bm25 import BM25Searcher
 from hopscotch.retriever.searchers.dense import DenseSearcher
 from hopscotch.retriever.searchers.fusion import (
+    DEFAULT_ADAPTIVE,
     DEFAULT_FUSION,
     DEFAULT_INTERP,
     DEFAULT_RRF,
@@ -48,12 +49,14 @@ class HybridSearcher(BaseSearcher):
     def __init__(self, bm25, dense, fusion: str = DEFAULT_FUSION, alpha: float = DEFAULT_INTERP.alpha,
                  rrf_k: float = DEFAULT_RRF.rrf_k, depth: int = 100,
                  weights: tuple[float, float] | None = None, weight_on_dense: bool = False,
-                 normalization: str = DEFAULT_INTERP.normalization):
+                 normalization: str = DEFAULT_INTERP.normalization, adapt: float = 0.0, shift: float = 0.0,
+                 agreement_k: int = 10):
         if fusion not in FUSION_METHODS:
             raise UsageError(f"unknown fusion {fusion!r}: use one of {', '.join(FUSION_METHODS)}")
         self.bm25, self.dense = bm25, dense
         self.fusion, self.alpha, self.rrf_k, self.depth = fusion, alpha, rrf_k, depth
         self.weights, self.weight_on_dense, self.normalization = weights, weight_on_dense, normalization
+        self.adapt, self.shift, self.agreement_k = adapt, shift, agreement_k
         _ = self.settings  # validates the parameters now, not at the first search
         if getattr(self.bm25, "docstore", None) is None:
             self.bm25.docstore = dense.docstore
@@ -62,15 +65,31 @@ class HybridSearcher(BaseSearcher):
     def settings(self) -> FusionSettings:
         """The fusion this searcher applies (built from its attributes)."""
         return FusionSettings(self.fusion, alpha=self.alpha, weight_on_dense=self.weight_on_dense,
-                              rrf_k=self.rrf_k, weights=self.weights, normalization=self.normalization)
+                              rrf_k=self.rrf_k, weights=self.weights, normalization=self.normalization,
+                              adapt=self.adapt, shift=self.shift, agreement_k=self.agreement_k)
+
+    @classmethod
+    def from_settings(cls, bm25, dense, settings: FusionSettings, depth: int = 100) -> HybridSearcher:
+        """A hybrid searcher applying ``settings``."""
+        return cls(bm25, dense, fusion=settings.method, alpha=settings.alpha, rrf_k=settings.rrf_k, depth=depth,
+                   weights=settings.weights, weight_on_dense=settings.weight_on_dense,
+                   normalization=settings.normalization, adapt=settings.adapt, shift=settings.shift,
+                   agreement_k=settings.agreement_k)
 
     @classmethod
     def parse_args(cls, parser) -> None:
         BM25Searcher.parse_args(parser)
         DenseSearcher.parse_args(parser)
         add_option(parser, "--fusion", choices=list(FUSION_METHODS),
-                   help="how BM25 and dense lists are fused (default interp; rrf when only --rrf-k / "
-                        "--rrf-weights are given)")
+                   help=f"how BM25 and dense lists are fused (default {DEFAULT_FUSION}, chosen on the dev sets; rrf "
+                        "when only --rrf-k / --rrf-weights are given; adaptive: a BM25 weight per query from the "
+                        "two lists' own scores)")
+        add_option(parser, "--adapt", type=non_negative_float,
+                   help="adaptive: how strongly each query's lists move the BM25 weight (0: fixed interpolation; "
+                        f"default {DEFAULT_ADAPTIVE.adapt:g}, learnt on the dev sets)")
+        add_option(parser, "--adapt-shift", type=finite_float,
+                   help="adaptive: the standout difference (BM25 - dense) at which neither list is favoured "
+                        f"(default {DEFAULT_ADAPTIVE.shift:g}, learnt on the dev sets)")
         add_option(parser, "--alpha", type=non_negative_float,
                    help="interp: weight of the normalised BM25 score (score = alpha * bm25 + dense; default "
                         f"{DEFAULT_INTERP.alpha:.4g}, i.e. BM25 weight {DEFAULT_INTERP.sparse_weight:g} of 1, "
@@ -102,6 +121,10 @@ class HybridSearcher(BaseSearcher):
         path = getattr(args, "fusion_config", None)
         norm = getattr(args, "normalization", None)
         if path:
+            given = [f for f in ("alpha", "rrf_k", "rrf_weights", "adapt", "adapt_shift") if getattr(args, f, None) is not None]
+            if given:
+                raise UsageError(f"--{given[0].replace('_', '-')} contradicts --fusion-config {path} (the file sets "
+                                 "every parameter)")
             settings = read_fusion_config(path)
             if method and method != settings.method:
                 raise UsageError(f"--fusion {method} contradicts --fusion-config {path} ({settings.method})")
@@ -110,8 +133,24 @@ class HybridSearcher(BaseSearcher):
             return settings
         alpha, rrf_k = getattr(args, "alpha", None), getattr(args, "rrf_k", None)
         weights = parse_rrf_weights(getattr(args, "rrf_weights", None))
+        adapt, shift = getattr(args, "adapt", None), getattr(args, "adapt_shift", None)
         if method is None:
-            method = "rrf" if (rrf_k is not None or weights is not None) and alpha is None else DEFAULT_FUSION
+            if adapt is not None or shift is not None:
+                method = "adaptive"
+            else:
+                method = "rrf" if (rrf_k is not None or weights is not None) and alpha is None else DEFAULT_FUSION
+        if method != "adaptive" and (adapt is not None or shift is not None):
+            raise UsageError(f"--adapt / --adapt-shift apply to --fusion adaptive only (this search fuses by {method})")
+        if method != "rrf" and (rrf_k is not None or weights is not None):
+            raise UsageError(f"--rrf-k / --rrf-weights apply to --fusion rrf only (this search fuses by {method})")
+        if method == "rrf" and alpha is not None:
+            raise UsageError("--alpha applies to --fusion interp or adaptive only (this search fuses by rrf)")
+        if method == "adaptive":
+            d = DEFAULT_ADAPTIVE
+            base = d if alpha is None else FusionSettings("interp", alpha=alpha)
+            return FusionSettings("adaptive", alpha=base.alpha, weight_on_dense=base.weight_on_dense,
+                                  normalization=norm or d.normalization, adapt=d.adapt if adapt is None else adapt,
+                                  shift=d.shift if shift is None else shift, agreement_k=d.agreement_k)
         if method == "interp":
             norm = norm or DEFAULT_INTERP.normalization
             if alpha is None:
@@ -130,9 +169,7 @@ class HybridSearcher(BaseSearcher):
         fusion = cls.fusion_from_args(args)  # a bad config fails before a model loads
         dense = DenseSearcher.component_from_args(args, "hybrid")
         sparse = BM25Searcher(flag(args, "bm25"), docstore=dense.docstore)
-        return cls(sparse, dense, fusion=fusion.method, alpha=fusion.alpha, rrf_k=fusion.rrf_k,
-                   depth=flag(args, "depth", 100), weights=fusion.weights, weight_on_dense=fusion.weight_on_dense,
-                   normalization=fusion.normalization)
+        return cls.from_settings(sparse, dense, fusion, depth=flag(args, "depth", 100))
 
     def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
                      reasoning_aware: bool | Sequence[bool] = False, show_progress: bool = False) -> list[Ranked]:

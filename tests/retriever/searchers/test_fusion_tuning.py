@@ -125,7 +125,7 @@ def test_tuned_json_round_trips_into_the_hybrid_searcher(tmp_path, cli):
     assert "held-out: 20 queries" in out and "interp w=0.30 (chosen)" in out and "paired test" in out
     saved = json.loads((tmp_path / "tuned.json").read_text())
     assert saved["method"] == "interp" and saved["dev_queries"] == 20 and saved["metric"] == "ndcg@10"
-    assert {"dev", "test"} <= set(saved["components"]["dense"]) and len(saved["grid"]) == 11 + 9 + 10
+    assert {"dev", "test"} <= set(saved["components"]["dense"]) and len(saved["grid"]) == 11 + 9 + 10 + 9 * 3 * 3  # + adaptive
     parser = argparse.ArgumentParser()
     HybridSearcher.parse_args(parser)
     settings = HybridSearcher.fusion_from_args(parser.parse_args(["--fusion-config", str(tmp_path / "tuned.json")]))

@@ -157,6 +157,26 @@ def test_bm25_and_hybrid_runs(cli, built, tmp_path):
         assert all(interp[q.qid][docid] == pytest.approx(v, abs=1e-5) for docid, v in want.items())
 
 
+def test_adaptive_hybrid_run_is_the_library_fusion(cli, built, tmp_path):
+    """`search --fusion adaptive` ranks each query as FusionSettings.adaptive(...).apply on the same two lists."""
+    from hopscotch.retriever.index.bm25 import BM25Index
+    from hopscotch.retriever.searchers.fusion import FusionSettings
+
+    out = tmp_path / "adaptive.trec"
+    assert cli("search", "--queries", built["queries"], "--bm25", built["bm25"], "--index", built["dense"], "--k", 20,
+               "--depth", 50, "--fusion", "adaptive", "--alpha", 0.5, "--adapt", 2, "--adapt-shift", 0.5,
+               "--out", out)[0] == 0
+    queries = list(read_queries(built["queries"]))
+    sparse = BM25Index.load(built["bm25"]).search([q.text for q in queries], k=50)
+    dense = exact_run(built, [q.text for q in queries], 50)
+    settings = FusionSettings.adaptive(1 / 3, 2.0, 0.5)
+    got = read_run(out)
+    for q, s, d in zip(queries, sparse, dense):
+        want = dict(settings.apply(s, sorted(d.items(), key=lambda kv: (-kv[1], kv[0])), k=20))
+        assert set(got[q.qid]) == set(want)
+        assert all(got[q.qid][docid] == pytest.approx(v, abs=1e-4) for docid, v in want.items())
+
+
 def test_searcher_objects_share_the_interface(built):
     from hopscotch.retriever.searchers import build_searcher, get_searcher_class, searcher_names
 
