@@ -13,9 +13,9 @@ and encoded with the query only when the model reads reasoning: a trained reason
 model with ``--query-input VARIANT`` (the dense backend's flag, which also sets what ``reason`` becomes in
 the encoder's ``Reasoning:`` slot; default: the trained model's own variant). A request carries only
 ``reason``, read as the step's full reasoning: ``current_reasoning`` then uses it whole (send the
-reasoning since the last tool result), ``reasoning_tail:N`` keeps its end, and ``prior_queries`` and
-``with_documents`` see no earlier queries or results (``prior_queries`` reads ``Empty``). Responses say
-whether it was used (``query.reason_used``).
+reasoning since the last tool result), ``reasoning_tail:N`` keeps its end, ``reasoning_focus:N`` its
+sentences related to the query, and ``prior_queries`` and ``with_documents`` see no earlier queries or
+results (``prior_queries`` reads ``Empty``). Responses say whether it was used (``query.reason_used``).
 
 The token (required under ``/v1/`` as ``Authorization: Bearer TOKEN`` or ``x-api-key: TOKEN``) comes
 from ``$HOPSCOTCH_SERVE_TOKEN``, ``--token-file FILE`` or ``--token T``; the last is visible to every user

@@ -64,8 +64,9 @@ class EncoderConfig:
     passage_prefix: str = ""         # prefix of every passage
     reasoning_aware: bool = True     # alias of query_input: true = 'reasoning', false = 'query'
     query_input: str | None = None   # query, prior_queries, reasoning, current_reasoning, reasoning_tail:N,
-    #                                  with_documents; None: from reasoning_aware. Every variant but 'query'
-    #                                  is 'Reasoning: {text}\n\nQuery: {query}' (see model/query_input.py)
+    #                                  reasoning_focus:N, with_documents; None: from reasoning_aware. Every
+    #                                  variant but 'query' is 'Reasoning: {text}\n\nQuery: {query}' (see
+    #                                  model/query_input.py)
     temperature: float = 0.05        # InfoNCE temperature (the starting value when learnt)
     learn_temperature: bool = False  # learn log(temperature) with the weights
     shared_towers: bool = True       # one backbone for queries and passages; False: a separate query tower

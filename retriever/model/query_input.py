@@ -11,6 +11,10 @@ One knob, spelled the same in a recipe (``model.query_input``), a saved model's 
                        a step without that field falls back to its ``reasoning``)
 ``reasoning_tail:N``   the last ``N`` tokens of the reasoning: the model tokenizer's tokens when one is
                        given (the encoders and the trainer always give theirs), else whitespace words
+``reasoning_focus:N``  reasoning selection instead of a length gate: the reasoning's sentences that share
+                       the most content words with the query (and, less, with the task statement), newest
+                       first on ties, kept in their order within ``N`` tokens (counted as for
+                       ``reasoning_tail``); see :func:`focus_text`
 ``with_documents``     the previous call's results (``title: snippet`` lines, each snippet cut to
                        :data:`SNIPPET_CHARS`) spliced into the reasoning where they arrived: before
                        ``current_reasoning`` when the reasoning ends with it, else before the reasoning
@@ -20,13 +24,15 @@ Every variant but ``query`` is written in AgentIR's template
 ``{instruction}Reasoning: {text or 'Empty'}\\n\\nQuery: {query}`` (see
 :mod:`~hopscotch.retriever.model.query_template`, which also cuts ``text`` from the left to fit the
 query length). :func:`reasoning_text` builds ``text`` for a variant from a step's context fields
-(:class:`QueryContext`: ``reasoning``, ``current_reasoning``, ``prior_queries``, ``prior_results``); the
-trainer's collator, the dense encoder and searcher and DR-Synth all go through it.
+(:class:`QueryContext`: ``reasoning``, ``current_reasoning``, ``prior_queries``, ``prior_results``) and,
+for ``reasoning_focus``, the query; the trainer's collator, the dense encoder and searcher and DR-Synth
+all go through it.
 
 Example::
 
     variant = QueryInput.parse("reasoning_tail:64")
     text = reasoning_text(variant, {"reasoning": long_thinking}, tokenizer)
+    focused = reasoning_text("reasoning_focus:64", {"reasoning": long_thinking}, tokenizer, query="Gummo director")
 """
 
 from __future__ import annotations
@@ -37,16 +43,21 @@ from dataclasses import dataclass
 
 from hopscotch.retriever.errors import UsageError
 
-#: the variant names; ``reasoning_tail`` is written ``reasoning_tail:N``
-KINDS = ("query", "prior_queries", "reasoning", "current_reasoning", "reasoning_tail", "with_documents")
-ALLOWED = "query, prior_queries, reasoning, current_reasoning, reasoning_tail:N (N >= 1), with_documents"
+#: the variant names; ``reasoning_tail`` and ``reasoning_focus`` are written ``NAME:N``
+KINDS = ("query", "prior_queries", "reasoning", "current_reasoning", "reasoning_tail", "reasoning_focus",
+         "with_documents")
+#: the variants that take a token budget ``:N``
+BUDGETED = ("reasoning_tail", "reasoning_focus")
+ALLOWED = ("query, prior_queries, reasoning, current_reasoning, reasoning_tail:N (N >= 1), "
+           "reasoning_focus:N (N >= 1), with_documents")
 #: characters of each previous result's snippet that ``with_documents`` keeps (cut at a word boundary)
 SNIPPET_CHARS = 300
 
 
 @dataclass(frozen=True, slots=True)
 class QueryInput:
-    """A parsed variant: ``kind`` (one of :data:`KINDS`) and, for ``reasoning_tail``, ``tail`` tokens."""
+    """A parsed variant: ``kind`` (one of :data:`KINDS`) and, for ``reasoning_tail`` and ``reasoning_focus``
+    (:data:`BUDGETED`), their token budget ``N`` as ``tail``."""
 
     kind: str
     tail: int | None = None
@@ -59,16 +70,16 @@ class QueryInput:
         text = value.strip() if isinstance(value, str) else ""
         kind, sep, arg = text.partition(":")
         kind = kind.strip()
-        if kind == "reasoning_tail" and sep:
+        if kind in BUDGETED and sep:
             arg = arg.strip()
             if arg.isdigit() and int(arg) >= 1:
                 return cls(kind, int(arg))
-        elif kind in KINDS and kind != "reasoning_tail" and not sep:
+        elif kind in KINDS and kind not in BUDGETED and not sep:
             return cls(kind)
         raise UsageError(f"{where}: unknown query input {value!r}; use one of {ALLOWED}")
 
     def __str__(self) -> str:
-        return f"{self.kind}:{self.tail}" if self.kind == "reasoning_tail" else self.kind
+        return f"{self.kind}:{self.tail}" if self.kind in BUDGETED else self.kind
 
     @property
     def uses_reasoning(self) -> bool:
@@ -170,19 +181,23 @@ def results_text(results: Sequence[dict] | None) -> str:
     return "Results:\n" + "\n".join(lines) if lines else ""
 
 
+def _token_starts(text: str, tokenizer=None) -> list[int]:
+    """Where each token of ``text`` starts: the tokenizer's tokens when it is a fast one with offsets, else
+    whitespace words."""
+    if tokenizer is not None and getattr(tokenizer, "is_fast", False):
+        offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True,
+                            verbose=False)["offset_mapping"]
+        return [s for s, e in offsets if e > s]
+    return [m.start() for m in re.finditer(r"\S+", text)]
+
+
 def tail_text(text: str, n: int, tokenizer=None) -> str:
     """The last ``n`` tokens of ``text`` (the tokenizer's, when it is a fast one with offsets; else
     whitespace words), cut at a word start so that at most ``n`` tokens remain."""
     text = text.strip()
     if not text:
         return ""
-    starts = None
-    if tokenizer is not None and getattr(tokenizer, "is_fast", False):
-        offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True,
-                            verbose=False)["offset_mapping"]
-        starts = [s for s, e in offsets if e > s]
-    if starts is None:
-        starts = [m.start() for m in re.finditer(r"\S+", text)]
+    starts = _token_starts(text, tokenizer)
     if len(starts) <= n:
         return text
     start = starts[-n]
@@ -190,6 +205,117 @@ def tail_text(text: str, n: int, tokenizer=None) -> str:
         nxt = re.search(r"\s\S", text[start:])
         start = start + nxt.start() + 1 if nxt else start
     return text[start:].strip()
+
+
+#: words that say nothing about what a sentence is about (``reasoning_focus``): common English ones and an
+#: agent's own ``answer`` / ``search`` / ``question`` talk; words under 3 letters go anyway
+FOCUS_STOPWORDS = frozenset("""
+about above after again against all also although among and another any anything are aren around because
+been before being below between both but can cannot could couldn did didn does doesn doing done don down
+during each either else even every few for from further get gets got had hadn has hasn have haven having
+her here hers herself him himself his how however into isn its itself just let lets like maybe might mine
+more most much must need needs nor not now off once one only other others our ours out over own per
+perhaps probably same shall she should shouldn since some something still such than that the their theirs
+them themselves then there these they thing things think this those though through thus too under until
+upon very was wasn way well were weren what whatever when where whether which while who whom whose why
+will with within without won would wouldn yes yet you your yours okay wait hmm actually
+answer answers question questions search searches searching find look know recall check try use
+""".split())
+#: what a content word shared with the task statement adds to a sentence's score (one shared with the query: 1)
+FOCUS_QUESTION_WEIGHT = 0.5
+
+
+def _focus_stem(word: str) -> str:
+    """A light suffix stripping, so that ``films`` / ``film`` and ``directed`` / ``directing`` / ``direct`` meet."""
+    if word.endswith("ies") and len(word) > 4:
+        word = word[:-3] + "y"
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")) and len(word) > 3:
+        word = word[:-1]
+    if word.endswith("ing") and len(word) > 5:
+        word = word[:-3]
+    elif word.endswith("ed") and len(word) > 4:
+        word = word[:-2]
+    if word.endswith("e") and len(word) > 3:
+        word = word[:-1]
+    if word.endswith("y") and len(word) > 3:
+        word = word[:-1] + "i"
+    return word
+
+
+def _focus_words(text: str) -> set[str]:
+    """The stemmed content words of ``text``: lower case, letters and digits, 3+ long, no stopwords."""
+    return {_focus_stem(w) for w in re.findall(r"[^\W_]+", text.lower()) if len(w) >= 3 and w not in FOCUS_STOPWORDS}
+
+
+def _focus_sentences(text: str) -> list[tuple[int, int, int]]:
+    """``(start, end, line)`` of each sentence of ``text``: lines split at ``.``, ``!`` or ``?`` (with any
+    closing quotes or brackets) followed by whitespace; a line without one is one sentence."""
+    sentence = re.compile(r"\S.*?(?:[.!?]+[\"'\u201d\u2019)\]]*(?=\s|$)|$)")
+    out = []
+    for number, line in enumerate(re.finditer(r"[^\n]+", text)):
+        for m in sentence.finditer(text, line.start(), line.end()):
+            end = m.start() + len(m.group().rstrip())
+            if end > m.start():
+                out.append((m.start(), end, number))
+    return out
+
+
+def focus_text(text: str, n: int, query: str | None = None, tokenizer=None, question: str | None = None) -> str:
+    """``reasoning_focus:N``: the sentences of ``text`` most related to ``query`` that fit ``n`` tokens.
+
+    ``text`` is split into lines and each line into sentences (:func:`_focus_sentences`). A sentence scores
+    1 per distinct content word (lower case, 3+ letters, not in :data:`FOCUS_STOPWORDS`, lightly stemmed)
+    it shares with ``query``, plus :data:`FOCUS_QUESTION_WEIGHT` per one it shares with the task statement:
+    ``question`` when given, else the reasoning's first sentence (which restates the question in agents'
+    traces; that sentence itself then scores by the query alone). The newest sentence is taken first if it
+    fits; then the others by score, newest first on ties (so sentences sharing nothing come last, newest
+    first), each kept while the total stays within ``n`` tokens (the tokenizer's, when it is a fast one with
+    offsets; else whitespace words, as :func:`tail_text` counts). The kept sentences are written in their
+    order, joined by a space within a line and a newline across lines. A ``text`` of at most ``n`` tokens
+    comes back whole; when no sentence fits, this is :func:`tail_text`.
+    """
+    text = text.strip()
+    if not text:
+        return ""
+    starts = _token_starts(text, tokenizer)
+    if len(starts) <= n:
+        return text
+    units = _focus_sentences(text)
+    counts = [0] * len(units)
+    j = 0
+    for s in starts:  # each token to the sentence it starts in (whitespace tokens to the one before)
+        while j + 1 < len(units) and units[j + 1][0] <= s:
+            j += 1
+        counts[j] += 1
+    asked = _focus_words(query or "")
+    task = _focus_words(question) if question else _focus_words(text[units[0][0]:units[0][1]])
+    scores = []
+    for i, (a, b, _) in enumerate(units):
+        words = _focus_words(text[a:b])
+        score = float(len(words & asked))
+        if question or i > 0:
+            score += FOCUS_QUESTION_WEIGHT * len(words & task)
+        scores.append(score)
+    newest = len(units) - 1
+    order = [newest] + sorted(range(newest), key=lambda i: (-scores[i], -i))
+    kept, used = [], 0
+    for i in order:
+        if used + counts[i] <= n:
+            kept.append(i)
+            used += counts[i]
+    while kept:
+        parts, line = [], None
+        for i in sorted(kept):
+            a, b, number = units[i]
+            if parts:
+                parts.append(" " if number == line else "\n")
+            parts.append(text[a:b])
+            line = number
+        out = "".join(parts)
+        if len(_token_starts(out, tokenizer)) <= n:  # joining may tokenize differently: check, drop the last kept
+            return out
+        kept.pop()
+    return tail_text(text, n, tokenizer)
 
 
 def _with_documents(context: QueryContext) -> str:
@@ -204,10 +330,11 @@ def _with_documents(context: QueryContext) -> str:
     return "\n\n".join(part for part in (docs, reasoning) if part)
 
 
-def reasoning_text(variant: QueryInput | str, context, tokenizer=None) -> str | None:
+def reasoning_text(variant: QueryInput | str, context, tokenizer=None, *, query: str | None = None) -> str | None:
     """The text that fills ``Reasoning: ...`` for ``variant``, from a step's context (anything
-    :func:`as_context` takes); None for the ``query`` variant. For ``reasoning`` on a plain reasoning
-    string this is the string itself, so today's inputs are unchanged."""
+    :func:`as_context` takes) and, for ``reasoning_focus``, the step's ``query``; None for the ``query``
+    variant. For ``reasoning`` on a plain reasoning string this is the string itself, so today's inputs are
+    unchanged."""
     variant = QueryInput.parse(variant)
     context = as_context(context)
     kind = variant.kind
@@ -221,4 +348,7 @@ def reasoning_text(variant: QueryInput | str, context, tokenizer=None) -> str | 
         return "\n".join(q.strip() for q in context.prior_queries or () if q and q.strip())
     if kind == "reasoning_tail":
         return tail_text(context.reasoning or "", variant.tail, tokenizer)
+    if kind == "reasoning_focus":
+        return focus_text(context.reasoning or "", variant.tail, query, tokenizer,
+                          question=getattr(context, "question", None))
     return _with_documents(context)

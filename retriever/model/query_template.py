@@ -5,7 +5,8 @@ A reasoning-aware query follows AgentIR's convention::
     {instruction}Reasoning: {reasoning or 'Empty'}\\n\\nQuery: {query}
 
 What fills the reasoning slot is the query input variant (``reasoning``, ``current_reasoning``,
-``prior_queries``, ``reasoning_tail:N``, ``with_documents``; ``query`` gives ``{instruction}{query}``):
+``prior_queries``, ``reasoning_tail:N``, ``reasoning_focus:N``, ``with_documents``; ``query`` gives
+``{instruction}{query}``):
 :mod:`hopscotch.retriever.model.query_input` builds that text and :func:`format_queries` applies it.
 
 The instruction is concatenated with no separator, exactly as Tevatron (``query_prefix + query``) and
@@ -150,6 +151,6 @@ def format_queries(tokenizer, max_length: int | None, queries: Sequence[str], re
         if variant is None or not variant.uses_reasoning:
             out.append(format_query(q, None, instruction=instruction, reasoning_aware=False))
         else:
-            text = reasoning_text(variant, r, tokenizer)
+            text = reasoning_text(variant, r, tokenizer, query=q)
             out.append(format_query_truncated(tokenizer, max_length, q, text, instruction=instruction))
     return out

@@ -48,7 +48,16 @@ import torch
 
 from hopscotch.retriever.model.config import HOPSCOTCH_CONFIG
 from hopscotch.retriever.model.loading import bundled_minilm_path, looks_like_hub_id
-from hopscotch.retriever.model.query_input import tail_text
+from hopscotch.retriever.model.query_input import (
+    FOCUS_QUESTION_WEIGHT,
+    FOCUS_STOPWORDS,
+    _focus_sentences,
+    _focus_stem,
+    _focus_words,
+    _token_starts,
+    focus_text,
+    tail_text,
+)
 from hopscotch.retriever.model.query_template import _word_start, format_query, format_query_truncated, parse_query
 
 _ST_POOLING = {"cls": "pooling_mode_cls_token", "mean": "pooling_mode_mean_tokens", "last": "pooling_mode_lasttoken"}
@@ -108,8 +117,9 @@ class HopscotchQueryTokenizerMixin:
     (loaded with ``trust_remote_code=True``). ``hopscotch_query`` (from ``tokenizer_config.json``) holds the
     model's ``instruction``, ``query_max_len`` and ``query_input``. A text ``[instruction]Reasoning: R\\n\\nQuery:
     q`` becomes exactly what Hopscotch encodes for query ``q`` with reasoning ``R``: ``reasoning_tail:N``
-    keeps R's last N tokens, the instruction goes in front (added when missing), and R is cut from the left
-    to fit ``query_max_len``. Other texts, and every text of a ``query``-variant model, pass unchanged.
+    keeps R's last N tokens, ``reasoning_focus:N`` the sentences of R that ``focus_text`` picks for ``q``
+    within N tokens, the instruction goes in front (added when missing), and R is cut from the left to fit
+    ``query_max_len``. Other texts, and every text of a ``query``-variant model, pass unchanged.
     """
 
     def __init__(self, *args, hopscotch_query: dict | None = None, **kwargs):
@@ -127,8 +137,11 @@ class HopscotchQueryTokenizerMixin:
             return text
         query, reasoning = parsed
         plain = _PlainTokenizer(self)
-        if variant.startswith("reasoning_tail:"):
-            reasoning = tail_text(reasoning or "", int(variant.partition(":")[2]), plain)
+        kind, _, budget = variant.partition(":")
+        if kind == "reasoning_tail":
+            reasoning = tail_text(reasoning or "", int(budget), plain)
+        elif kind == "reasoning_focus":
+            reasoning = focus_text(reasoning or "", int(budget), query, plain)
         return format_query_truncated(plain, settings.get("query_max_len"), query, reasoning, instruction=instruction)
 
     def __call__(self, text=None, *args, **kwargs):
@@ -140,8 +153,8 @@ class HopscotchQueryTokenizerMixin:
         return super().__call__(text, *args, **kwargs)
 
 
-_SHIPPED = (tail_text, format_query, _word_start, format_query_truncated, parse_query, _PlainTokenizer,
-            HopscotchQueryTokenizerMixin)
+_SHIPPED = (_token_starts, tail_text, _focus_stem, _focus_words, _focus_sentences, focus_text, format_query,
+            _word_start, format_query_truncated, parse_query, _PlainTokenizer, HopscotchQueryTokenizerMixin)
 
 
 def query_tokenizer_source(base_class: str) -> str:
@@ -150,7 +163,9 @@ def query_tokenizer_source(base_class: str) -> str:
     base = base_class.removesuffix("Fast")
     doc = ('"""The query tokenizer of a Hopscotch model folder (written by hopscotch.retriever.model.saving; load it '
            'with\nSentenceTransformer(path, trust_remote_code=True)). Do not edit: it is regenerated on every save."""')
-    parts = [doc, "from __future__ import annotations", "import re", 'EMPTY_REASONING = "Empty"']
+    parts = [doc, "from __future__ import annotations", "import re", 'EMPTY_REASONING = "Empty"',
+             f"FOCUS_STOPWORDS = frozenset({sorted(FOCUS_STOPWORDS)!r})",
+             f"FOCUS_QUESTION_WEIGHT = {FOCUS_QUESTION_WEIGHT!r}"]
     parts += [inspect.getsource(obj).rstrip() for obj in _SHIPPED]
     parts.append(f"try:\n    from transformers import {base}Fast as _Base\nexcept ImportError:\n"
                  f"    from transformers import {base} as _Base")
@@ -273,6 +288,8 @@ _VARIANT_TEXT = {
     "reasoning": "the agent's full reasoning so far",
     "current_reasoning": "only the reasoning written since the last tool result",
     "reasoning_tail": "the last {n} tokens of the reasoning",
+    "reasoning_focus": "the reasoning's sentences most related to the query (shared content words; the task "
+                       "statement's count less), newest first on ties, kept in order within {n} tokens",
     "with_documents": "the reasoning with the previous call's results (`title: snippet` lines) spliced in",
 }
 

@@ -89,7 +89,8 @@ class ModelRecipe(_encoder_base("_EncoderModelFields", "model")):
     temperature's (``pooling``, ``normalize``, ``query_max_len``, ``instruction``, ``query_input``,
     ``padding_side``, ...): their types, defaults and meaning are EncoderConfig's. ``query_input`` is the
     query input variant (``query``, ``prior_queries``, ``reasoning``, ``current_reasoning``,
-    ``reasoning_tail:N``, ``with_documents``); unset, ``reasoning_aware`` picks ``reasoning`` or ``query``."""
+    ``reasoning_tail:N``, ``reasoning_focus:N``, ``with_documents``); unset, ``reasoning_aware`` picks
+    ``reasoning`` or ``query``."""
 
     name: str = "minilm"                   # 'minilm' (bundled), or a local HF / sentence-transformers folder
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"   # of the weights

@@ -19,6 +19,10 @@ ROOT = Path(__file__).resolve().parents[3]
 QUERY = "who directed Gummo"
 REASONING = " ".join(f"Step {i}: the film was shot in Nashville, and its director grew up in Xenia, Ohio."
                      for i in range(40))
+# for reasoning_focus: the sentence about the query is old, buried under newer unrelated ones
+FOCUS_REASONING = ("We need the director of the 1997 film Gummo. Gummo was directed by Harmony Korine, a note says. "
+                   + " ".join(f"Note {i}: Xenia, Ohio has {i + 3} parks and a river." for i in range(30))
+                   + "\nThen search again.")
 PASSAGES = [("Gummo", "Gummo is a 1997 American experimental drama film written and directed by Harmony Korine. "
              * 8), ("", "Xenia is a city in Greene County, Ohio.")]
 # AgentIR (texttron/AgentIR @ 24d9078): training/train.sh PROMPT, the --task-prefix of its evaluation scripts,
@@ -35,8 +39,9 @@ def cosine(a, b) -> float:
     return float(torch.nn.functional.cosine_similarity(torch.as_tensor(a), torch.as_tensor(b), dim=-1).min())
 
 
-@pytest.fixture(scope="module", params=[("reasoning", ""), ("reasoning_tail:40", "Instruct: find the film\nQuery:")],
-                ids=["reasoning", "tail_with_instruction"])
+@pytest.fixture(scope="module", params=[("reasoning", ""), ("reasoning_tail:40", "Instruct: find the film\nQuery:"),
+                                        ("reasoning_focus:40", "")],
+                ids=["reasoning", "tail_with_instruction", "focus"])
 def saved_minilm(request, tmp_path_factory):
     """The bundled MiniLM saved through Hopscotch's saving code with a 64-token query budget."""
     from hopscotch.retriever.model.dual_encoder import DualEncoder
@@ -74,6 +79,20 @@ def test_sentence_transformers_with_the_folders_tokenizer_matches_a_query_longer
     docs = [t + " " + x if t else x for t, x in PASSAGES]
     assert cosine(passages, st.encode(docs)) >= 0.9999  # passages (one over the limit) pass unchanged
     assert st.tokenizer.hopscotch_query_text("Gummo is a film.") == "Gummo is a film."
+
+
+def test_the_folders_query_tokenizer_writes_the_text_hopscotch_encodes(saved_minilm):
+    from transformers import AutoTokenizer
+
+    model, path = saved_minilm
+    tokenizer = AutoTokenizer.from_pretrained(str(path), trust_remote_code=True)
+    assert type(tokenizer).__name__ == "HopscotchQueryTokenizer"
+    for reasoning in (REASONING, FOCUS_REASONING):
+        (ours,) = model.format_queries([QUERY], [reasoning])
+        assert tokenizer.hopscotch_query_text(f"Reasoning: {reasoning}\n\nQuery: {QUERY}") == ours
+    if model.config.query_input.startswith("reasoning_focus:"):  # the buried sentence, not the newer notes
+        assert ours == ("Reasoning: We need the director of the 1997 film Gummo. Gummo was directed by Harmony "
+                        "Korine, a note says.\nThen search again.\n\nQuery: who directed Gummo")
 
 
 def test_plain_sentence_transformers_loads_the_folder_and_agrees_within_the_limit(saved_minilm):

@@ -25,7 +25,8 @@ from hopscotch.retriever.model.query_input import (
 )
 from hopscotch.retriever.model.query_template import format_queries, format_query_truncated
 
-VARIANTS = ["query", "prior_queries", "reasoning", "current_reasoning", "reasoning_tail:5", "with_documents"]
+VARIANTS = ["query", "prior_queries", "reasoning", "current_reasoning", "reasoning_tail:5", "reasoning_focus:5",
+            "with_documents"]
 LONG = " ".join(f"thought{i} about films" for i in range(120))
 CONTEXT = QueryContext(reasoning="Earlier I searched Korine. The results list Gummo. Next: the year.",
                        current_reasoning="The results list Gummo. Next: the year.",
@@ -53,7 +54,8 @@ def test_parse_and_print_round_trip():
                                  "reasoning_tail:x", "query:3", "documents", None])
 def test_bad_variants_name_the_allowed_values(bad):
     with pytest.raises(UsageError, match=r"--query-input: unknown query input .*query, prior_queries, reasoning, "
-                                         r"current_reasoning, reasoning_tail:N \(N >= 1\), with_documents"):
+                                         r"current_reasoning, reasoning_tail:N \(N >= 1\), "
+                                         r"reasoning_focus:N \(N >= 1\), with_documents"):
         QueryInput.parse(bad, "--query-input")
 
 
