@@ -15,6 +15,8 @@ It is the default data on a fresh machine (no downloads). ``build_world(seed, do
   queries leave the entity to the reasoning, as real agents do), with the gold documents of the step.
 
 ``write_world(world, out)`` writes a BEIR folder plus ``traces.jsonl``.
+:func:`hopscotch.data_synth.world_long.build_long_world` makes the long-reasoning version (multi-section
+pages, 300-3,000-word agent thinking, keyword queries; same questions and gold).
 """
 
 from __future__ import annotations
@@ -87,6 +89,8 @@ class World:
     fact_doc: dict                   # (eid, fact) -> docid
     questions: list[dict]            # {_id, text, answers, hops}
     traces: list[dict]               # {question_id, step, reasoning, query, gold_docids}
+    plans: dict = field(default_factory=dict, repr=False)  # qid -> how the question was made (not written)
+    extra_stats: dict = field(default_factory=dict)       # merged into world.json (long mode's lengths)
 
 
 def _attr_value(rng: random.Random, etype: str, attr: str, namer) -> str | int:
@@ -236,7 +240,7 @@ def _anchor_clues(rng: random.Random, graph: _Graph, e: Entity) -> list | None:
     return None
 
 
-def _make_question(rng: random.Random, graph: _Graph, fact_doc: dict, qid: str) -> tuple[dict, list] | None:
+def _make_question(rng: random.Random, graph: _Graph, fact_doc: dict, qid: str) -> tuple[dict, list, dict] | None:
     ents = graph.entities
     anchor_type = rng.choices(list(ANCHOR_SHARE), weights=list(ANCHOR_SHARE.values()))[0]
     anchor = ents[rng.choice(graph.by_type[anchor_type])]
@@ -289,11 +293,14 @@ def _make_question(rng: random.Random, graph: _Graph, fact_doc: dict, qid: str) 
     traces = [{"question_id": qid, "step": i + 1, "reasoning": r, "query": q, "gold_docids": g}
               for i, (r, q, g) in enumerate(steps)]
     gold = sorted({d for _, _, g in steps for d in g})
-    return {"_id": qid, "text": text, "answers": [answer], "hops": len(steps), "gold_docids": gold}, traces
+    plan = {"anchor": anchor.eid, "clues": clues, "desc": desc, "first_kw": first_kw, "text": text, "hops": hops}
+    return {"_id": qid, "text": text, "answers": [answer], "hops": len(steps), "gold_docids": gold}, traces, plan
 
 
 def build_world(seed: int = 13, docs: int = 2000, questions: int = 200) -> World:
-    """Build the world deterministically from ``seed``: about ``docs`` documents and ``questions`` questions."""
+    """Build the world deterministically from ``seed``: about ``docs`` documents and ``questions`` questions.
+    Its long-reasoning version is :func:`hopscotch.data_synth.world_long.build_long_world` (made from this one
+    with a separate random sequence, so the default world is the same either way)."""
     rng = random.Random(seed)
     scale = 1.3
     while True:  # grow the graph until it renders at least `docs` documents, then cut to size
@@ -306,7 +313,7 @@ def build_world(seed: int = 13, docs: int = 2000, questions: int = 200) -> World
     kept = {d["_id"] for d in documents}
     fact_doc = {k: v for k, v in fact_doc.items() if v in kept}
     graph = _Graph(entities)
-    qs, traces, seen = [], [], set()
+    qs, traces, seen, plans = [], [], set(), {}
     attempts = 0
     while len(qs) < questions:
         attempts += 1
@@ -320,7 +327,8 @@ def build_world(seed: int = 13, docs: int = 2000, questions: int = 200) -> World
         seen.add(made[0]["text"])
         qs.append(made[0])
         traces.extend(made[1])
-    return World(seed, entities, documents, fact_doc, qs, traces)
+        plans[made[0]["_id"]] = made[2]
+    return World(seed, entities, documents, fact_doc, qs, traces, plans)
 
 
 def write_world(world: World, out: str | Path) -> dict:
@@ -338,6 +346,6 @@ def write_world(world: World, out: str | Path) -> dict:
     write_jsonl(out / "traces.jsonl", world.traces)
     stats = {"seed": world.seed, "entities": len(world.entities), "documents": len(world.documents),
              "questions": len(world.questions), "trace_steps": len(world.traces),
-             "hops": {str(h): sum(q["hops"] == h for q in world.questions) for h in (2, 3, 4)}}
+             "hops": {str(h): sum(q["hops"] == h for q in world.questions) for h in (2, 3, 4)}, **world.extra_stats}
     write_json(out / "world.json", stats)
     return stats

@@ -24,11 +24,16 @@ def register(sub) -> None:
     p.add_argument("--docs", type=int_range(50, MAX_DOCS), default=2000, help="number of documents (at least 50)")
     p.add_argument("--questions", type=int_range(1, MAX_QUESTIONS), default=200,
                    help="number of multi-hop questions")
+    p.add_argument("--long-reasoning", action="store_true",
+                   help="long-reasoning mode (data_synth/world_long.py): multi-section pages, 300-3,000-word agent "
+                        "thinking per step (hypotheses, look-alikes, results as read, dead ends) and keyword "
+                        "queries; same questions and gold documents (the default world is unchanged)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from hopscotch.data_synth.world import build_world, write_world
+    from hopscotch.data_synth.world_long import build_long_world
     from hopscotch.retriever.errors import UsageError
     from hopscotch.retriever.io.outputs import check_outputs, output_folder
 
@@ -37,7 +42,8 @@ def run(args) -> int:
     guard = check_outputs(args, outputs=[output_folder(args.out, WORLD_FILES)])
     t0 = time.perf_counter()
     try:
-        world = build_world(seed=args.seed, docs=args.docs, questions=args.questions)
+        build = build_long_world if getattr(args, "long_reasoning", False) else build_world
+        world = build(seed=args.seed, docs=args.docs, questions=args.questions)
     except RuntimeError as exc:
         raise UsageError(str(exc)) from None
     stats = write_world(world, args.out)
@@ -45,4 +51,8 @@ def run(args) -> int:
     print(f"world (seed {stats['seed']}): {stats['documents']:,} documents, {stats['questions']:,} questions "
           f"({stats['hops']['2']}/{stats['hops']['3']}/{stats['hops']['4']} with 2/3/4 steps), "
           f"{stats['trace_steps']:,} trace steps -> {args.out} in {time.perf_counter() - t0:.1f}s")
+    if stats.get("long_reasoning"):
+        r, pw = stats["reasoning_words"], stats["page_words"]
+        print(f"long reasoning: {r['min']:,}-{r['max']:,} words a step (median {r['median']:,}); pages "
+              f"{pw['min']:,}-{pw['max']:,} words (median {pw['median']:,})")
     return 0
