@@ -154,31 +154,34 @@ def _tongyi_queries(obj: dict, path: Path, lineno: int) -> list[str]:
 
 def read_tongyi(records, path: Path) -> Iterator[TraceStep]:
     expected = "a Tongyi search step {query_id, reasoning, search_query}"
-    counters: dict[str, int] = defaultdict(int)
-    thoughts: dict[str, list[str]] = defaultdict(list)    # each question's rows' reasoning so far
-    asked: dict[str, list[str]] = defaultdict(list)       # each question's queries so far
-    last_docids: dict[str, list] = {}                     # the previous row's retrieved docids
+    counters: dict[str, int] = defaultdict(int)           # step numbers run on per question (unique ids)
+    # a trajectory is one run of one question: a steps file may hold several runs of a question (one per
+    # retriever, ``retriever`` / ``source``), whose reasoning, queries and results must not mix
+    thoughts: dict[tuple, list[str]] = defaultdict(list)  # each trajectory's rows' reasoning so far
+    asked: dict[tuple, list[str]] = defaultdict(list)     # each trajectory's queries so far
+    last_docids: dict[tuple, list] = {}                   # the trajectory's previous row's retrieved docids
     snippets = _load_snippets(path)
     for lineno, obj in records:
         qid = _question_id(obj, ("query_id", "qid", "question_id"), path, lineno, expected)
         if "search_query" not in obj:
             raise FormatError(path, lineno, expected, f"keys {sorted(obj)[:10]}")
+        run = (qid, str(obj.get("retriever") or ""), str(obj.get("source") or ""))
         current = _text(obj.get("reasoning"), path, lineno, "'reasoning'").strip()
         queries = _tongyi_queries(obj, path, lineno)
         if current:
-            thoughts[qid].append(current)
+            thoughts[run].append(current)
         results = None
         if snippets is not None:
-            results = tuple(_snippet(snippets[str(d)]) for d in last_docids.get(qid, ()) if str(d) in snippets)
-        context = {"current_reasoning": current, "prior_queries": _unique(asked[qid]), "prior_results": results}
+            results = tuple(_snippet(snippets[str(d)]) for d in last_docids.get(run, ()) if str(d) in snippets)
+        context = {"current_reasoning": current, "prior_queries": _unique(asked[run]), "prior_results": results}
         failed = obj.get("valid") is False
         for query in queries:
             counters[qid] += 1
-            yield TraceStep(qid, counters[qid], "\n\n".join(thoughts[qid]), query, failed=failed,
+            yield TraceStep(qid, counters[qid], "\n\n".join(thoughts[run]), query, failed=failed,
                             source=f"{path}:{lineno}", **context)
-        asked[qid].extend(queries)
+        asked[run].extend(queries)
         docids = obj.get("retrieved_docids")
-        last_docids[qid] = docids if isinstance(docids, list) else []
+        last_docids[run] = docids if isinstance(docids, list) else []
 
 
 def _call_queries(arguments, path: Path, lineno: int) -> list[str]:

@@ -57,6 +57,22 @@ def test_tongyi_parallel_queries_become_one_step_each_sharing_context(tmp_path):
     assert all(s.prior_results is None for s in steps)  # no doc_snippets.jsonl beside the file
 
 
+def test_tongyi_runs_of_one_question_by_other_retrievers_do_not_mix(tmp_path):
+    """qampari_tongyi holds three runs of each question (one per retriever), interleaved by question: each
+    run's reasoning, earlier queries and results are its own; step ids stay unique per question."""
+    f = write_jsonl(tmp_path / "steps.jsonl", [
+        {"query_id": "7", "retriever": "infly", "reasoning": "Infly thinks", "search_query": "q1", "valid": True},
+        {"query_id": "7", "retriever": "infly", "reasoning": "Infly again", "search_query": "q2", "valid": True},
+        {"query_id": "7", "retriever": "bm25", "reasoning": "Other run", "search_query": "r1", "valid": True},
+        {"query_id": "7", "retriever": "bm25", "reasoning": "Other again", "search_query": "r2", "valid": True},
+    ])
+    steps = list(read_traces([f]))
+    assert [s.query_id for s in steps] == ["7_turn1", "7_turn2", "7_turn3", "7_turn4"]
+    assert [s.reasoning for s in steps] == ["Infly thinks", "Infly thinks\n\nInfly again", "Other run",
+                                            "Other run\n\nOther again"]
+    assert [s.prior_queries for s in steps] == [(), ("q1",), (), ("r1",)]
+
+
 def _run_record(as_repr: bool) -> dict:
     items = [
         {"type": "reasoning", "tool_name": None, "arguments": None, "output": "First thought"},
