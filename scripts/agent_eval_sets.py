@@ -14,6 +14,12 @@ is an agent trace.
   relevant = the hop's paragraph. Tune: dev questions 51-70.
 * ``world``: the embedded world (seed 13, 3,000 docs, 300 questions, as ``hopscotch demo``): trace steps
   of the last 60 questions, relevant = each step's gold documents. Tune: dev questions 221-240.
+* ``world_long``: a world no model trained on (seed 29, 3,000 docs, 300 questions) in long mode (``hopscotch
+  world --long-reasoning``): 300-3,000 words of agent thinking per step, keyword-style queries, multi-section
+  pages; relevant = each step's gold documents (exact from the graph). Tune: questions 1-100; test: 101-300.
+* ``tongyi_utility``: the ``tongyi`` calls with UTILITY labels (``hopscotch.data_synth.utility_labels``): a
+  returned document is relevant when the agent later used it (its distinctive content newly appears in the next
+  steps' reasoning or the final answer); no retriever's ranking decides. Same splits as ``tongyi``.
 * ``tongyi_pages``: the ``tongyi`` calls against *pages*: each Wikipedia article's chunks in
   ``doc_snippets.jsonl`` joined in chunk order into one document (1,597 pages, up to 2,550 words; the
   long-document analogue of web pages), relevant = the pages of the call's pseudo-qrel chunks.
@@ -35,8 +41,9 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from agent_splits import WORLD, data_dir, splits
 
-SET_NAMES = ("hotpotqa", "musique", "world", "tongyi", "tongyi_pages")
+SET_NAMES = ("hotpotqa", "musique", "world", "world_long", "tongyi_utility", "tongyi", "tongyi_pages")
 TITLES = {"hotpotqa": "HotpotQA IRCoT steps", "musique": "MuSiQue hops", "world": "world steps",
+          "world_long": "world, long reasoning and pages", "tongyi_utility": "Tongyi, utility labels",
           "tongyi": "Tongyi long reasoning (pseudo-qrels)", "tongyi_pages": "Tongyi, long pages (pseudo-qrels)"}
 
 
@@ -52,6 +59,9 @@ class EvalSet:
     test: list[str]
     note: str = ""
     counts: dict = field(default_factory=dict)
+    labels: str = ""        # where the relevance labels come from, in words (the ablation table's header)
+    votes: bool = True      # whether the set votes on defaults that involve reasoning (not for pseudo-qrels)
+    index_name: str = ""    # the ablation's index folder name (sets over one corpus share it); "" = name
 
     def write(self, folder: Path) -> dict[str, Path]:
         """``queries.jsonl``, ``qrels.tsv``, ``tune_qids.txt``, ``test_qids.txt`` under ``folder``."""
@@ -83,6 +93,16 @@ def step_record(qid: str, step) -> dict:
     return row
 
 
+LABELS = {"hotpotqa": "gold supporting paragraphs (HotpotQA annotators)",
+          "musique": "the hop's gold paragraph (MuSiQue annotators)",
+          "world": "exact gold documents from the generator's graph",
+          "world_long": "exact gold documents from the generator's graph",
+          "tongyi_utility": "utility: returned documents the agent later used (data_synth/utility_labels.py)",
+          "tongyi": "PSEUDO-QRELS: every document the agent's own query-only retriever returned",
+          "tongyi_pages": "PSEUDO-QRELS: the pages of the agent's own query-only retriever's results"}
+PSEUDO = {"tongyi", "tongyi_pages"}   # labels a retriever's ranking produced: no vote on reasoning defaults
+
+
 def _finish(name: str, corpus: Path, by_question: dict[str, list[tuple[dict, dict]]], tune_q, test_q,
             note: str) -> EvalSet:
     queries, qrels, tune, test = [], {}, [], []
@@ -97,7 +117,7 @@ def _finish(name: str, corpus: Path, by_question: dict[str, list[tuple[dict, dic
     counts = {"tune_steps": len(tune), "test_steps": len(test),
               "tune_questions": sum(1 for q in tune_q if by_question.get(q)),
               "test_questions": sum(1 for q in test_q if by_question.get(q))}
-    return EvalSet(name, corpus, queries, qrels, tune, test, note, counts)
+    return EvalSet(name, corpus, queries, qrels, tune, test, note, counts, LABELS.get(name, ""), name not in PSEUDO)
 
 
 def hotpotqa() -> EvalSet:
@@ -207,12 +227,66 @@ def tongyi_pages(work: Path) -> EvalSet:
     note = ("PSEUDO-QRELS as `tongyi`, at page level: the same calls against 1,597 pages, each an article's "
             "chunks joined in order (median 96 words, 262 pages over 160 words, the longest 2,550); relevant = "
             "the pages holding the call's pseudo-qrel chunks")
-    return EvalSet("tongyi_pages", corpus, chunks.queries, qrels, chunks.tune, chunks.test, note, chunks.counts)
+    return EvalSet("tongyi_pages", corpus, chunks.queries, qrels, chunks.tune, chunks.test, note, chunks.counts,
+                   LABELS["tongyi_pages"], False)
+
+
+WORLD_LONG = {"seed": 29, "docs": 3000, "questions": 300, "tune": 100}   # test: the other 200 questions
+
+
+def world_long(work: Path) -> EvalSet:
+    """A world never trained on (seed 29), in long mode (``hopscotch world --long-reasoning``): agent thinking
+    of 300-3,000 words around keyword-style queries, web-page-like documents of several sections; qrels: each
+    step's gold documents, exact from the graph. Tune: the first 100 questions; test: the other 200."""
+    from hopscotch.data_synth.traces import read_traces
+    from hopscotch.retriever.cli import main as cli
+    from hopscotch.retriever.io.queries import read_queries
+
+    folder = work / "world_long"
+    if not (folder / "world.json").is_file():
+        code = cli(["world", "--out", str(folder), "--seed", str(WORLD_LONG["seed"]), "--docs",
+                    str(WORLD_LONG["docs"]), "--questions", str(WORLD_LONG["questions"]), "--long-reasoning"])
+        if code != 0:
+            raise SystemExit(f"hopscotch world --long-reasoning failed with exit code {code}")
+    qids = [q.qid for q in read_queries(folder / "queries.jsonl")]
+    by_question: dict[str, list] = {}
+    for step in read_traces([folder / "traces.jsonl"], "world"):
+        row = step_record(step.query_id, step)
+        by_question.setdefault(step.question_id, []).append((row, {d: 1 for d in step.gold_docids or ()}))
+    n = WORLD_LONG["tune"]
+    return _finish("world_long", folder / "corpus.jsonl", by_question, qids[:n], qids[n:],
+                   f"`hopscotch world --long-reasoning --seed {WORLD_LONG['seed']} --docs {WORLD_LONG['docs']} "
+                   f"--questions {WORLD_LONG['questions']}` (a world no model trained on): agent thinking of 300-3,000 "
+                   "words (restated constraints, look-alike hypotheses, pages as read, dead ends) around keyword-style "
+                   f"queries, multi-section pages (median ~600 words); qrels: each step's gold documents, exact from "
+                   f"the graph; tuned on questions 1-{n}, tested on {n + 1}-{WORLD_LONG['questions']}")
+
+
+def tongyi_utility() -> EvalSet:
+    """The ``tongyi`` calls relabelled by use (:func:`hopscotch.data_synth.utility_labels.utility_qrels`): a
+    returned document is relevant when the agent's later reasoning or final answer newly names its distinctive
+    content (or cites its id); calls with no used document are dropped. Same splits and corpus as ``tongyi``."""
+    from hopscotch.data_synth.utility_labels import utility_qrels
+
+    src = data_dir() / "qampari_tongyi"
+    chunks = tongyi()
+    qrels, _ = utility_qrels(src / "agent_search_steps.jsonl", src / "doc_snippets.jsonl", src / "runs" / "infly.jsonl")
+    keep = {q for q in chunks.qrels if qrels.get(q)}
+    tune, test = [q for q in chunks.tune if q in keep], [q for q in chunks.test if q in keep]
+    queries = [row for row in chunks.queries if row["_id"] in keep]
+    note = ("UTILITY LABELS: the `tongyi` calls (all the thinking so far as reasoning, chunk corpus), relevant = the "
+            "returned documents whose distinctive names, rare words or numbers the agent newly wrote in its next 3 "
+            "steps' reasoning or its final answer, or whose id it cited (rule: data_synth/utility_labels.py; hand "
+            "audit 26/30: docs/utility_labels_audit.md); only calls with a used document")
+    counts = {"tune_steps": len(tune), "test_steps": len(test)}
+    return EvalSet("tongyi_utility", chunks.corpus, queries, {q: qrels[q] for q in keep}, tune, test, note, counts,
+                   LABELS["tongyi_utility"], True, "tongyi")
 
 
 def build_sets(work: Path, names=SET_NAMES) -> dict[str, EvalSet]:
     builders = {"hotpotqa": hotpotqa, "musique": musique, "world": lambda: world(work), "tongyi": tongyi,
-                "tongyi_pages": lambda: tongyi_pages(work)}
+                "tongyi_pages": lambda: tongyi_pages(work), "tongyi_utility": tongyi_utility,
+                "world_long": lambda: world_long(work)}
     return {name: builders[name]() for name in names}
 
 

@@ -1,16 +1,20 @@
-"""Checking the CLI's fusion defaults (issue 9): the macro-mean nDCG@10 of every interpolation and RRF setting
-over the agent dev sets' tune questions, BM25 + the trained model's ``search --reasoning`` defaults.
+"""Choosing the CLI's fusion defaults by a rule that never loses (issue 22): the maximin setting over the agent
+dev sets' tune questions, BM25 + the trained model's ``search --reasoning`` defaults.
 
     .venv/bin/python scripts/agent_fusion_defaults.py --work /tmp/hopscotch-ablation [--split tune] [--top 12]
 
 Reads the runs ``scripts/agent_ablation.py --trained DIR`` cached under ``--work`` (``runs/<set>.bm25.trec``,
-``runs/<set>.trained.default.trec``) and fuses them as ``hopscotch search --fusion`` does (depth 100, k 100):
-interpolation with min-max (Pyserini's) and z-score normalisation at BM25 weights 0, 0.1, ..., 1 and 0.25,
-0.35, 0.45, and RRF. The defaults in ``hopscotch.retriever.searchers.fusion``
-(``DEFAULT_INTERP``, ``DEFAULT_RRF``) are the best interpolation and the best RRF setting of this table on
-the tune questions, and a default moves only when the best setting beats it significantly (paired randomisation
-test over the tune queries of all sets pooled, p < 0.05): the tune slices are small and most neighbouring
-settings differ by noise. ``--split test`` only reports.
+``runs/<set>.trained.default.trec``) and fuses them as ``hopscotch search --fusion`` does (depth 100, k 100)
+with every setting of ``tune-fusion``'s grid: interpolation (min-max and z-score) at BM25 weights 0, 0.1, ...,
+1, RRF, and adaptive fusion (a BM25 weight per query from the two lists' standouts and agreement,
+:mod:`hopscotch.retriever.searchers.adaptive_fusion`). For each setting and set: its nDCG@10 minus the
+better component's (the better of BM25 and dense *on that set*). The rule: the default is the setting whose
+worst per-set delta is largest (:func:`~hopscotch.retriever.searchers.fusion_tuning.maximin`), not the best
+mean, because a mean over sets where the dense model is the stronger half trusts the weaker list on traffic
+where BM25 is. Every set votes: the pseudo-qrel Tongyi sets favour the agent's dense retriever, which is
+exactly the list a maximin default must not lose to there, and the sets with exact or utility labels are
+the ones where BM25 can be the stronger half. ``--split test`` only reports (the defaults are never chosen on
+it), with the paired test of each default against each set's better component.
 """
 
 from __future__ import annotations
@@ -19,70 +23,97 @@ import argparse
 import sys
 from pathlib import Path
 
-SETS = ("hotpotqa", "musique", "world", "tongyi", "tongyi_pages")
+SETS = ("hotpotqa", "musique", "world", "world_long", "tongyi_utility", "tongyi", "tongyi_pages")
 
 
 def grid() -> list:
-    """``tune-fusion``'s grid (:func:`~hopscotch.retriever.searchers.fusion_tuning.fusion_grid`), both
-    normalisations, over these weights and RRF settings."""
+    """``tune-fusion``'s grid, both normalisations, plain and weighted RRF, and adaptive fusion."""
     from hopscotch.retriever.searchers.fusion_tuning import fusion_grid
 
-    weights = [i / 10 for i in range(11)] + [0.25, 0.35, 0.45]
-    return fusion_grid(weights, (5.0, 10.0, 20.0, 40.0, 60.0, 100.0), ((1.0, 1.0), (0.3, 1.0), (0.5, 1.0), (1.0, 0.5)))
+    weights = [i / 10 for i in range(11)]
+    return fusion_grid(weights, (5.0, 10.0, 20.0, 60.0), ((1.0, 1.0), (0.5, 1.0), (1.0, 0.5)),
+                       adapts=(0.25, 0.5, 1.0, 2.0, 4.0), shifts=(-1.0, 0.0, 0.5, 1.0, 1.5, 2.0, 3.0))
 
 
-def table(work: Path, split: str, sets=SETS) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, dict]]]:
-    """``{setting: {set: nDCG@10}}`` on ``split``'s questions of each set, and ``{setting: {"set/qid":
-    {"ndcg@10": value}}}`` (the queries of every set pooled, for paired tests)."""
+def table(work: Path, split: str, sets=SETS, settings_list=None):
+    """``({setting label: {set: nDCG@10}}, {set: {"bm25"|"dense": nDCG@10}}, {label: {set: per-query}},
+    {set: {"bm25"|"dense": per-query}}, {label: settings})`` on ``split``'s questions of each set."""
     from hopscotch.retriever.evaluation.metrics import evaluate
     from hopscotch.retriever.io.qrels import read_qrels
     from hopscotch.retriever.io.runs import read_run
     from hopscotch.retriever.searchers.fusion_tuning import fuse_runs
 
-    out: dict[str, dict[str, float]] = {}
-    pooled: dict[str, dict[str, dict]] = {}
+    scores: dict[str, dict[str, float]] = {}
+    per_query: dict[str, dict[str, object]] = {}
+    components: dict[str, dict[str, float]] = {}
+    component_pq: dict[str, dict[str, object]] = {}
+    by_label = {}
     for name in sets:
         folder = work / "sets" / name
         qids = (folder / f"{split}_qids.txt").read_text().split()
         qrels = read_qrels(folder / "qrels.tsv")
-        sparse, dense = read_run(work / "runs" / f"{name}.bm25.trec"), read_run(work / "runs" / f"{name}.trained.default.trec")
-        for settings in grid():
+        judged = {q: qrels[q] for q in qids if q in qrels}
+        sparse = read_run(work / "runs" / f"{name}.bm25.trec")
+        dense = read_run(work / "runs" / f"{name}.trained.default.trec")
+        for label, run in (("bm25", sparse), ("dense", dense)):
+            result = evaluate({q: dict(sorted(run.get(q, {}).items(), key=lambda kv: (-kv[1], kv[0]))[:100])
+                               for q in qids}, judged, ["ndcg@10"])
+            components.setdefault(name, {})[label] = result.mean["ndcg@10"]
+            component_pq.setdefault(name, {})[label] = result
+        for settings in settings_list or grid():
             run = fuse_runs(sparse, dense, settings, qids, k=100, depth=100)
-            result = evaluate({q: run.get(q, {}) for q in qids}, {q: qrels[q] for q in qids if q in qrels}, ["ndcg@10"])
-            out.setdefault(settings.describe(), {})[name] = result.mean["ndcg@10"]
-            pooled.setdefault(settings.describe(), {}).update(
-                {f"{name}/{q}": v for q, v in result.per_query.items()})
-    return out, pooled
+            result = evaluate({q: run.get(q, {}) for q in qids}, judged, ["ndcg@10"])
+            label = settings.describe()
+            by_label[label] = settings
+            scores.setdefault(label, {})[name] = result.mean["ndcg@10"]
+            per_query.setdefault(label, {})[name] = result
+    return scores, components, per_query, component_pq, by_label
+
+
+def deltas(scores: dict, components: dict) -> dict[str, dict[str, float]]:
+    """``{setting: {set: score - the better component's score}}``."""
+    return {label: {n: v - max(components[n].values()) for n, v in by_set.items()} for label, by_set in scores.items()}
 
 
 def main(argv=None) -> int:
-    from hopscotch.retriever.evaluation.metrics import compare_per_query
-    from hopscotch.retriever.searchers.fusion import DEFAULT_INTERP, DEFAULT_RRF
+    from hopscotch.retriever.evaluation.metrics import compare_runs
+    from hopscotch.retriever.searchers.fusion import DEFAULT_ADAPTIVE, DEFAULT_INTERP, DEFAULT_RRF, default_settings
+    from hopscotch.retriever.searchers.fusion_tuning import maximin
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--work", default="/tmp/hopscotch-ablation", help="the ablation's cache folder")
     parser.add_argument("--split", choices=("tune", "test"), default="tune")
+    parser.add_argument("--sets", default=",".join(SETS), help="dev sets (each must be in the ablation's cache)")
     parser.add_argument("--top", type=int, default=12, help="rows to print (the defaults are always printed)")
     args = parser.parse_args(argv)
-    scores, pooled = table(Path(args.work), args.split)
-    mean = {s: sum(v.values()) / len(v) for s, v in scores.items()}
-    ranked = sorted(mean, key=lambda s: -mean[s])
-    defaults = {DEFAULT_INTERP.describe(), DEFAULT_RRF.describe()}
-    print(f"| setting | {args.split} mean | " + " | ".join(SETS) + " |")
-    print("|---" * (len(SETS) + 2) + "|")
-    for s in [r for i, r in enumerate(ranked) if i < args.top or r in defaults]:
-        mark = " (default)" if s in defaults else ""
-        print(f"| {s}{mark} | {mean[s]:.4f} | " + " | ".join(f"{scores[s][n]:.3f}" for n in SETS) + " |")
-    best = {m: max((s for s in ranked if s.startswith(m)), key=lambda s: mean[s]) for m in ("interp", "rrf")}
-    print(f"best interp: {best['interp']}; best rrf: {best['rrf']}; defaults: {sorted(defaults)}")
-    for default in (DEFAULT_INTERP.describe(), DEFAULT_RRF.describe()):
-        top = best[default.split()[0]]
-        if top != default:
-            c = compare_per_query(pooled[default], pooled[top], "ndcg@10")
-            verdict = "moves the default" if c.p_randomization < 0.05 and c.delta > 0 else "keeps the default"
-            print(f"{top} vs the default {default} over the {len(pooled[top])} pooled {args.split} queries: "
-                  f"{c.delta:+.4f}, paired p = {c.p_randomization:.3f}"
-                  + (f" ({verdict})" if args.split == "tune" else " (held out: reported, never chosen on)"))
+    sets = [s.strip() for s in args.sets.split(",") if s.strip()]
+    scores, components, per_query, component_pq, by_label = table(Path(args.work), args.split, sets)
+    d = deltas(scores, components)
+    worst = {label: min(v.values()) for label, v in d.items()}
+    mean = {label: sum(v.values()) / len(v) for label, v in scores.items()}
+    ranked = sorted(d, key=lambda label: (-worst[label], -mean[label]))
+    defaults = {s.describe(): m for m, s in (("interp", DEFAULT_INTERP), ("rrf", DEFAULT_RRF),
+                                             ("adaptive", DEFAULT_ADAPTIVE))}
+    default = default_settings().describe()
+    print(f"better component per set ({args.split}): " + ", ".join(
+        f"{n} {max(c, key=c.get)} {max(c.values()):.3f}" for n, c in components.items()))
+    print(f"| setting | worst delta | {args.split} mean | " + " | ".join(sets) + " |")
+    print("|---" * (len(sets) + 3) + "|")
+    for label in [r for i, r in enumerate(ranked) if i < args.top or r in defaults]:
+        mark = (" (default)" if label == default else "") + (f" (--fusion {defaults[label]})" if label in defaults else "")
+        print(f"| {label}{mark} | {worst[label]:+.4f} | {mean[label]:.4f} | "
+              + " | ".join(f"{scores[label][n]:.3f} ({d[label][n]:+.3f})" for n in sets) + " |")
+    for method in ("interp", "rrf", "adaptive"):
+        pick, low = maximin({label: v for label, v in d.items() if by_label[label].method == method})
+        print(f"maximin {method}: {pick} (worst per-set delta {low:+.4f}, mean {mean[pick]:.4f})")
+    pick, low = maximin(d)
+    print(f"maximin over every setting: {pick} (worst per-set delta {low:+.4f})"
+          + ("" if args.split == "tune" else " (held out: reported, never chosen on)"))
+    print(f"paired tests of the default `--fusion` ({default}) against each set's better component ({args.split}):")
+    for n in sets:
+        better = max(components[n], key=components[n].get)
+        c = compare_runs(component_pq[n][better], per_query[default][n], "ndcg@10")
+        print(f"  {n}: {c.mean_b:.4f} vs {better} {c.mean_a:.4f}, delta {c.delta:+.4f}, p = {c.p_randomization:.3f}")
     return 0
 
 
