@@ -161,6 +161,25 @@ def _safe(variant: str) -> str:
     return variant.replace(":", "")
 
 
+def fused(run: Path, sparse: Path, dense: Path, settings, qids: list[str]) -> Path:
+    """``run``: ``settings`` applied to the cached BM25 and dense runs (each cut to depth K), as
+    ``hopscotch search --bm25 ... --index ... --depth K`` fuses them; written once (delete it to redo)."""
+    from hopscotch.retriever.io.runs import read_run, write_run
+    from hopscotch.retriever.searchers.fusion_tuning import fuse_runs
+
+    if not run.exists():
+        tmp = run.with_suffix(".part")
+        write_run(tmp, fuse_runs(read_run(sparse), read_run(dense), settings, qids, k=K, depth=K), tag="hybrid")
+        tmp.rename(run)
+    return run
+
+
+def _settings(method: str | None):
+    from hopscotch.retriever.searchers.fusion import default_settings
+
+    return default_settings(method)
+
+
 def _tag(method: str | None) -> str:
     """A file-name tag of the settings ``--fusion METHOD`` (None: no --fusion) applies today, so that a run
     cached under --work is redone when a default moves."""
@@ -168,8 +187,7 @@ def _tag(method: str | None) -> str:
 
     from hopscotch.retriever.searchers import fusion
 
-    settings = {"interp": fusion.DEFAULT_INTERP, "rrf": fusion.DEFAULT_RRF, "adaptive": fusion.DEFAULT_ADAPTIVE,
-                None: fusion.default_settings()}[method]
+    settings = fusion.default_settings(method)
     return hashlib.sha256(json.dumps(settings.to_json(), sort_keys=True).encode()).hexdigest()[:8]
 
 
@@ -211,15 +229,13 @@ def run_ablation(work: Path, names: list[str], models: dict[str, str]) -> dict:
             runs[n, m, "first-window"] = search(work / "runs" / f"{n}.{m}.default.first-window.trec", paths[n],
                                                 "--index", idx[n][m], "--model", model, "--reasoning",
                                                 "--first-windows-only")
-            for method in HYBRIDS:
-                runs[n, m, f"hybrid-{method}"] = search(
-                    work / "runs" / f"{n}.{m}.default.hybrid-{method}.{_tag(method)}.trec", paths[n],
-                    "--bm25", idx[n]["bm25"], "--index", idx[n][m], "--model", model, "--reasoning",
-                    "--fusion", method, "--depth", K)
-            # `--fusion` not given at all: what an agent taking our defaults gets
-            runs[n, m, "hybrid-default"] = search(
-                work / "runs" / f"{n}.{m}.default.hybrid-default.{_tag(None)}.trec", paths[n], "--bm25",
-                idx[n]["bm25"], "--index", idx[n][m], "--model", model, "--reasoning", "--depth", K)
+            # the hybrids over it: fused in-process from the two cached runs (`hopscotch search --bm25 --index
+            # --fusion ...` fuses the same two depth-K lists: tests/retriever/searchers/test_searchers.py)
+            for method in (*HYBRIDS, None):
+                label = method or "default"
+                runs[n, m, f"hybrid-{label}"] = fused(
+                    work / "runs" / f"{n}.{m}.default.hybrid-{label}.{_tag(method)}.trec", runs[n, "bm25"],
+                    runs[n, m, "default"], _settings(method), es.tune + es.test)
         for key in [k for k in runs if k[0] == n]:
             run = read_run(runs[key])
             test[key], tune[key] = _evaluate(run, es.qrels, es.test), _evaluate(run, es.qrels, es.tune)
@@ -258,9 +274,10 @@ def run_ablation(work: Path, names: list[str], models: dict[str, str]) -> dict:
                      "--out", config)
             fusion[n, m] = json.loads(config.read_text())
             key = (n, m, "hybrid")
-            runs[key] = search(work / "runs" / f"{n}.{m}.default.hybrid-tuned.trec", paths[n],
-                               "--bm25", idx[n]["bm25"], "--index", idx[n][m], "--model", model, "--reasoning",
-                               "--fusion-config", config, "--depth", K)
+            from hopscotch.retriever.searchers.fusion import read_fusion_config
+
+            runs[key] = fused(work / "runs" / f"{n}.{m}.default.hybrid-tuned.trec", runs[n, "bm25"],
+                              runs[n, m, "default"], read_fusion_config(config), es.tune + es.test)
             test[key] = _evaluate(read_run(runs[key]), es.qrels, es.test)
     lap("hybrid_s")
 

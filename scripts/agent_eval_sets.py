@@ -101,6 +101,7 @@ LABELS = {"hotpotqa": "gold supporting paragraphs (HotpotQA annotators)",
           "tongyi": "PSEUDO-QRELS: every document the agent's own query-only retriever returned",
           "tongyi_pages": "PSEUDO-QRELS: the pages of the agent's own query-only retriever's results"}
 PSEUDO = {"tongyi", "tongyi_pages"}   # labels a retriever's ranking produced: no vote on reasoning defaults
+INDEX_NAMES = {"tongyi_utility": "tongyi"}   # sets searched over another set's corpus share its index
 
 
 def _finish(name: str, corpus: Path, by_question: dict[str, list[tuple[dict, dict]]], tune_q, test_q,
@@ -280,7 +281,7 @@ def tongyi_utility() -> EvalSet:
             "audit 26/30: docs/utility_labels_audit.md); only calls with a used document")
     counts = {"tune_steps": len(tune), "test_steps": len(test)}
     return EvalSet("tongyi_utility", chunks.corpus, queries, {q: qrels[q] for q in keep}, tune, test, note, counts,
-                   LABELS["tongyi_utility"], True, "tongyi")
+                   LABELS["tongyi_utility"], True, INDEX_NAMES["tongyi_utility"])
 
 
 def build_sets(work: Path, names=SET_NAMES) -> dict[str, EvalSet]:

@@ -26,6 +26,7 @@ def per_query_scores(work: Path, name: str, model: str, variant: str, encoder=No
     """``{w: {qid: ndcg@10}}``, the qids' splits and reasoning-context word counts, and the encoder used
     (no word gate: every context is searched at every w, so the buckets show where a gate belongs)."""
     from agent_ablation import late_fusion_runs
+    from agent_eval_sets import INDEX_NAMES
 
     from hopscotch.retriever.evaluation.metrics import evaluate
     from hopscotch.retriever.io.qrels import read_qrels
@@ -35,7 +36,7 @@ def per_query_scores(work: Path, name: str, model: str, variant: str, encoder=No
     folder = work / "sets" / name
     split = {q: s for s in ("tune", "test") for q in (folder / f"{s}_qids.txt").read_text().split()}
     queries = [q for q in read_queries(folder / "queries.jsonl") if q.qid in split]
-    runs, encoder = late_fusion_runs(work / "idx" / f"{name}.trained", model, variant, queries,
+    runs, encoder = late_fusion_runs(work / "idx" / f"{INDEX_NAMES.get(name, name)}.trained", model, variant, queries,
                                      encoder=encoder, weights=WEIGHTS, k=100)
     qrels = read_qrels(folder / "qrels.tsv")
     scores = {}
