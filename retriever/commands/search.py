@@ -26,6 +26,7 @@ from hopscotch.retriever.commands.flag_types import positive_int
 def register(sub) -> None:
     from hopscotch.retriever.io.outputs import add_overwrite_flag
     from hopscotch.retriever.searchers import add_searcher_arguments
+    from hopscotch.retriever.searchers.rerank import MultiVectorReranker
 
     p = sub.add_parser("search", help="retrieve for a query file (BM25, dense or hybrid) into a TREC run",
                        description="Retrieve the top-k documents for every query with BM25, a dense index or "
@@ -41,6 +42,7 @@ def register(sub) -> None:
     p.add_argument("--batch-size", type=positive_int, default=256, help="queries encoded and searched per step")
     p.add_argument("--tag", default="hopscotch", help="run tag (6th TREC column)")
     add_searcher_arguments(p)  # --searcher-type, --bm25, --index, --model, --fusion, ... (each backend's own)
+    MultiVectorReranker.parse_args(p)  # --rerank-model, --rerank-depth, ...: over whichever first stage
     p.set_defaults(func=run, depth=1000)  # deeper hybrid candidate lists for offline runs than for serving
 
 
@@ -52,11 +54,13 @@ def run(args) -> int:
     from hopscotch.retriever.io.queries import read_queries
     from hopscotch.retriever.io.runs import RunWriter
     from hopscotch.retriever.searchers import iter_search, searcher_from_args
+    from hopscotch.retriever.searchers.rerank import rerank_from_args
 
     if args.k <= 0 or args.batch_size <= 0:
         raise UsageError("--k and --batch-size must be positive")
-    guard = check_outputs(args, outputs=[args.out], ignore=("batch_size",),
-                          inputs=arg_paths(args, "queries", "bm25", "corpus", "index", "model", "fusion_config"))
+    guard = check_outputs(args, outputs=[args.out], ignore=("batch_size", "rerank_cache"),
+                          inputs=arg_paths(args, "queries", "bm25", "corpus", "index", "model", "fusion_config",
+                                           "rerank_model"))
     queries = list(read_queries(args.queries))
     if not queries:
         raise UsageError(f"{args.queries}: no queries")
@@ -75,6 +79,12 @@ def run(args) -> int:
     if meta is not None and meta.reasoning_aware and not args.reasoning:
         print(f"hopscotch search: note: {args.index} was built for reasoning-aware queries; add --reasoning "
               "to use the template", file=sys.stderr)
+    searcher = rerank_from_args(searcher, args)  # --rerank-model: the first stage's top --rerank-depth by MaxSim
+    mv = getattr(searcher, "maxsim_reranker", None)
+    if mv is not None:
+        fused = "" if mv.late_fusion is None else f", late fusion {mv.late_fusion:g}"
+        print(f"hopscotch search: reranking the top {max(k, mv.depth)} by MaxSim with {args.rerank_model} "
+              f"(query input {mv.query_input}{fused})", file=sys.stderr)
     t0 = time.perf_counter()
     with RunWriter(args.out, tag=args.tag) as out, progress(total=len(queries), desc=f"search ({searcher.name})",
                                                             unit="query") as bar:

@@ -25,6 +25,9 @@ from hopscotch.retriever.model.loading import resolve_model_path
 from hopscotch.retriever.model.query_input import QueryInput, default_query_input
 
 HOPSCOTCH_CONFIG = "hopscotch_config.json"
+#: ``kind`` in ``hopscotch_config.json``: what the folder holds; a folder without one is ``single_vector``
+SINGLE_VECTOR, MULTI_VECTOR = "single_vector", "multi_vector"
+MODEL_KINDS = (SINGLE_VECTOR, MULTI_VECTOR)
 _ST_MODE_TO_POOLING = {"cls": "cls", "mean": "mean", "lasttoken": "last"}
 POOLINGS = ("cls", "mean", "last")
 
@@ -121,10 +124,30 @@ class EncoderConfig:
         return variant if variant.uses_reasoning else default_query_input(True)
 
 
+def saved_hopscotch_config(path: str | os.PathLike) -> dict | None:
+    """The raw ``hopscotch_config.json`` of a model folder, or None when it has none."""
+    file = Path(path) / HOPSCOTCH_CONFIG
+    return json.loads(file.read_text()) if file.is_file() else None
+
+
+def saved_model_kind(path: str | os.PathLike) -> str:
+    """``multi_vector`` or ``single_vector``: the ``kind`` a folder's ``hopscotch_config.json`` records (folders
+    without one, every single-vector folder among them, are ``single_vector``)."""
+    kind = (saved_hopscotch_config(path) or {}).get("kind") or SINGLE_VECTOR
+    if kind not in MODEL_KINDS:
+        raise UsageError(f"{Path(path) / HOPSCOTCH_CONFIG}: unknown kind {kind!r} (expected one of {MODEL_KINDS})")
+    return kind
+
+
 def read_saved_config(path: str | os.PathLike):
     """The :class:`EncoderConfig` of a saved folder: ``hopscotch_config.json`` or, for a
-    plain sentence-transformers folder, its pooling and normalisation; ``None`` for a bare HF folder."""
+    plain sentence-transformers folder, its pooling and normalisation; ``None`` for a bare HF folder.
+    A multi-vector folder (``kind: multi_vector``) has no single-vector config: a one-line UsageError."""
     path = Path(path)
+    if saved_model_kind(path) == MULTI_VECTOR:
+        raise UsageError(f"{path}: a multi-vector (late-interaction) model, not a single-vector encoder: use it "
+                         "to rerank (hopscotch search --rerank-model), or load it with "
+                         "hopscotch.retriever.model.multi_vector.load_multi_vector_model")
     if (path / HOPSCOTCH_CONFIG).is_file():
         saved = json.loads((path / HOPSCOTCH_CONFIG).read_text())
         saved["lora"] = {}

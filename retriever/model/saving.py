@@ -265,6 +265,18 @@ def save_model(model, path: str | os.PathLike, training: dict | None = None) -> 
     return str(path)
 
 
+def save_multi_vector(st_model, path: str | os.PathLike, config: dict) -> str:
+    """A multi-vector model (a ``sentence_transformers.MultiVectorEncoder``: Transformer -> Dense -> MultiVectorMask
+    -> Normalize) written by sentence-transformers itself, plus ``hopscotch_config.json`` (``config``, with
+    ``kind: multi_vector``), atomically; ``MultiVectorEncoder(path)`` loads the folder unchanged."""
+    from hopscotch.retriever.io.atomic import atomic_folder
+
+    with atomic_folder(path) as build:
+        st_model.save(str(build))
+        _write_json(build / HOPSCOTCH_CONFIG, config)
+    return str(path)
+
+
 def base_model_name(model) -> str:
     """What the model started from: a Hub id, ``sentence-transformers/all-MiniLM-L6-v2`` for the bundled
     model, else the folder's name (never a full local path)."""

@@ -1,0 +1,254 @@
+"""Reranking any first stage (BM25, dense, hybrid) by MaxSim with a multi-vector (ColBERT-style) model.
+
+:class:`MultiVectorReranker` rescores a query's top ``depth`` candidates: each document (its text from the
+first stage's ``get_document``) is encoded into token vectors by the multi-vector model
+(:mod:`hopscotch.retriever.model.multi_vector`) and scored by MaxSim against the query's token vectors; the
+candidates come back sorted by that score (ties in first-stage order). :class:`RerankedSearcher` wraps the
+first stage so that ``search_batch`` / ``search`` return the reranked lists.
+
+* Queries are formatted by the model (:meth:`~hopscotch.retriever.model.multi_vector.MultiVectorModel.format_queries`):
+  reasoning-aware queries in ``--query-input`` if given, else the model's variant (a ``query`` model's
+  reasoning-aware queries use ``reasoning``, as the dense searcher does).
+* Late fusion (``late_fusion=w``): a reasoning-aware query scores
+  ``w * MaxSim(q_r, d) / |q_r| + (1 - w) * MaxSim(q_q, d) / |q_q|``
+  (:func:`~hopscotch.retriever.model.multi_vector.late_fusion_scores`); plain queries score
+  ``MaxSim(q, d) / |q|``. Off (None, the default unless the model records one): plain MaxSim of the one
+  encoding a query has.
+* Long documents: the model sees ``passage_max_len`` tokens; with ``windows=N`` a document also gets up to
+  ``N - 1`` more windows of its text (:class:`~hopscotch.retriever.index.windows.TailWindows`, as
+  ``hopscotch index --windows``), and scores as its best window (MaxP). Default 1: the first window only.
+* Scores are computed from float16 vectors (what the cache stores), so a search from the cache and a fresh
+  one give identical runs. The cache (:mod:`~hopscotch.retriever.searchers.rerank_cache`) is keyed by
+  docid and a fingerprint of the model's files and the window settings.
+
+Flags (declared here, :meth:`MultiVectorReranker.parse_args`): ``--rerank-model M`` (a multi-vector folder)
+``[--rerank-depth N] [--rerank-cache DIR] [--rerank-late-fusion W] [--rerank-windows N]``; they apply to
+whatever first stage the other flags select (:func:`rerank_from_args`).
+
+Example::
+
+    reranker = MultiVectorReranker("out/colbert", depth=100, cache_dir="cache/rerank", late_fusion=0.5)
+    searcher = RerankedSearcher(build_searcher("bm25", bm25="idx/bm25", corpus="corpus.jsonl"), reranker)
+    searcher.search_batch(["who directed Gummo"], k=10, ["The film came out in 1997."], reasoning_aware=True)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.arg_types import positive_int, unit_interval
+from hopscotch.retriever.model.config import checked_count, checked_weight
+from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, flag, per_query
+
+#: queries whose candidates are encoded and scored together (bounds the vectors held in memory)
+QUERY_CHUNK = 16
+
+
+class MultiVectorReranker:
+    """:param model: a :class:`~hopscotch.retriever.model.multi_vector.MultiVectorModel`, or a folder / Hub id of one
+    :param depth: first-stage candidates reranked per query (at least the ``k`` asked for)
+    :param cache_dir: the token cache's folder (None: no cache; each search encodes its candidates)
+    :param late_fusion: ``w`` of the reasoning-aware MaxSim (None: the model's recorded weight, else off)
+    :param windows: passage windows per document (1: its first ``passage_max_len`` tokens)
+    :param window_stride: tokens between windows (None: 80% of ``passage_max_len``)
+    :param query_input: the variant of reasoning-aware queries (None: the model's)
+    """
+
+    def __init__(self, model, depth: int = 100, cache_dir: str | os.PathLike | None = None,
+                 late_fusion: float | None = None, *, windows: int = 1, window_stride: int | None = None,
+                 query_input: str | None = None, batch_size: int = 32, device: str | None = None):
+        from hopscotch.retriever.index.windows import window_spec
+        from hopscotch.retriever.model.multi_vector import MultiVectorModel, load_multi_vector_model
+        from hopscotch.retriever.searchers.dense import searcher_query_input
+        from hopscotch.retriever.searchers.rerank_cache import TokenCache
+
+        self.model = model if isinstance(model, MultiVectorModel) else load_multi_vector_model(model, device=device)
+        self.depth = checked_count(depth, "--rerank-depth")
+        c = self.model.config
+        self.late_fusion = checked_weight(c.late_fusion if late_fusion is None else late_fusion,
+                                          "--rerank-late-fusion")
+        self.query_input = searcher_query_input(query_input, c.query_input)
+        self.spec = window_spec(checked_count(windows, "--rerank-windows"), window_stride, c.passage_max_len)
+        self.batch_size = batch_size
+        self.fingerprint = _digest({"model": self.model.fingerprint, "windows": self.spec.to_json()})
+        self.cache = TokenCache(cache_dir, self.fingerprint, about={
+            "model": self.model.path, "model_fingerprint": self.model.fingerprint, "dim": self.model.dim,
+            "windows": self.spec.to_json(), "dtype": "float16"})
+        self._tail = None
+
+    # -- documents -------------------------------------------------------------------------------
+    def _windows_of(self, doc: dict) -> list:
+        """A document's texts to encode: its first window (``title + " " + text``), then its tail windows."""
+        from hopscotch.retriever.io.corpus import Document
+
+        first = [(doc.get("title"), doc.get("text") or "")]
+        if not self.spec.enabled:
+            return first
+        if self._tail is None:
+            from hopscotch.retriever.index.windows import TailWindows
+
+            self._tail = TailWindows(self.model.tokenizer, self.spec, self.model.st.prompts.get("document") or "")
+        tail = self._tail(Document(str(doc.get("docid", "")), doc.get("title"), doc.get("text") or ""))
+        return first + [(w.title, w.text) for w in tail]
+
+    def document_vectors(self, docids: Sequence[str], fetch: Callable[[str], dict | None]):
+        """``{docid: [float32 tensor per window]}`` (float16-rounded): cached ones read, the others fetched
+        (``fetch(docid) -> {"text"[, "title"]}``), encoded and cached."""
+        import numpy as np
+        import torch
+
+        found = self.cache.get(docids)
+        missing = [d for d in dict.fromkeys(docids) if d not in found]
+        if missing:
+            texts, owner = [], []
+            for docid in missing:
+                doc = fetch(docid)
+                if doc is None:
+                    raise UsageError(f"reranking needs each candidate's text, and the first stage has none for "
+                                     f"{docid!r} (give --corpus for BM25, or an --index with a docstore)")
+                for window in self._windows_of({"docid": docid, **doc}):
+                    texts.append(window)
+                    owner.append(docid)
+            encoded = self.model.encode_documents(texts, batch_size=self.batch_size)
+            new: dict[str, list] = {d: [] for d in missing}
+            for docid, emb in zip(owner, encoded):
+                new[docid].append(emb.numpy().astype(np.float16))
+            self.cache.put(new)
+            found.update(new)
+        return {d: [torch.from_numpy(np.asarray(w, dtype=np.float32)) for w in ws] for d, ws in found.items()}
+
+    # -- scoring ---------------------------------------------------------------------------------
+    def _query_vectors(self, queries, reasonings, aware):
+        """Per query ``(q_main, q_plain)``: the encoding in use and, under late fusion, the query-only one."""
+        model = self.model
+        main = model.encode_queries(queries, reasonings, self.query_input, aware, batch_size=self.batch_size)
+        if self.late_fusion is None:
+            return [(q, None) for q in main]
+        texts = model.format_queries(queries, reasonings, self.query_input, aware)
+        plain_texts = model.format_queries(queries, None, self.query_input, False)
+        differ = [i for i, (a, b) in enumerate(zip(texts, plain_texts)) if a != b]
+        plain = list(main)
+        if differ:
+            encoded = model.encode_queries([queries[i] for i in differ], None, self.query_input, False,
+                                           batch_size=self.batch_size)
+            for i, q in zip(differ, encoded):
+                plain[i] = q
+        return list(zip(main, plain))
+
+    def scores(self, q_main, q_plain, windows: Sequence) -> list[float]:
+        """One score per document (``windows``: each document's window tensors): its best window's MaxSim,
+        or late-fused normalised MaxSim when ``q_plain`` is given (see the module docstring)."""
+        from hopscotch.retriever.model.multi_vector import late_fusion_scores, maxsim
+
+        flat = [w for ws in windows for w in ws]
+        if q_plain is None:
+            per_window = maxsim(q_main, flat)
+        else:
+            per_window = late_fusion_scores(q_main, q_plain, flat, self.late_fusion)
+        out, start = [], 0
+        for ws in windows:
+            out.append(float(per_window[start:start + len(ws)].max()))
+            start += len(ws)
+        return out
+
+    def rerank_batch(self, queries: Sequence[str], candidates: Sequence[Ranked], fetch: Callable[[str], dict | None],
+                     reasonings: Sequence | None = None, reasoning_aware: bool | Sequence[bool] = False,
+                     depth: int | None = None) -> list[Ranked]:
+        """Each query's top ``depth`` (default :attr:`depth`) candidates sorted by MaxSim (ties keep
+        first-stage order); ``fetch(docid)`` gives a candidate's ``{"text"[, "title"]}``."""
+        n, depth = len(queries), depth or self.depth
+        reasonings = per_query(reasonings, n, "reasonings")
+        aware = per_query(reasoning_aware, n, "reasoning_aware")
+        out: list[Ranked] = []
+        for start in range(0, n, QUERY_CHUNK):
+            rows = range(start, min(n, start + QUERY_CHUNK))
+            lists = [[d for d, _ in candidates[i][:depth]] for i in rows]
+            vectors = self.document_vectors([d for ids in lists for d in ids], fetch)
+            encodings = self._query_vectors([queries[i] for i in rows], [reasonings[i] for i in rows],
+                                            [bool(aware[i]) for i in rows])
+            for ids, (q_main, q_plain) in zip(lists, encodings):
+                scores = self.scores(q_main, q_plain, [vectors[d] for d in ids])
+                order = sorted(range(len(ids)), key=lambda j: -scores[j])  # stable: ties in first-stage order
+                out.append([(ids[j], scores[j]) for j in order])
+        return out
+
+    # -- flags -----------------------------------------------------------------------------------
+    @classmethod
+    def parse_args(cls, parser) -> None:
+        add_option(parser, "--rerank-model", metavar="M",
+                   help="rerank the first stage's candidates by MaxSim with this multi-vector (ColBERT-style) "
+                        "model folder (hopscotch.retriever.model.multi_vector)")
+        add_option(parser, "--rerank-depth", type=positive_int, metavar="N",
+                   help="first-stage candidates reranked per query (default 100; at least --k)")
+        add_option(parser, "--rerank-cache", metavar="DIR",
+                   help="keep documents' token vectors here (float16, per model fingerprint), so repeated "
+                        "searches encode only new candidates")
+        add_option(parser, "--rerank-late-fusion", type=unit_interval, metavar="W",
+                   help="score reasoning-aware queries by W * MaxSim(reasoning-aware) + (1 - W) * "
+                        "MaxSim(query only), each over its query length (default: the model's recorded weight, "
+                        "else off)")
+        add_option(parser, "--rerank-windows", type=positive_int, metavar="N",
+                   help="encode long documents as up to N passage windows and score their best (default 1: "
+                        "the first passage_max_len tokens)")
+
+    @classmethod
+    def from_args(cls, args) -> MultiVectorReranker | None:
+        """The reranker the flags ask for, or None without ``--rerank-model`` (other rerank flags then are an error)."""
+        model = flag(args, "rerank_model")
+        if not model:
+            given = [f for f in ("rerank_depth", "rerank_cache", "rerank_late_fusion", "rerank_windows")
+                     if flag(args, f) is not None]
+            if given:
+                raise UsageError(f"--{given[0].replace('_', '-')} needs --rerank-model")
+            return None
+        return cls(model, depth=flag(args, "rerank_depth") or 100, cache_dir=flag(args, "rerank_cache"),
+                   late_fusion=flag(args, "rerank_late_fusion"), windows=flag(args, "rerank_windows") or 1,
+                   query_input=flag(args, "query_input"))
+
+
+class RerankedSearcher(BaseSearcher):
+    """``first`` (any searcher) with its top ``max(k, reranker.depth)`` reranked by ``reranker``; the ``k`` best
+    are returned. Documents come from ``first``."""
+
+    def __init__(self, first: BaseSearcher, reranker: MultiVectorReranker):
+        # not ``self.reranker``: BaseSearcher.search applies a BrowseComp-Plus reranker of that name itself
+        self.first, self.maxsim_reranker = first, reranker
+        self.name = f"{first.name}+rerank"
+        self.search_type = first.search_type
+        self.local = first.local
+        self.snippet_chars = first.snippet_chars
+
+    def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
+                     reasoning_aware: bool | Sequence[bool] = False, show_progress: bool = False) -> list[Ranked]:
+        if not queries:
+            return []
+        depth = max(k, self.maxsim_reranker.depth)
+        candidates = self.first.search_batch(queries, depth, reasonings, reasoning_aware)
+        reranked = self.maxsim_reranker.rerank_batch(queries, candidates, self.first.get_document, reasonings,
+                                              reasoning_aware, depth=depth)
+        return [r[:k] for r in reranked]
+
+    def get_document(self, docid: str) -> dict[str, Any] | None:
+        return self.first.get_document(docid)
+
+    @property
+    def takes_reasoning(self) -> bool:
+        return self.maxsim_reranker.query_input.uses_reasoning or self.first.takes_reasoning
+
+    def close(self) -> None:
+        self.first.close()
+
+
+def rerank_from_args(searcher: BaseSearcher, args) -> BaseSearcher:
+    """``searcher`` reranked as the ``--rerank-*`` flags ask (:class:`RerankedSearcher`), else unchanged."""
+    reranker = MultiVectorReranker.from_args(args)
+    return searcher if reranker is None else RerankedSearcher(searcher, reranker)
+
+
+def _digest(obj) -> str:
+    from hopscotch.retriever.io.fingerprint import digest
+
+    return digest(obj)
