@@ -5,9 +5,14 @@
   a one-time warning, unless ``TRITON_INTERPRET=1`` runs the kernels in Triton's interpreter.
 * :func:`reference_infonce_loss` -- the same loss in plain PyTorch (:mod:`hopscotch.kernels.reference`).
 * :func:`select_infonce_loss` -- the trainer's default: fused on CUDA, reference elsewhere.
+* :func:`maxsim_infonce_loss`, :func:`reference_maxsim_infonce_loss`, :func:`select_maxsim_infonce_loss` --
+  the same three for late interaction: InfoNCE over MaxSim scores of token embeddings
+  (:mod:`hopscotch.kernels.maxsim`, :mod:`hopscotch.kernels.maxsim_reference`); the fused one never builds
+  the ``[B, N, Lq, Lp]`` token similarities.
 
-Both losses take ``(q [B, d], p [N, d], labels [B], temperature, exclude=None)``; see
-:mod:`hopscotch.kernels.exclusion` for the two encodings of ``exclude``.
+The single-vector losses take ``(q [B, d], p [N, d], labels [B], temperature, exclude=None)``, the
+MaxSim ones ``(q [B, Lq, d], p [N, Lp, d], labels, temperature, exclude=None, *, q_mask=None,
+p_mask=None)``; see :mod:`hopscotch.kernels.exclusion` for the two encodings of ``exclude``.
 
 Importing this package is cheap: it imports neither torch nor triton until a name is used.
 
@@ -21,7 +26,8 @@ Example::
 
 from __future__ import annotations
 
-__all__ = ["infonce_loss", "reference_infonce_loss", "select_infonce_loss"]
+__all__ = ["infonce_loss", "reference_infonce_loss", "select_infonce_loss", "maxsim_infonce_loss",
+           "reference_maxsim_infonce_loss", "select_maxsim_infonce_loss"]
 
 
 def infonce_loss(q, p, labels, temperature, exclude=None, **options):
@@ -48,12 +54,37 @@ def select_infonce_loss(device, impl: str = "auto"):
     Returns:
         :func:`infonce_loss` or :func:`reference_infonce_loss`.
     """
+    return _select(device, impl, infonce_loss, reference_infonce_loss)
+
+
+def maxsim_infonce_loss(q, p, labels, temperature, exclude=None, *, q_mask=None, p_mask=None, **options):
+    """Fused InfoNCE loss over MaxSim scores; see :func:`hopscotch.kernels.maxsim.maxsim_infonce_loss`."""
+    from .maxsim import maxsim_infonce_loss as fused
+
+    return fused(q, p, labels, temperature, exclude, q_mask=q_mask, p_mask=p_mask, **options)
+
+
+def reference_maxsim_infonce_loss(q, p, labels, temperature, exclude=None, *, q_mask=None, p_mask=None,
+                                  **options):
+    """InfoNCE over MaxSim scores in PyTorch; see :func:`hopscotch.kernels.maxsim_reference.maxsim_infonce_loss`."""
+    from .maxsim_reference import maxsim_infonce_loss as reference
+
+    return reference(q, p, labels, temperature, exclude, q_mask=q_mask, p_mask=p_mask, **options)
+
+
+def select_maxsim_infonce_loss(device, impl: str = "auto"):
+    """:func:`maxsim_infonce_loss` or :func:`reference_maxsim_infonce_loss`, by the rule of
+    :func:`select_infonce_loss` (``impl`` ``"auto"``: fused on CUDA, reference otherwise)."""
+    return _select(device, impl, maxsim_infonce_loss, reference_maxsim_infonce_loss)
+
+
+def _select(device, impl: str, fused, reference):
     import torch
 
     if impl == "fused":
-        return infonce_loss
+        return fused
     if impl == "reference":
-        return reference_infonce_loss
+        return reference
     if impl != "auto":
         raise ValueError(f"impl: expected 'auto', 'fused' or 'reference', got {impl!r}")
-    return infonce_loss if torch.device(device).type == "cuda" else reference_infonce_loss
+    return fused if torch.device(device).type == "cuda" else reference

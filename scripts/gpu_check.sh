@@ -6,7 +6,9 @@
 #   bash scripts/gpu_check.sh --cpu-smoke OUT.md  # every section on CPU with tiny sizes (catches typos); no install
 #
 # Sections (scripts/gpu_check.py; each with a hard time budget, a failing one does not stop the others):
-# 1 fused InfoNCE kernel vs reference + bench_kernel.py's time/memory table, 2 encode_corpus vs
+# 1 fused InfoNCE kernel vs reference + bench_kernel.py's time/memory table, and the fused MaxSim (late
+# interaction) loss: accuracy vs float64, time / peak memory vs the PyTorch reference at B=32, Lq 32-256,
+# N=64, Lp=180, d=128 (scripts/gpu_check_kernel.py, part 4), 2 encode_corpus vs
 # SentenceTransformer.encode, 3 faiss-gpu vs faiss-cpu IVF-PQ on 1M vectors, 4 MiniLM recipe 30 steps
 # fused vs reference loss, 5 one LoRA + gradient-checkpointing step of a random Qwen3-Embedding-4B.
 # The last line printed is `GPU CHECK: PASS` (exit 0) or `GPU CHECK: FAIL` (exit 1); with --dry-run

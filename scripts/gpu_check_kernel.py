@@ -10,6 +10,15 @@
    autotuned kernels, the all-but-positive row), one case per worker, at the same time.
 3. ``scripts/bench_kernel.py``'s bench table (bf16, ``N = 8 B``, d 384 / 1024, B up to 16,384): fused and
    chunked against torch ``matmul`` + ``cross_entropy``, time and extra memory, in this process.
+4. MaxSim (late interaction): :mod:`hopscotch.kernels.maxsim_accuracy` sweeps of
+   ``hopscotch.kernels.maxsim_infonce_loss`` against float64 (fp32: fixed and fresh cases, bf16: fixed;
+   ragged masks, docid / dense exclusion, gathered passages) in the worker pool with the checks of 1 and
+   2 (one worker also compiles the bench shapes into Triton's cache); then, in this process before the
+   bench table of 3, the fused MaxSim loss against the reference (which builds the ``[B, N, Lq, Lp]``
+   token similarities), forward + backward in bf16 at ``B = 32``, ``Lq`` 32-256, ``N = 2 B``,
+   ``Lp = 180``, ``d = 128`` (:data:`MAXSIM_FULL`): median ms, extra memory (peak above the inputs),
+   and the agreement of loss and gradients (bf16 bounds, 1e-2). It gets at most
+   ``maxsim["budget_s"]`` of the section's time; the bench table gets what is left.
 """
 
 from __future__ import annotations
@@ -33,13 +42,21 @@ BACKWARDS = ("fused", "chunked")
 TRAINING_SHAPES = (("fp32", 32, 64, 384, 0.05, "MiniLM recipe, section 4"),
                    ("bf16", 4, 32, 2560, 0.01, "Qwen3-Embedding-4B step, section 5"))
 
+#: Part 4 (MaxSim) at the realistic size: B queries of Lq tokens (each length a row), group passages per
+#: query (N = group B) of Lp tokens (real lengths Lp/2..Lp), d; fixed + fresh accuracy seeds; reps.
+MAXSIM_FULL = {"batch": 32, "lengths": (32, 64, 128, 256), "group": 2, "passage_len": 180, "dim": 128,
+               "temperature": 1.0, "fresh": 6, "reps": 10, "warmup": 3, "budget_s": 40}
+MAXSIM_TINY = {"batch": 2, "lengths": (4,), "group": 2, "passage_len": 6, "dim": 16, "temperature": 1.0,
+               "fresh": 1, "reps": 1, "warmup": 0, "budget_s": 120}
+
 SIZES = {
     "full": {"fresh_per_kind": 12, "fixed_per_kind": None, "workers": 16, "training_shapes": TRAINING_SHAPES,
              "bench_sizes": (1024, 4096, 16384), "bench_dims": (384, 1024), "reps": 25, "warmup": 5,
-             "bench_check": True},
+             "bench_check": True, "maxsim": MAXSIM_FULL},
     "tiny": {"fresh_per_kind": 1, "fixed_per_kind": 1, "workers": 2,
              "training_shapes": (("fp32", 4, 8, 32, 0.05, "tiny"),),
-             "bench_sizes": (16,), "bench_dims": (16,), "reps": 1, "warmup": 0, "bench_check": True},
+             "bench_sizes": (16,), "bench_dims": (16,), "reps": 1, "warmup": 0, "bench_check": True,
+             "maxsim": MAXSIM_TINY},
 }
 
 
@@ -116,6 +133,69 @@ def training_shape_task(dtype_name: str, num_q: int, num_p: int, dim: int, tempe
         "PASS" if errors.ok else "FAIL"
 
 
+def maxsim_accuracy_task(dtype_name: str, seeds: list, device: str) -> tuple[str, str, str]:
+    """Worker: :func:`hopscotch.kernels.maxsim_accuracy.sweep` of the fused MaxSim loss on ``seeds``
+    against float64."""
+    import torch
+
+    from hopscotch.kernels import maxsim_accuracy
+    from hopscotch.kernels.maxsim import MaxSimConfig, maxsim_infonce_loss
+
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype_name]
+    item = f"maxsim accuracy {dtype_name} ({len(seeds)} cases: ragged masks, exclusion, gathered passages)"
+    # On CUDA the bench's tiles for every case (partial tiles everywhere): fewer variants to compile.
+    options = {"config": MaxSimConfig(block_j=2, block_t=32, block_u=64, block_k=64, block_d=64)} \
+        if device.startswith("cuda") else {}
+    try:
+        report = maxsim_accuracy.sweep(maxsim_infonce_loss, seeds, dtype, device, **options)
+    except Exception as exc:  # noqa: BLE001 -- reported as the row's reason
+        return item, f"{type(exc).__name__}: {exc}", "FAIL"
+    value = "worst rel. error " + ", ".join(f"{k} {v:.1e}" for k, v in report.worst.items())
+    if not report.ok:
+        value = f"{len(report.failures)} failed, e.g. {report.failures[0].case}; {value}"
+    return item, value, "PASS" if report.ok else "FAIL"
+
+
+def maxsim_case(device: str, batch: int, len_q: int, group: int, passage_len: int, dim: int, dtype_name="bf16"):
+    """The bench batch: unit-norm tokens, every query token real (query expansion), passages of
+    ``passage_len / 2 .. passage_len`` real tokens, positives first in each group, docid exclusion."""
+    import torch
+
+    from hopscotch.kernels.maxsim_reference import group_labels
+
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype_name]
+    num_p = batch * group
+    gen = torch.Generator().manual_seed(batch * 1000 + len_q)
+    q = torch.nn.functional.normalize(torch.randn(batch, len_q, dim, generator=gen), dim=-1)
+    p = torch.nn.functional.normalize(torch.randn(num_p, passage_len, dim, generator=gen), dim=-1)
+    lengths = torch.randint(max(1, passage_len // 2), passage_len + 1, (num_p, 1), generator=gen)
+    p_mask = torch.arange(passage_len) < lengths
+    q_mask = torch.ones(batch, len_q, dtype=torch.bool)
+    labels = group_labels(batch, group)
+    p_ids = torch.randint(0, 2**62, (num_p,), generator=gen)
+    q, p = q.to(device, dtype), p.to(device, dtype)
+    labels, p_ids = labels.to(device), p_ids.to(device)
+    return q, p, labels, (p_ids[labels], p_ids), q_mask.to(device), p_mask.to(device)
+
+
+def maxsim_warm_task(device: str, batch: int, lengths, group: int, passage_len: int, dim: int,
+                     temperature: float) -> tuple[str, str, str]:
+    """Worker: one fused forward + backward per bench shape (bf16), so that the timing in the main
+    process finds the kernels in Triton's on-disk cache."""
+    import torch
+
+    from hopscotch.kernels.maxsim import maxsim_infonce_loss
+
+    start = time.perf_counter()
+    for len_q in lengths:
+        q, p, labels, exclude, q_mask, p_mask = maxsim_case(device, batch, len_q, group, passage_len, dim)
+        q.requires_grad_()
+        p.requires_grad_()
+        loss = maxsim_infonce_loss(q, p, labels, temperature, exclude, q_mask=q_mask, p_mask=p_mask)
+        torch.autograd.grad(loss, (q, p))
+    return ("maxsim kernels compiled for the bench shapes", f"{time.perf_counter() - start:.1f} s", "INFO")
+
+
 def bench_check_task(device: str, index: int) -> tuple[bool, str]:
     """Worker: case ``index`` of ``bench_kernel.run_check`` (whether it passed, the table it printed)."""
     ensure_paths()
@@ -144,7 +224,7 @@ def check_rows(results: list[tuple[bool, str]]) -> tuple[bool, list[str], list[s
 
 
 def run_checks(rec, device: str, deadline: Deadline, seeds: dict, workers: int, bench_check: bool,
-               training_shapes=()) -> None:
+               training_shapes=(), maxsim: dict | None = None) -> None:
     """Accuracy rows and bench_kernel's check cases, in parallel worker processes (spawned: CUDA-safe):
     Triton compiles one kernel at a time per process, so the compilation spreads over the CPU cores."""
     ensure_paths()
@@ -157,10 +237,20 @@ def run_checks(rec, device: str, deadline: Deadline, seeds: dict, workers: int, 
         shapes = [pool.submit(training_shape_task, *shape, device) for shape in training_shapes]
         checks = [pool.submit(bench_check_task, device, i) for i in range(cases)]
         sweeps = [pool.submit(sweep_task, d, b, seeds, device) for d in DTYPES for b in BACKWARDS]
+        maxsim_rows = []
+        if maxsim:
+            from hopscotch.kernels.maxsim_accuracy import FIXED_SEEDS, fresh_seeds
+
+            fresh = fresh_seeds(maxsim["fresh"])
+            warm = {k: maxsim[k] for k in ("batch", "lengths", "group", "passage_len", "dim", "temperature")}
+            maxsim_rows = [pool.submit(maxsim_accuracy_task, "fp32", list(FIXED_SEEDS), device),
+                           pool.submit(maxsim_accuracy_task, "fp32", fresh, device),
+                           pool.submit(maxsim_accuracy_task, "bf16", list(FIXED_SEEDS), device),
+                           pool.submit(maxsim_warm_task, device, **warm)]
         for future in sweeps:
             for item, value, status in future.result(timeout=deadline.timeout()):
                 rec.row(item, value, status)
-        for future in shapes:
+        for future in shapes + maxsim_rows:
             rec.row(*future.result(timeout=deadline.timeout()))
         if checks:
             ok, lines, case_seeds = check_rows([future.result(timeout=deadline.timeout()) for future in checks])
@@ -219,16 +309,94 @@ def run_bench(rec, device: str, deadline: Deadline, bench_sizes, bench_dims, rep
     rec.detail("### bench_kernel.py bench\n" + out.getvalue().strip())
 
 
+def run_maxsim_bench(rec, device: str, deadline: Deadline, batch: int, lengths, group: int, passage_len: int,
+                     dim: int, temperature: float, reps: int, warmup: int, budget_s: float, **_) -> None:
+    """Part 4's timing: the fused MaxSim loss against the reference, forward + backward in bf16, one row
+    per query length; FAIL when the fused loss runs out of memory or disagrees with the reference
+    beyond the bf16 bounds (1e-2 relative for the loss and each gradient)."""
+    ensure_paths()
+    import bench_kernel
+    import torch
+
+    from hopscotch.kernels.maxsim import maxsim_infonce_loss
+    from hopscotch.kernels.maxsim_reference import maxsim_infonce_loss as reference
+
+    stop = time.time() + min(budget_s, max(0.0, deadline.left()))
+    methods = (("reference", reference), ("fused", maxsim_infonce_loss))
+    for len_q in lengths:
+        num_p = batch * group
+        item = f"maxsim bf16 B={batch} Lq={len_q} N={num_p} Lp={passage_len} d={dim} (fwd+bwd)"
+        if time.time() > stop:
+            rec.row(item, "skipped: part 4's time budget is spent", "INFO")
+            continue
+        q, p, labels, exclude, q_mask, p_mask = maxsim_case(device, batch, len_q, group, passage_len, dim)
+        q.requires_grad_()
+        p.requires_grad_()
+        results, outputs = {}, {}
+        for name, fn in methods:
+            def step(fn=fn):
+                loss = fn(q, p, labels, temperature, exclude, q_mask=q_mask, p_mask=p_mask)
+                return (loss.detach(), *torch.autograd.grad(loss, (q, p)))
+
+            try:
+                outputs[name] = step()
+                results[name] = bench_kernel._measure(torch, torch.device(device), step, reps, warmup)
+            except torch.cuda.OutOfMemoryError:
+                results[name] = "OOM"
+            if device.startswith("cuda"):
+                torch.cuda.empty_cache()
+        rec.row(item, _maxsim_value(results, outputs), "FAIL" if results.get("fused") == "OOM"
+                or _maxsim_disagrees(outputs) else "INFO")
+
+
+def _maxsim_disagrees(outputs: dict) -> bool:
+    if len(outputs) < 2:
+        return False
+    return max(_relative(a, b) for a, b in zip(outputs["fused"], outputs["reference"])) > 1e-2
+
+
+def _relative(a, b) -> float:
+    a, b = a.double(), b.double()
+    return (a - b).norm().item() / max(b.norm().item(), 1e-30)
+
+
+def _maxsim_value(results: dict, outputs: dict) -> str:
+    def ms(name):
+        value = results.get(name)
+        return f"{value[0]:.2f}" if isinstance(value, tuple) else str(value)
+
+    def mib(name):
+        value = results.get(name)
+        if not isinstance(value, tuple):
+            return str(value)
+        return "n/a" if value[1] is None else f"{value[1] / 2**20:.0f}"
+
+    def ratio(slot):
+        a, b = results.get("fused"), results.get("reference")
+        if not (isinstance(a, tuple) and isinstance(b, tuple)) or a[slot] is None or not b[slot]:
+            return "-"
+        return f"{a[slot] / b[slot]:.2f}x"
+
+    text = (f"ms reference {ms('reference')} / fused {ms('fused')} ({ratio(0)}); extra MiB reference "
+            f"{mib('reference')} / fused {mib('fused')} ({ratio(1)})")
+    if len(outputs) == 2:
+        errors = [_relative(a, b) for a, b in zip(outputs["fused"], outputs["reference"])]
+        text += "; rel. diff loss {:.1e}, dq {:.1e}, dp {:.1e}".format(*errors)
+    return text
+
+
 def run_kernel(rec, device: str = "cuda", deadline: Deadline | None = None, fresh_per_kind: int = 12,
                fixed_per_kind: int | None = None, workers: int = 16, training_shapes=TRAINING_SHAPES,
                bench_sizes=(1024, 4096, 16384), bench_dims=(384, 1024), reps: int = 25, warmup: int = 5,
-               bench_check: bool = True) -> None:
+               bench_check: bool = True, maxsim: dict | None = None) -> None:
     """Section 1 (see the module docstring)."""
     deadline = deadline or Deadline()
     if not device.startswith("cuda"):
         os.environ["TRITON_INTERPRET"] = "1"  # CPU smoke: the kernels in Triton's interpreter
     run_checks(rec, device, deadline, seeds_by_kind(fresh_per_kind, fixed_per_kind), workers, bench_check,
-               training_shapes)
+               training_shapes, maxsim)
+    if maxsim and not deadline.passed():
+        run_maxsim_bench(rec, device, deadline, **maxsim)
     if deadline.passed():
         rec.row("bench", "skipped: the section's time budget was spent by the checks", "INFO")
         return
