@@ -23,6 +23,8 @@ def register(sub) -> None:
     p.add_argument("--out", default="demo_out",
                    help="working folder (reused: stages run from the same settings and inputs are skipped, the "
                         "others rebuilt; see OUT/demo_manifest.json)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="work in an --out folder that another hopscotch command made (refused without it)")
     p.add_argument("--docs", type=int_range(50, MAX_DOCS), default=3000,
                    help="documents of the generated world (at least 50)")
     p.add_argument("--questions", type=int_range(5, MAX_QUESTIONS), default=300,
@@ -40,10 +42,13 @@ def _stage(name: str):
 
 def run(args) -> int:
     from hopscotch.retriever.commands.demo_pipeline import run_demo
+    from hopscotch.retriever.io.outputs import check_outputs, output_folder
 
+    guard = check_outputs(args, outputs=[output_folder(args.out, resumable=True)])  # its stages: demo_manifest.json
     t0 = time.perf_counter()
     table = run_demo(Path(args.out), docs=args.docs, questions=args.questions, seed=args.seed,
                      model=args.model, stage=_stage,
                      train_steps=args.train_steps)
+    guard.finish()
     print(f"\n{table}\n\ndemo finished in {time.perf_counter() - t0:.0f}s; outputs in {args.out}")
     return 0

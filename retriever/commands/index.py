@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 from hopscotch.retriever.commands.flag_types import non_negative_float, non_negative_int, positive_float, positive_int
 
@@ -56,7 +57,8 @@ def register(sub) -> None:
     p.add_argument("--no-docstore", action="store_true", help="do not store document texts (no doc lookup)")
     p.add_argument("--overwrite", action="store_true",
                    help="start again: discard shards encoded from another corpus content, model or settings (a "
-                        "rerun that differs in any of them is refused otherwise, naming the difference)")
+                        "rerun that differs in any of them is refused otherwise, naming the difference); also "
+                        "write into a folder another command made, and replace other runs' Tevatron exports")
     p.add_argument("--device", help="torch device (default: cuda:LOCAL_RANK when available, else cpu; one this "
                                     "machine lacks is refused)")
     p.add_argument("--precision", choices=["auto", "fp32", "fp16", "bf16"], default="auto",
@@ -109,9 +111,7 @@ def _run_plan(args) -> int:
     if dim is None:
         if not args.model:
             raise UsageError("--plan needs --dim D (or --model to read it from)")
-        from hopscotch.retriever.model.loading import load_sentence_transformer
-        m = load_sentence_transformer(args.model, device="cpu")
-        dim = int((getattr(m, "get_embedding_dimension", None) or m.get_sentence_embedding_dimension)())
+        dim = _model_dim(args.model)
     if docs <= 0 or dim <= 0:
         raise UsageError("--docs and --dim must be positive")
     per_doc = args.windows_per_doc
@@ -127,6 +127,18 @@ def _run_plan(args) -> int:
     return 0
 
 
+def _model_dim(model) -> int:
+    """The embedding dimension of a query/passage encoder: from its configs, else loaded on the CPU."""
+    from hopscotch.retriever.commands.flag_types import configured_dim
+    from hopscotch.retriever.model.loading import load_sentence_transformer
+
+    dim = configured_dim(model)
+    if dim is not None:
+        return dim
+    m = load_sentence_transformer(model, device="cpu")
+    return int((getattr(m, "get_embedding_dimension", None) or m.get_sentence_embedding_dimension)())
+
+
 def run(args) -> int:
     from hopscotch.retriever.commands.flag_types import check_device, clamp_max_length
     from hopscotch.retriever.errors import UsageError
@@ -139,13 +151,58 @@ def run(args) -> int:
     if (args.import_tevatron or args.export_tevatron) and not args.out:
         raise UsageError("--import-tevatron / --export-tevatron need --out DIR (the index folder)")
     export_only = args.export_tevatron and not (args.corpus or args.model)  # export the existing --out index
+    guard = _check_outputs(args, export_only)
     if args.import_tevatron:
         _import_tevatron(args)
     elif not export_only and not _build(args):
         return 0  # not rank 0: rank 0 finishes the index
     if args.export_tevatron:
-        _export_tevatron(args.out, args.export_tevatron)
+        _export_tevatron(args, guard if export_only else None)
+    guard.finish()
     return 0
+
+
+_RUNTIME_FLAGS = ("batch_size", "device", "wait_timeout", "gpu_index", "precision")
+
+
+def _check_outputs(args, export_only: bool):
+    """The output boundary (:mod:`hopscotch.retriever.io.outputs`): ``--out`` is this command's resumable folder
+    (refused when another command made it, or when it is a file or lies in /dev), or, for an export of an
+    existing index, an input; the Tevatron export's files are file outputs (when the index is built first,
+    only where they would land is checked now, and the files once it is built)."""
+    from hopscotch.retriever.commands.bm25_index import CORPUS_FILES
+    from hopscotch.retriever.io.atomic import check_target
+    from hopscotch.retriever.io.outputs import check_outputs, named_inputs, output_folder
+
+    inputs = [*named_inputs(args.corpus, CORPUS_FILES)] + [m for m in [args.model] if m and Path(m).exists()]
+    outputs, ignore = [], _RUNTIME_FLAGS
+    if export_only:  # only the index and the prefix decide the export's files
+        inputs, ignore = [args.out], _export_ignore(args)
+    elif args.out:
+        outputs.append(output_folder(args.out, resumable=True))
+    if args.import_tevatron:
+        from hopscotch.retriever.io.tevatron import tevatron_pickle_paths
+        inputs += tevatron_pickle_paths(args.import_tevatron)
+    if export_only:
+        outputs += _export_outputs(args, every_shard=True)
+    elif args.export_tevatron:
+        check_target(_export_outputs(args, every_shard=False)[0].path)
+    return check_outputs(args, outputs=outputs, inputs=inputs, ignore=ignore)
+
+
+def _export_ignore(args) -> list[str]:
+    return [k for k in vars(args) if k not in ("out", "export_tevatron")]
+
+
+def _export_outputs(args, every_shard: bool):
+    """``--export-tevatron PREFIX``'s files: one per shard of the ``--out`` index (or the first only)."""
+    from hopscotch.retriever.index.layout import IndexMeta
+    from hopscotch.retriever.io.outputs import prefixed_outputs
+    from hopscotch.retriever.io.tevatron import tevatron_export_path
+
+    shards = IndexMeta.load(args.out).num_shards if every_shard else 1
+    prefix = args.export_tevatron
+    return prefixed_outputs("--export-tevatron", prefix, [tevatron_export_path(prefix, s) for s in range(shards)])
 
 
 def _build(args) -> bool:
@@ -156,9 +213,10 @@ def _build(args) -> bool:
     if missing:
         raise UsageError(f"missing {', '.join(missing)} (or use --plan)")
     from hopscotch.retriever.index.encode import EncodeOptions, encode_corpus
-    from hopscotch.retriever.index.faiss_index import build_faiss_index, check_spec_syntax
+    from hopscotch.retriever.index.faiss_index import build_faiss_index
+    from hopscotch.retriever.index.faiss_spec import check_spec
 
-    check_spec_syntax(args.spec)  # reject a malformed spec before hours of encoding
+    check_spec(args.spec, train_size=args.train_size)  # a spec that cannot work, before hours of encoding
     t0 = time.perf_counter()
     result = encode_corpus(args.corpus, args.model, args.out, EncodeOptions(
         shard_size=args.shard_size, batch_size=args.batch_size, max_length=args.max_length, device=args.device,
@@ -223,13 +281,12 @@ def _clear_index_folder(out, overwrite: bool) -> None:
 def _import_tevatron(args) -> None:
     """Tevatron pickles -> shards of ``--shard-size`` (float16 embeddings + ids, documents when ``--corpus``),
     the docid lookup, ``index.json`` and the FAISS index ``--spec``. Vectors are kept as they are."""
-    from pathlib import Path
-
     import numpy as np
 
     from hopscotch.retriever.errors import FormatError, UsageError
     from hopscotch.retriever.index.docstore import build_docid_lookup
-    from hopscotch.retriever.index.faiss_index import build_faiss_index, check_spec_syntax
+    from hopscotch.retriever.index.faiss_index import build_faiss_index
+    from hopscotch.retriever.index.faiss_spec import check_spec
     from hopscotch.retriever.index.layout import ENCODE_CONFIG_FILE, IndexMeta
     from hopscotch.retriever.index.shard_files import write_shard
     from hopscotch.retriever.io.common import write_json
@@ -240,11 +297,16 @@ def _import_tevatron(args) -> None:
 
     if args.shard_size <= 0:
         raise UsageError("--shard-size must be positive")
-    check_spec_syntax(args.spec)
+    check_spec(args.spec, train_size=args.train_size)
     t0, out = time.perf_counter(), Path(args.out)
     paths = tevatron_pickle_paths(args.import_tevatron)
     settings = model_settings(args.model) if args.model else ModelSettings("")
     docs = load_corpus_dict(args.corpus) if args.corpus else None
+    first = read_tevatron_pickle(paths[0])  # checked before anything is written, then used as the first part
+    if args.model and first.reps.shape[1] != (dim := _model_dim(args.model)):
+        raise UsageError(f"{paths[0]}: {first.reps.shape[1]}-d vectors, but the query encoder --model {args.model} "
+                         f"makes {dim}-d ones: queries could not be searched against them (give the model that "
+                         "encoded the pickles)")
     _clear_index_folder(out, args.overwrite)
     write_json(out / ENCODE_CONFIG_FILE, {"tevatron_pickles": [str(p.resolve()) for p in paths],
                                           "corpus": args.corpus, "shard_size": args.shard_size})
@@ -252,7 +314,7 @@ def _import_tevatron(args) -> None:
 
     def parts():
         for path in paths:
-            part = read_tevatron_pickle(path)
+            part = first if path == paths[0] else read_tevatron_pickle(path)
             dims.append(part.reps.shape[1])
             if dims[-1] != dims[0]:
                 raise FormatError(path, None, f"{dims[0]}-d reps like {paths[0]}", f"shape {part.reps.shape}")
@@ -284,14 +346,21 @@ def _import_tevatron(args) -> None:
           + ("" if args.model else "; no --model recorded: give 'search --model' the query encoder"))
 
 
-def _export_tevatron(index_dir: str, prefix: str) -> None:
-    """One Tevatron pickle per shard of a finished index: ``PREFIX.<shard>.pkl`` = ``(float32 reps, docids)``."""
+def _export_tevatron(args, guard=None) -> None:
+    """One Tevatron pickle per shard of a finished index: ``PREFIX.<shard>.pkl`` = ``(float32 reps, docids)``;
+    without ``guard`` (the index was just built) the files are checked at the output boundary first."""
     from hopscotch.retriever.index.layout import IndexMeta, iter_shard_docids, load_shard_embeddings
+    from hopscotch.retriever.io.outputs import check_outputs
     from hopscotch.retriever.io.tevatron import tevatron_export_path, write_tevatron_pickle
 
+    index_dir, prefix = args.out, args.export_tevatron
+    if guard is None:
+        guard = check_outputs(args, outputs=_export_outputs(args, every_shard=True), inputs=[index_dir],
+                              ignore=_export_ignore(args))
     meta = IndexMeta.load(index_dir)
     for shard in range(meta.num_shards):
         write_tevatron_pickle(tevatron_export_path(prefix, shard), load_shard_embeddings(index_dir, shard),
                               list(iter_shard_docids(index_dir, shard)))
+    guard.finish()
     print(f"{meta.num_docs:,} embeddings of {index_dir} written as {meta.num_shards} Tevatron pickles "
           f"'{prefix}.*.pkl'")

@@ -31,15 +31,18 @@ from pathlib import Path
 import numpy as np
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.index.faiss_spec import (  # noqa: F401 (make_index, check_spec_syntax: re-exported)
+    _faiss,
+    check_spec,
+    check_spec_syntax,
+    default_train_size,
+    is_flat,
+    make_index,
+)
+from hopscotch.retriever.index.faiss_spec import ivf_or_none as _ivf_or_none
 from hopscotch.retriever.index.layout import FAISS_DIR, IndexMeta, embedding_rows, load_shard_embeddings, shard_name
 
 LAYOUTS = ("shards", "merged")
-
-
-def _faiss():
-    import faiss
-
-    return faiss
 
 
 def gpu_count() -> int:
@@ -51,49 +54,6 @@ def gpu_count() -> int:
 def index_name(spec: str, layout: str) -> str:
     """Folder name for a spec and layout, e.g. ``OPQ64_IVF4096_PQ64.shards``."""
     return re.sub(r"[^A-Za-z0-9]+", "_", spec).strip("_") + f".{layout}"
-
-
-def make_index(spec: str, dim: int):
-    """``faiss.index_factory`` with inner-product metric; a bad spec raises :class:`UsageError`."""
-    faiss = _faiss()
-    try:
-        index = faiss.index_factory(dim, spec, faiss.METRIC_INNER_PRODUCT)
-    except RuntimeError as exc:
-        first = str(exc).strip().splitlines()[-1] if str(exc).strip() else ""
-        raise UsageError(f"FAISS index spec {spec!r} is not valid for dimension {dim} ({first}); examples: "
-                         "Flat, IVF4096,PQ64, OPQ64,IVF4096,PQ64, HNSW32, IVF4096,SQ8") from None
-    # the factory turns on polysemous training for PQ codes; it is only useful for Hamming-filtered search
-    # (which is not used here) and costs ~20 s per index even on a few hundred vectors
-    inner = faiss.downcast_index(index)
-    if isinstance(inner, faiss.IndexPreTransform):
-        inner = faiss.downcast_index(inner.index)
-    for candidate in (inner, _ivf_or_none(index)):
-        if candidate is not None and hasattr(candidate, "do_polysemous_training"):
-            candidate.do_polysemous_training = False
-    return index
-
-
-def _ivf_or_none(index):
-    faiss = _faiss()
-    try:
-        return faiss.downcast_index(faiss.extract_index_ivf(index))
-    except RuntimeError:
-        return None
-
-
-def check_spec_syntax(spec: str) -> None:
-    """Reject a spec ``index_factory`` cannot parse for any common dimension (before the dimension is known)."""
-    for dim in (384, 768, 1024, 3840, 4096, 1000, 1536):
-        try:
-            make_index(spec, dim)
-            return
-        except UsageError as exc:
-            error = exc
-    raise error
-
-
-def is_flat(spec: str) -> bool:
-    return spec.replace(" ", "") in ("Flat", "IDMap,Flat")
 
 
 def _is_ivf(index) -> bool:
@@ -113,28 +73,22 @@ def _sample_rows(meta: IndexMeta, size: int, seed: int) -> np.ndarray:
     return np.sort(rng.choice(meta.num_docs, size=size, replace=False)).astype(np.int64)
 
 
-def default_train_size(index, num_docs: int) -> int:
-    """Enough vectors for k-means: 40 per IVF list (FAISS asks for 39), and 10,000 for PQ codebooks."""
-    ivf = _ivf_or_none(index)
-    return min(num_docs, 10_000 if ivf is None else max(10_000, 40 * ivf.nlist))
-
-
 def train_index(index_dir, meta: IndexMeta, spec: str, train_size: int | None, seed: int, use_gpu: bool):
     """An empty index of ``spec`` trained on a uniform sample of the corpus."""
     faiss = _faiss()
-    index = make_index(spec, meta.dim)
+    index = check_spec(spec, meta.dim, meta.num_docs, train_size)
     if index.is_trained:
         return index
     size = train_size or default_train_size(index, meta.num_docs)
     ivf = _ivf_or_none(index)
-    nlist = 0 if ivf is None else ivf.nlist
-    if size < max(nlist, 1):
-        raise UsageError(f"FAISS spec {spec!r} needs at least {nlist} training vectors; the corpus has "
-                         f"{meta.num_docs} (use fewer lists, e.g. IVF{max(1, meta.num_docs // 40)})")
     sample = embedding_rows(index_dir, meta, _sample_rows(meta, size, seed))
-    if use_gpu and nlist:
+    if use_gpu and ivf is not None:
         ivf.clustering_index = faiss.index_cpu_to_all_gpus(faiss.IndexFlatIP(meta.dim))
-    index.train(sample)
+    try:
+        index.train(sample)
+    except RuntimeError as exc:  # what check_spec does not foresee: one line, not a C++ trace
+        last = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"FAISS could not train {spec!r} on {len(sample):,} vectors of {index_dir}: {last}") from None
     return index
 
 
@@ -149,7 +103,7 @@ def build_faiss_index(index_dir: str | os.PathLike, spec: str = "Flat", layout: 
         raise UsageError(f"index layout {layout!r}: use one of {', '.join(LAYOUTS)}")
     index_dir = Path(index_dir)
     meta = IndexMeta.load(index_dir)
-    make_index(spec, meta.dim)  # validate early
+    check_spec(spec, meta.dim, meta.num_docs, train_size)  # before any file: the one spec rule (faiss_spec)
     name = index_name(spec, layout)
     entry = {"spec": spec, "layout": layout, "num_docs": meta.num_docs}
     if not is_flat(spec):

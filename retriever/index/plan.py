@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from hopscotch.retriever.index.faiss_index import default_train_size, is_flat, make_index
+from hopscotch.retriever.index.faiss_spec import (POINTS_PER_CENTROID, check_spec, default_train_size, is_flat,
+                                                   make_index)
 
 GIB = 1024 ** 3
 
@@ -131,6 +132,7 @@ class PlanOptions:
 def plan_index(docs: int, dim: int, spec: str = "Flat", options: PlanOptions | None = None) -> IndexPlan:
     """Memory and disk of encoding ``docs`` documents into shards and building/searching ``spec`` over them."""
     o = options or PlanOptions()
+    check_spec(spec, dim, docs, o.train_size)  # the build's own rule: a plan of what cannot be built is refused
     cost = spec_cost(spec, dim)
     parts = o.index_parts(docs)
     rows = _storage_rows(docs, dim, o)
@@ -140,6 +142,9 @@ def plan_index(docs: int, dim: int, spec: str = "Flat", options: PlanOptions | N
     if not is_flat(spec):
         rows += _faiss_build_rows(docs, dim, spec, cost, o)
         notes += _faiss_layout_notes(docs, cost, parts, o.layout)
+    if cost.nlist and min(docs, o.train_size or docs) < POINTS_PER_CENTROID * cost.nlist:
+        notes.append(f"fewer than {POINTS_PER_CENTROID} training vectors a list ({POINTS_PER_CENTROID * cost.nlist:,} "
+                     "for this IVF): FAISS trains it with a warning, and the lists are poor: use fewer")
     shard = min(o.shard_size, docs)
     rows += [
         ("encode memory", "one shard's embeddings (float32) and texts",

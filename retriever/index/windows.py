@@ -68,9 +68,18 @@ class WindowSpec:
         return {"windows": self.max_windows, "window_stride": self.stride}
 
 
-def window_spec(max_windows: int | None, stride: int | None, max_length: int) -> WindowSpec:
-    """The spec of ``--windows`` / ``--window-stride`` (None: off; a stride of None is 80% of ``max_length``)."""
-    return WindowSpec(max_windows or 1, stride or max(1, math.floor(0.8 * max_length)), max_length)
+def window_spec(max_windows: int | None, stride: int | None, max_length: int,
+                stride_from: str = "--window-stride") -> WindowSpec:
+    """The spec of ``--windows`` / ``--window-stride`` (None: off; a stride of None is 80% of ``max_length``).
+
+    The one check of the settings together: a stride longer than a window (``stride_from``: where it came
+    from) would skip the text between windows, so it is a :class:`UsageError`, windows on or not.
+    """
+    spec = WindowSpec(max_windows or 1, stride or max(1, math.floor(0.8 * max_length)), max_length)
+    if stride is not None and stride > max_length:
+        raise UsageError(f"{stride_from} {stride} > --max-length {max_length}: windows that far apart would leave "
+                         f"the text between them unindexed; give a stride of at most {max_length} tokens")
+    return spec
 
 
 def passage_length(settings, max_length: int | None = None) -> int:
@@ -83,8 +92,11 @@ def model_window_spec(settings, max_windows: int | None = None, stride: int | No
                       max_length: int | None = None) -> WindowSpec:
     """The windows ``hopscotch index`` cuts with a model: ``--windows`` / ``--window-stride`` / ``--max-length``,
     each None falling back to the model's recorded ``passage_windows`` / ``window_stride`` / passage length."""
-    return window_spec(settings.passage_windows if max_windows is None else max_windows,
-                       settings.window_stride if stride is None else stride, passage_length(settings, max_length))
+    windows = settings.passage_windows if max_windows is None else max_windows
+    source = "--window-stride"
+    if stride is None and (windows or 1) > 1:  # the model's stride matters only when its windows are on
+        stride, source = settings.window_stride, f"{settings.path}: the model's recorded window_stride"
+    return window_spec(windows, stride, passage_length(settings, max_length), source)
 
 
 class TailWindows:

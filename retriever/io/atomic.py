@@ -1,11 +1,13 @@
 """Write primitives every writer shares: where a path may be written, temporary names, stale temporaries.
 
 :func:`check_target` refuses (one-line :class:`UsageError` naming the path and why) a device node, FIFO or
-socket, a folder where a file is expected (or the reverse), and a target whose nearest existing parent is
-a file or not writable. Temporary files are ``.NAME.<pid>-<random>.tmp`` beside the real target, created
-with the mode of the file they replace, else ``0o666`` less the umask; :func:`stale_temp_files` finds the
-ones whose writer is gone. :func:`~.common.atomic_write` (files) and :func:`atomic_folder` (folders
-replaced whole) are built on them; :mod:`.outputs` checks a command's outputs with them before it starts.
+socket, a path inside the system's device and kernel folders (:data:`SPECIAL_FOLDERS`: ``/dev``, ``/proc``,
+``/sys``; not ``/dev/shm``, a plain memory file system), a folder where a file is expected (or the reverse),
+and a target whose nearest existing parent is a file or not writable. Temporary files are
+``.NAME.<pid>-<random>.tmp`` beside the real target, created with the mode of the file they replace, else
+``0o666`` less the umask; :func:`stale_temp_files` finds the ones whose writer is gone.
+:func:`~.common.atomic_write` (files) and :func:`atomic_folder` (folders replaced whole) are built on them;
+:mod:`.outputs` checks a command's outputs with them before it starts.
 """
 
 from __future__ import annotations
@@ -24,16 +26,30 @@ _KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")
           (stat.S_ISSOCK, "a socket"))
 
 
+#: folders of device and kernel files: nothing Hopscotch writes belongs there (``/dev/null.0.pkl`` is no output)
+SPECIAL_FOLDERS = (Path("/dev"), Path("/proc"), Path("/sys"))
+#: plain file systems mounted inside them, where writing is fine
+ORDINARY_INSIDE = (Path("/dev/shm"),)
+
+
 def _kind(st: os.stat_result) -> str | None:
     return next((name for test, name in _KINDS if test(st.st_mode)), None)
+
+
+def special_folder(path: str | os.PathLike) -> Path | None:
+    """The special folder (:data:`SPECIAL_FOLDERS`) that ``path`` is or lies in, symlinks resolved; else None."""
+    real = Path(os.path.realpath(path))
+    if any(real.is_relative_to(ok) for ok in ORDINARY_INSIDE):
+        return None
+    return next((folder for folder in SPECIAL_FOLDERS if real.is_relative_to(folder)), None)
 
 
 def check_target(path: str | os.PathLike, folder: bool = False) -> Path:
     """The real path at which to write ``path`` (a symlink is followed, so it keeps pointing at the output).
 
-    Raises :class:`UsageError` when it is a device node, FIFO or socket, a folder where a file is expected
-    (or a file where a folder is), or when its nearest existing parent is a file or a folder this process
-    cannot write.
+    Raises :class:`UsageError` when it is a device node, FIFO or socket, lies in a :func:`special_folder`, is
+    a folder where a file is expected (or a file where a folder is), or when its nearest existing parent is a
+    file or a folder this process cannot write.
     """
     given = Path(path)
     target = Path(os.path.realpath(given)) if given.is_symlink() else given
@@ -51,6 +67,10 @@ def check_target(path: str | os.PathLike, folder: bool = False) -> Path:
             raise UsageError(f"{given}: is a folder, expected a file path for this output")
         if not stat.S_ISDIR(st.st_mode) and folder:
             raise UsageError(f"{given}: is a file, expected a folder for this output")
+    special = special_folder(given)
+    if special is not None:
+        raise UsageError(f"{given}: lies in {special}, the system's device and kernel files; refusing to write an "
+                         "output there (give a path in an ordinary folder)")
     parent = target.parent
     while not parent.exists() and not parent.is_symlink() and parent != parent.parent:
         parent = parent.parent

@@ -13,8 +13,11 @@ Ids: a record's id is taken from ``_id`` | ``docid`` | ``id`` | ``doc_id`` and p
 :func:`~hopscotch.retriever.io.docids.canonical_docid` (a zero-padded ClimbMix id such as
 ``shard_00045_06622`` reads as ``shard_00045_6622``). Records without one (ClimbMix shards of ``{text}``)
 get ``shard_<5-digit shard index>_<row>``, the row counted from 0 within the shard file and not
-zero-padded (already canonical). The shard index is the last integer in the file name (``part_00012.parquet`` -> 12)
-when every file of the folder has a distinct one, else the file's position in sorted order.
+zero-padded (already canonical). The shard index is the number a file's name ends in, its value
+(:func:`shard_number`: ``part_00012.parquet`` and ``part_12.jsonl`` -> 12). In a folder of shards two files
+with one number (``a_45.jsonl``, ``b_045.jsonl``) are a :class:`FormatError` naming both, and so is a file
+without a number beside numbered ones; a folder none of whose files has a number is numbered by position
+in sorted order (0, 1, ...). A single file without a number (a BEIR ``corpus.jsonl``) is shard 0.
 """
 
 from __future__ import annotations
@@ -95,21 +98,32 @@ def iter_file(path: str | os.PathLike, shard: int = 0) -> Iterator[Document]:
     return (doc for _, doc in _numbered_docs(Path(path), shard))
 
 
-def _trailing_int(name: str) -> int | None:
-    nums = re.findall(r"\d+", name)
+def shard_number(name: str) -> int | None:
+    """The ClimbMix shard number of a corpus file name: the last integer of its stem (before the first dot),
+    by value (``part_00045.jsonl`` and ``b_045.jsonl`` -> 45); None when it holds no digit."""
+    nums = re.findall(r"\d+", name.split(".")[0])
     return int(nums[-1]) if nums else None
 
 
 def shard_files(folder: str | os.PathLike) -> list[tuple[int, Path]]:
-    """The corpus files of a shard folder with their shard indices, in shard order."""
+    """The corpus files of a shard folder with their shard numbers (module doc), in shard order."""
     folder = Path(folder)
     files = sorted(f for f in folder.iterdir() if f.is_file() and f.name.endswith(CORPUS_SUFFIXES))
     if not files:
         raise FormatError(folder, None, "a folder holding *.jsonl or *.parquet corpus files", "none found")
-    indices = [_trailing_int(f.name.split(".")[0]) for f in files]
-    if None in indices or len(set(indices)) != len(indices):
-        indices = list(range(len(files)))
-    return sorted(zip(indices, files))
+    numbers = [shard_number(f.name) for f in files]
+    if all(n is None for n in numbers):
+        return list(enumerate(files))
+    if None in numbers:
+        unnumbered, numbered = files[numbers.index(None)], next(f for f, n in zip(files, numbers) if n is not None)
+        raise FormatError(unnumbered, None, f"a shard number in the file name, like {numbered.name} beside it "
+                          "(ClimbMix ids shard_<number>_<row> come from it)", unnumbered.name)
+    first: dict[int, Path] = {}
+    for n, f in zip(numbers, files):
+        if first.setdefault(n, f) != f:
+            raise FormatError(f, None, f"a shard number of its own: {first[n].name} and {f.name} are both shard {n} "
+                              f"(ids shard_{n:05d}_<row> would clash)")
+    return sorted(zip(numbers, files))
 
 
 def corpus_files(path: str | os.PathLike) -> list[tuple[int, Path]]:
@@ -121,8 +135,7 @@ def corpus_files(path: str | os.PathLike) -> list[tuple[int, Path]]:
     if not p.exists():
         raise FormatError(p, None, "an existing corpus file or folder", "no such path")
     if p.is_file():
-        idx = _trailing_int(p.name.split(".")[0]) if p.name.startswith("shard") else 0
-        return [(idx or 0, p)]
+        return [(shard_number(p.name) or 0, p)]
     for name in ("corpus.jsonl", "corpus.jsonl.gz", "corpus.parquet"):
         if (p / name).is_file():
             return [(0, p / name)]

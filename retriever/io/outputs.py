@@ -10,8 +10,9 @@ A command declares what it writes and what it reads, first thing in its ``run``:
 
 * is one of the command's inputs (the same real path, so also through a symlink, or the same inode, so
   also a hard link), lies inside an input folder, or is a folder that holds an input;
-* is a device node, FIFO or socket (``/dev/full``: nothing replaces it with a regular file), a folder where
-  a file is expected or a file where a folder is expected; names the same path as another output;
+* is a device node, FIFO or socket (``/dev/full``: nothing replaces it with a regular file), lies in ``/dev``,
+  ``/proc`` or ``/sys`` (so does a prefix, :func:`prefixed_outputs`), a folder where a file is expected or a
+  file where a folder is expected; names the same path as another output;
 * has a parent that is a file, or a folder this process cannot write (nothing would be created there);
 * already exists and was not made by this same command with the same inputs and flags, unless the
   command was given ``--overwrite``. The rule, the same for every command: a finished output is recorded
@@ -23,7 +24,8 @@ A command declares what it writes and what it reads, first thing in its ``run``:
   is unchanged since; an existing folder written file by file (``world``, ``replay``) gets its sidecar
   before the work starts, so that the same run, killed halfway through replacing it, may be rerun. So an identical rerun is allowed
   (idempotent), while another run's output, a file changed since, or a file no Hopscotch command
-  recorded is refused. (``index`` and ``train`` keep their own resume rules: a manifest in the folder.)
+  recorded is refused; so is a folder holding another command's marker (:data:`FOLDER_MARKERS`), not its own. A
+  ``resumable`` folder (``index``, ``demo``) keeps its own resume rule (a manifest in it): only that is checked.
 
 It then removes stale temporary files of earlier killed runs beside each output (``.NAME.*.tmp``, files
 or folders, except those of a process still alive). The writers (:func:`~.common.atomic_write`,
@@ -45,12 +47,28 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.io.atomic import check_target, clean_stale_temp_files, create_temp_file, remove_path
+from hopscotch.retriever.io.atomic import (
+    check_target,
+    clean_stale_temp_files,
+    create_temp_file,
+    remove_path,
+    special_folder,
+)
 from hopscotch.retriever.io.fingerprint import file_fingerprint
 
 STAMP_SUFFIX = ".hopscotch"
 HASH_BYTES = 16 << 20  # input files up to this size are fingerprinted by content, bigger ones by size and mtime
 _NOT_FLAGS = {"func", "overwrite", "command"}
+#: the entries that mark a folder (at its top level) as a command's output; the owners' names, checked against
+#: them by tests/retriever/commands/test_bad_input_round2.py
+FOLDER_MARKERS = {
+    "index": ("index.json", "encode_config.json", "shards"),
+    "bm25-index": ("hopscotch_bm25.json",),
+    "world": ("world.json",),
+    "replay": ("replay.json",),
+    "demo": ("demo_manifest.json",),
+    "train": ("train_manifest.json", "hopscotch_config.json"),
+}
 
 PathLike = str | os.PathLike
 
@@ -58,11 +76,14 @@ PathLike = str | os.PathLike
 @dataclass(frozen=True)
 class Output:
     """A declared output: a file, or a folder (``folder=True``) that is replaced whole or, when ``files``
-    names them, into which those files are written (other files in it are left alone)."""
+    names them, into which those files are written (other files in it are left alone); a ``resumable`` folder
+    is written part by part under the command's own resume rule (no sidecar; only another command's folder
+    is refused)."""
 
     path: Path
     folder: bool = False
     files: tuple[str, ...] | None = None
+    resumable: bool = False
 
     def targets(self) -> list[Path]:
         """The paths actually written: the file, the folder's named files, or the whole folder."""
@@ -90,9 +111,27 @@ def named_inputs(path: PathLike | None, names: Iterable[str]) -> list:
     return found or [path]
 
 
-def output_folder(path: PathLike, files: Iterable[str] | None = None) -> Output:
+def output_folder(path: PathLike, files: Iterable[str] | None = None, resumable: bool = False) -> Output:
     """A folder output (see :class:`Output`)."""
-    return Output(Path(path), folder=True, files=None if files is None else tuple(files))
+    return Output(Path(path), folder=True, files=None if files is None else tuple(files), resumable=resumable)
+
+
+def prefixed_outputs(flag: str, prefix: PathLike, names: Iterable[PathLike]) -> list[Output]:
+    """The files ``names`` that ``flag PREFIX`` derives from a path prefix (``--export-tevatron P`` writes
+    ``P.0.pkl``, ...), as file outputs; a prefix in ``/dev``, ``/proc`` or ``/sys`` is refused itself."""
+    special = special_folder(prefix)
+    if special is not None:
+        raise UsageError(f"{prefix}: {flag} writes files named after this prefix, in {special} (the system's "
+                         "device and kernel files); give a prefix in an ordinary folder")
+    return [Output(Path(name)) for name in names]
+
+
+def _foreign(target: Path, command: str) -> str | None:
+    """``hopscotch C (MARKER)`` when the folder ``target`` holds another command's marker and none of its own."""
+    found = [(c, n) for c, names in FOLDER_MARKERS.items() for n in names if (target / n).exists()]
+    if not found or any(c == command for c, _ in found) or not target.is_dir():
+        return None
+    return f"hopscotch {found[0][0]} ({found[0][1]})"
 
 
 # -- fingerprints and sidecars ---------------------------------------------------------------------------
@@ -282,12 +321,14 @@ class OutputGuard:
         """Mark the existing folder outputs written file by file (a crash leaves some files replaced) as being
         made by this run; nothing is written for a new output, so a refused or failed run leaves no file."""
         for output, target in self.outputs:
-            if output.files and _exists(output, target):
+            if output.files and not output.resumable and _exists(output, target):
                 _write_stamp(target, self._record(output, target, False))
 
     def finish(self) -> None:
         """Record every output that now exists as made by this run (its sidecar); drop the others' sidecars."""
         for output, target in self.outputs:
+            if output.resumable:
+                continue  # its manifest inside records what made it
             if _exists(output, target) or (output.folder and target.is_dir()):
                 _write_stamp(target, self._record(output, target, True))
             else:
@@ -332,7 +373,7 @@ def check_outputs(args, outputs: Sequence, inputs: Sequence = (), *, command: st
             if real in seen:
                 raise UsageError(f"{given}: the same path is given for two outputs ({seen[real]} and {given})")
             seen[real] = given
-            whole = output.folder and not output.files
+            whole = output.folder and not output.files and not output.resumable
             for inp in read:
                 why = _input_conflict(given, whole, inp)
                 if why:
@@ -340,7 +381,11 @@ def check_outputs(args, outputs: Sequence, inputs: Sequence = (), *, command: st
         checked.append((output, target))
     digest = fingerprint(command, vars(args) if args is not None else {}, [i.real for i in read], declared, ignore)
     for output, target in checked:
-        if not overwrite and _exists(output, target):
+        other = None if overwrite or not output.folder else _foreign(target, command)
+        if other:
+            raise UsageError(f"{output.path}: holds the output of {other}; refusing to write hopscotch {command}'s "
+                             "output into it: choose another path, or pass --overwrite")
+        if not overwrite and not output.resumable and _exists(output, target):
             why = _made_here(output, target, command, digest)
             if why:
                 raise UsageError(f"{output.path}: exists and {why}; pass --overwrite to replace it, "

@@ -38,6 +38,8 @@ HOSTED_PREFIX = "hopscotch-"
 HOSTED_DEST = "hopscotch_"
 #: namespace attribute (a parser default, a sorted tuple) naming the destinations :func:`add_option` declared
 OWN_DESTS = "_hopscotch_dests"
+#: namespace attribute ``{dest: option string}`` of the :func:`add_option` flags given on the command line
+GIVEN_FLAGS = "_hopscotch_given"
 
 
 def per_query(value, n: int, name: str) -> list:
@@ -63,6 +65,24 @@ def _dest_of(flags: tuple[str, ...], spec: dict) -> str:
     return spec.get("dest") or next((f for f in flags if f.startswith("--")), flags[0]).lstrip("-").replace("-", "_")
 
 
+def _recorded(parser: argparse.ArgumentParser, spec: dict, dest: str) -> type[argparse.Action]:
+    """``spec``'s action class, made to note in the namespace (:data:`GIVEN_FLAGS`) that the flag was given."""
+    base = parser._registry_get("action", spec.get("action"), spec.get("action"))
+
+    class Given(base):
+        def __call__(self, parser, namespace, values, option_string=None):
+            given = {**(getattr(namespace, GIVEN_FLAGS, None) or {}), dest: option_string or self.option_strings[0]}
+            setattr(namespace, GIVEN_FLAGS, given)
+            super().__call__(parser, namespace, values, option_string)
+
+    return Given
+
+
+def given_flags(args: argparse.Namespace) -> dict[str, str]:
+    """``{dest: option string}`` of the backend flags given on the command line (none in a hand-built namespace)."""
+    return dict(getattr(args, GIVEN_FLAGS, None) or {})
+
+
 def add_option(parser: argparse.ArgumentParser, *flags: str, **spec) -> None:
     """``parser.add_argument(*flags, **spec)``, once per parser.
 
@@ -71,6 +91,8 @@ def add_option(parser: argparse.ArgumentParser, *flags: str, **spec) -> None:
     must be identical and add nothing. A differing redeclaration is a programming error (ValueError).
     A flag whose name the parser already has from elsewhere (a harness's own ``--model``) is added as
     ``--hopscotch-NAME`` with destination ``hopscotch_DEST``, which :func:`flag` reads in its place.
+    Giving the flag is noted (:func:`given_flags`), so that the registry refuses a flag the selected backend
+    does not use.
     """
     declared = parser.__dict__.setdefault("_hopscotch_options", {})
     if flags in declared:
@@ -78,11 +100,12 @@ def add_option(parser: argparse.ArgumentParser, *flags: str, **spec) -> None:
             raise ValueError(f"{flags[0]} is declared twice with different settings")
         return
     dest = _dest_of(flags, spec)
+    action = _recorded(parser, spec, dest)
     if any(f in parser._option_string_actions for f in flags):
         hosted = tuple(f"--{HOSTED_PREFIX}{f.lstrip('-')}" for f in flags)
-        parser.add_argument(*hosted, **{**spec, "dest": HOSTED_DEST + dest})
+        parser.add_argument(*hosted, **{**spec, "dest": HOSTED_DEST + dest, "action": action})
     else:
-        parser.add_argument(*flags, **spec)
+        parser.add_argument(*flags, **{**spec, "action": action})
     declared[flags] = spec
     parser.set_defaults(**{OWN_DESTS: tuple(sorted({*(parser.get_default(OWN_DESTS) or ()), dest}))})
 
@@ -155,6 +178,13 @@ class BaseSearcher(ABC, metaclass=_SearcherMeta):
     def selected_by(cls, args: argparse.Namespace) -> bool:
         """Whether the given flags ask for this backend when no ``--searcher-type`` is given."""
         return False
+
+    @classmethod
+    def unused_flag_message(cls, option: str, dest: str, users: list[str], args: argparse.Namespace) -> str:
+        """Why the flag ``option`` (destination ``dest``, declared by the backends ``users``, not by this one) is
+        refused when this backend is selected; a backend may say it better for its own case."""
+        return (f"{option} does nothing for the {cls.name} searcher (only {' and '.join(users)} "
+                f"use{'s' if len(users) == 1 else ''} it): drop it, or pick that searcher (--searcher-type)")
 
     @property
     def takes_reasoning(self) -> bool:

@@ -59,6 +59,15 @@ class BM25Searcher(BaseSearcher):
         return bool(flag(args, "bm25")) and not flag(args, "index")
 
     @classmethod
+    def unused_flag_message(cls, option, dest, users, args) -> str:
+        if dest == "model":
+            return ("--model encodes queries for a dense index: add --index DIR" if not flag(args, "index")
+                    else "the bm25 searcher takes no --model")
+        if dest == "fusion":
+            return "--fusion needs both --bm25 and --index"
+        return super().unused_flag_message(option, dest, users, args)
+
+    @classmethod
     def from_args(cls, args) -> BM25Searcher:
         if not flag(args, "bm25"):
             raise UsageError("the bm25 searcher needs a BM25 index folder (--bm25)")

@@ -157,6 +157,12 @@ class DenseSearcher(BaseSearcher):
         return bool(flag(args, "index")) and not flag(args, "bm25")
 
     @classmethod
+    def unused_flag_message(cls, option, dest, users, args) -> str:
+        if dest == "fusion":
+            return "--fusion needs both --bm25 and --index"
+        return super().unused_flag_message(option, dest, users, args)
+
+    @classmethod
     def from_args(cls, args) -> DenseSearcher:
         if flag(args, "fusion"):
             raise UsageError("--fusion needs both --bm25 and --index")

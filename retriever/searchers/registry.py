@@ -13,16 +13,22 @@ Example::
 
     add_searcher_arguments(parser)            # --searcher-type plus every backend's flags, each once
     searcher = searcher_from_args(parser.parse_args([...]))
+
+One rule for flags that would do nothing: a backend flag given on the command line that the selected
+backend does not declare (``--alpha`` with ``--bm25`` alone: only hybrid fuses) is a :class:`UsageError`
+naming the flag and the searcher (:func:`refuse_unused_flags`); flags several backends declare (``--index``,
+``--corpus``) belong to each of them, and the command's own flags (``--k``, ``--queries``) are not checked.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 from collections.abc import Callable, Iterator, Mapping
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.searchers.base import OWN_DESTS, BaseSearcher, add_option
+from hopscotch.retriever.searchers.base import OWN_DESTS, BaseSearcher, add_option, given_flags
 
 #: modules of ``hopscotch.retriever.searchers`` that register a backend when imported, in listing order
 BACKEND_MODULES = ("bm25", "dense", "hybrid", "remote")
@@ -105,7 +111,28 @@ def searcher_from_args(args: argparse.Namespace, local_only: bool = False) -> Ba
         if len(chosen) > 1:
             raise UsageError(f"the flags fit several searchers ({', '.join(chosen)}): pick one with --searcher-type")
         kind = chosen[0]
-    return get_searcher_class(kind).from_args(args)
+    cls = get_searcher_class(kind)
+    refuse_unused_flags(cls, args)
+    return cls.from_args(args)
+
+
+@functools.cache
+def backend_dests(cls: type[BaseSearcher]) -> frozenset[str]:
+    """The flag destinations backend ``cls`` declares (its :meth:`~BaseSearcher.parse_args`)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    cls.parse_args(parser)
+    return frozenset(parser.get_default(OWN_DESTS) or ())
+
+
+def refuse_unused_flags(cls: type[BaseSearcher], args: argparse.Namespace) -> None:
+    """:class:`UsageError` for the first backend flag given on the command line that ``cls`` does not declare
+    (the module doc's rule); its message is :meth:`~BaseSearcher.unused_flag_message`'s."""
+    for dest, option in sorted(given_flags(args).items()):
+        if dest in backend_dests(cls):
+            continue
+        users = [name for name, other in SEARCHERS.items() if dest in backend_dests(other)]
+        if users:  # else not a backend flag: the command's or a reranker's own
+            raise UsageError(cls.unused_flag_message(option, dest, users, args))
 
 
 def build_searcher(kind: str, /, **options) -> BaseSearcher:
