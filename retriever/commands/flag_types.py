@@ -139,6 +139,34 @@ def model_position_limit(model: str | os.PathLike) -> int | None:
     return positions if positions > 0 else None
 
 
+def configured_dim(model: str | os.PathLike) -> int | None:
+    """A sentence-transformers model's embedding dimension as its module configs state it, without loading its
+    weights: the last Dense layer's ``out_features``, else a one-mode Pooling's dimension; None when they do not
+    say plainly (several pooling modes, an unknown module: load the model to know)."""
+    from hopscotch.retriever.model.loading import resolve_model_path
+
+    path = Path(resolve_model_path(model))
+    try:
+        modules = json.loads((path / "modules.json").read_text(encoding="utf-8"))
+        for module in reversed(modules):
+            kind, config = str(module.get("type", "")), _read_json(path / module.get("path", "") / "config.json")
+            if kind.endswith("Dense"):
+                return int(config["out_features"])
+            if kind.endswith("Pooling"):
+                modes = config.get("pooling_mode")
+                if modes is None:  # the older config: one boolean per mode
+                    modes = [k for k, v in config.items() if k.startswith("pooling_mode_") and v is True]
+                single = (isinstance(modes, str) and modes.isidentifier()
+                          or isinstance(modes, list) and len(modes) == 1)
+                dim = config.get("embedding_dimension", config.get("word_embedding_dimension"))
+                return int(dim) if single and isinstance(dim, int) and not isinstance(dim, bool) else None
+            if not kind.endswith("Normalize"):
+                return None
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+    return None
+
+
 def clamp_max_length(command: str, max_length: int | None, model: str | os.PathLike,
                      flag: str = "--max-length") -> int | None:
     """``max_length`` cut to :func:`model_position_limit` of ``model`` (with the note of :func:`clamp`);
