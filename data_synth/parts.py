@@ -38,10 +38,11 @@ class PartStore:
         if file.is_file():
             try:
                 previous = json.loads(file.read_text(encoding="utf-8"))
-            except json.JSONDecodeError:
-                previous = None
-            if previous != json.loads(json.dumps(manifest)):
-                raise UsageError(f"{self.folder} holds the work of a run with other settings or inputs; "
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise UsageError(f"{file}: cannot read the work manifest ({exc}), so nothing says which run wrote "
+                                 "the work files; pass --fresh to start over") from None
+            if previous != json.loads(json.dumps(manifest)):  # the pipeline names each difference before this
+                raise UsageError(f"{file}: the work files were written by a run with other settings or inputs; "
                                  "rerun with the same ones to resume, or pass --fresh to start over")
         else:
             self.folder.mkdir(parents=True, exist_ok=True)
@@ -51,16 +52,21 @@ class PartStore:
             stray.unlink(missing_ok=True)
 
     def done(self, index: int, question_id: str) -> bool:
-        """Whether question ``index`` has a complete work file (a damaged one is removed and redone)."""
+        """Whether question ``index`` has a complete work file: its question, a list of lines and counts as stats
+        (a damaged one is removed and redone)."""
         path = self.path(index)
         if not path.is_file():
             return False
         try:
             part = json.loads(path.read_text(encoding="utf-8"))
-            return part["question_id"] == question_id and isinstance(part["lines"], list)
-        except (json.JSONDecodeError, KeyError, TypeError):
-            path.unlink(missing_ok=True)
-            return False
+            stats = part["stats"]  # counts, summed into the output's stats: whole numbers >= 0 or redone
+            if (part["question_id"] == question_id and isinstance(part["lines"], list) and isinstance(stats, dict)
+                    and all(type(v) is int and v >= 0 for v in stats.values())):
+                return True
+        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
+            pass
+        path.unlink(missing_ok=True)
+        return False
 
     def write(self, index: int, question_id: str, lines: list[str], stats: dict) -> None:
         """Temp file then rename, without fsync: a killed process loses nothing written, and a file an

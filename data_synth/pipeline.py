@@ -33,13 +33,13 @@ from hopscotch.data_synth.config import SynthConfig
 from hopscotch.data_synth.parts import MANIFEST, PartStore
 from hopscotch.data_synth.qa import QASource, load_qa
 from hopscotch.data_synth.trace_step import TraceStep
-from hopscotch.data_synth.traces import question_only_steps, read_traces
+from hopscotch.data_synth.traces import question_only_steps, read_traces, unique_steps
 from hopscotch.data_synth.worker import QuestionWorker
-from hopscotch.retriever.errors import FormatError, UsageError
+from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.index.bm25 import BM25Index
 from hopscotch.retriever.io.common import atomic_write, write_json
 from hopscotch.retriever.io.corpus import Document, load_corpus_dict
-from hopscotch.retriever.io.fingerprint import manifest_differences, model_fingerprint, path_fingerprint
+from hopscotch.retriever.io.fingerprint import input_change, manifest_differences, model_fingerprint, path_fingerprint
 
 _WORKER: QuestionWorker | None = None   # set in the parent before forking, inherited by workers
 _STORE: PartStore | None = None
@@ -92,13 +92,7 @@ class SynthInputs:
 def group_steps(steps: Iterable[TraceStep]) -> list[tuple[str, list[TraceStep]]]:
     """Steps grouped by question, questions in order of first appearance; query ids must be unique."""
     groups: dict[str, list[TraceStep]] = {}
-    seen: dict[str, str] = {}
-    for step in steps:
-        if step.query_id in seen:
-            path, _, line = step.source.rpartition(":")
-            raise FormatError(path or step.source, int(line) if line.isdigit() else None,
-                              f"a unique (question, step); {step.query_id} was already read at {seen[step.query_id]}")
-        seen[step.query_id] = step.source
+    for step in unique_steps(steps):
         groups.setdefault(step.question_id, []).append(step)
     return list(groups.items())
 
@@ -258,16 +252,33 @@ def _check_resume(store: PartStore, manifest: dict, fresh: bool) -> None:
         return
     try:
         previous = json.loads(file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
-        return  # PartStore.open refuses an unreadable manifest
-    diffs = manifest_differences(previous, json.loads(json.dumps(manifest)), first="inputs", then="then")
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return  # PartStore.open refuses an unreadable manifest, saying so
+    current = json.loads(json.dumps(manifest))
+    diffs = manifest_differences(previous, current, first="inputs", then="then")
     if diffs:
         diffs.sort(key=lambda d: ".path: " not in d)  # a moved or other input first, then what changed in it
         subjects = dict.fromkeys(".".join(d.split(": ", 1)[0].split("[", 1)[0].split(".")[:2]) for d in diffs)
         shown = "; ".join(diffs[:4]) + (f"; and {len(diffs) - 4} more" if len(diffs) > 4 else "")
+        said = [c for c in _input_changes(previous.get("inputs"), current["inputs"]) if c]
         raise UsageError(f"{file}: the work files were written by a run with other settings or inputs "
-                         f"({', '.join(subjects)} differ: {shown}); rerun with the same ones to resume, or pass "
-                         "--fresh to start over")
+                         f"({'; '.join(said) + '. ' if said else ''}{', '.join(subjects)} differ: {shown}); rerun "
+                         "with the same ones to resume, or pass --fresh to start over")
+
+
+#: the flag that names each synth input, for messages
+_INPUT_FLAGS = {"qa": "--qa", "qrels": "--qrels", "corpus": "--corpus", "bm25_index": "--bm25-index",
+                "oracle_model": "the oracle model"}
+
+
+def _input_changes(old: dict | None, new: dict) -> list[str | None]:
+    """Each changed input in words (:func:`~hopscotch.retriever.io.fingerprint.input_change`): the file, and
+    whether its size, mtime or content changed."""
+    old = old if isinstance(old, dict) else {}
+    out = [input_change(flag, old.get(key), new.get(key)) for key, flag in _INPUT_FLAGS.items()]
+    traces_a, traces_b = old.get("traces") or {}, new.get("traces") or {}
+    out += [input_change("--traces", traces_a.get(i), traces_b.get(i)) for i in sorted(set(traces_a) | set(traces_b))]
+    return out
 
 
 def _assemble(out: str | os.PathLike, store: PartStore, groups: list, config: SynthConfig) -> dict:

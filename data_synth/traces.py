@@ -6,6 +6,8 @@ BrowseComp-Plus runs, the world's ``traces.jsonl``, generic JSONL; see :mod:`hop
 unless ``trace_format`` names it. A folder is read file by file in sorted order (``*.jsonl``, and
 ``*.json`` files holding one run record each, as BrowseComp-Plus run folders do).
 ``question_only_steps(qa)`` makes the no-trace baseline: each question is its own single query.
+``unique_steps(steps)`` passes steps on and refuses a (question, step) met twice, naming both lines: synth
+and replay read traces through it, so a duplicated record is never labelled or replayed twice.
 
 Example::
 
@@ -75,6 +77,18 @@ def read_traces(paths: Iterable[str | os.PathLike], trace_format: str = "auto") 
     for path in paths:
         for f in _trace_files(Path(path)):
             yield from _read_file(f, trace_format)
+
+
+def unique_steps(steps: Iterable[TraceStep]) -> Iterator[TraceStep]:
+    """``steps`` as they come; a :class:`FormatError` where a (question, step) appears again, naming the first."""
+    seen: dict[str, str] = {}
+    for step in steps:
+        if step.query_id in seen:
+            path, _, line = step.source.rpartition(":")
+            raise FormatError(path or step.source, int(line) if line.isdigit() else None,
+                              f"a unique (question, step); {step.query_id} was already read at {seen[step.query_id]}")
+        seen[step.query_id] = step.source
+        yield step
 
 
 def question_only_steps(questions) -> Iterator[TraceStep]:

@@ -1,7 +1,9 @@
 """The ``hopscotch`` command line.
 
 Each subcommand lives in ``retriever/commands/<name>.py`` with ``register(subparsers)``, which adds its
-parser and sets ``func``. User-facing errors (:class:`~hopscotch.retriever.errors.HopscotchError`, including
+parser and sets ``func`` (and ``stray_words``, the name of a positional list that also takes words placed
+after a later flag: ``train``'s ``KEY=VALUE`` overrides).
+User-facing errors (:class:`~hopscotch.retriever.errors.HopscotchError`, including
 :class:`~hopscotch.retriever.errors.FormatError`) print one line on stderr and exit with code 2.
 """
 
@@ -55,7 +57,12 @@ def main(argv: list[str] | None = None) -> int:
             os.environ[var] = "1"
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, stray = parser.parse_known_args(argv)
+    if stray:  # words argparse could not place: a command's KEY=VALUE list given on both sides of a flag
+        target = getattr(args, "stray_words", None)
+        if target is None or any(word.startswith("-") for word in stray):
+            parser.error(f"unrecognized arguments: {' '.join(stray)}")
+        setattr(args, target, [*(getattr(args, target) or []), *stray])
     try:
         return int(args.func(args) or 0)
     except HopscotchError as exc:

@@ -5,14 +5,23 @@ are compared only when their manifests agree (:func:`~hopscotch.retriever.evalua
 otherwise exit 2 naming the field that differs). For each metric (``--metric``, repeatable; default every
 metric both carry per query) it prints both means, ``delta = B - A`` and the two-sided p-values of a paired
 randomisation test and a paired t-test over the queries both results scored.
+
+Like for like only: besides the manifest fields, two results of runs of different depths (``depth``: the
+most hits per query) are not compared on a metric whose cutoff exceeds the shallower depth (named with
+``--metric``: exit 2; by default: left out with a note), and a result whose run answered less than
+``--min-coverage`` (default 0.9) of the judged queries is refused. Every number is checked as it is read
+back (:func:`~hopscotch.retriever.evaluation.manifest.per_query_table`): a NaN, a string or an nDCG of 7.5
+is an error naming the file and key.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
-from hopscotch.retriever.commands.flag_types import metric_name, permutations_int
+from hopscotch.retriever.commands.flag_types import metric_name, permutations_int, unit_interval
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.evaluation.metrics import MIN_COVERAGE
 
 
 def register(sub) -> None:
@@ -28,14 +37,24 @@ def register(sub) -> None:
                         "results carry)")
     p.add_argument("--permutations", type=permutations_int, default=10_000,
                    help="randomisation-test permutations")
+    p.add_argument("--min-coverage", type=unit_interval, default=MIN_COVERAGE,
+                   help="the least share of the judged queries each result's run must answer "
+                        f"(default {MIN_COVERAGE:g})")
     p.add_argument("--json", dest="json_out", help="write {a, b, num_queries, tests: {metric: {...}}} JSON here")
     add_overwrite_flag(p, "--json file")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from hopscotch.retriever.evaluation.manifest import check_comparable, load_result, per_query_table, shared_metrics
-    from hopscotch.retriever.evaluation.metrics import compare_per_query
+    from hopscotch.retriever.evaluation.manifest import (
+        check_comparable,
+        comparable_metrics,
+        load_result,
+        manifest_count,
+        per_query_table,
+        shared_metrics,
+    )
+    from hopscotch.retriever.evaluation.metrics import check_coverage, compare_per_query
     from hopscotch.retriever.io.common import write_json
     from hopscotch.retriever.io.outputs import check_outputs
 
@@ -45,8 +64,17 @@ def run(args) -> int:
     a, b = load_result(args.first), load_result(args.second)
     name_a, name_b = os.path.basename(args.first), os.path.basename(args.second)
     check_comparable(a["manifest"], b["manifest"], name_a, name_b)
+    for path, result in ((args.first, a), (args.second, b)):
+        answered = manifest_count(result["manifest"], "queries_answered", path)
+        judged = manifest_count(result["manifest"], "queries_evaluated", path)
+        if answered is not None and judged:
+            check_coverage(str(path), answered, judged, args.min_coverage)
     table_a, table_b = per_query_table(a, args.first), per_query_table(b, args.second)
     metrics = [m.strip().lower() for m in args.metrics] if args.metrics else shared_metrics(table_a, table_b)
+    metrics, note = comparable_metrics(a["manifest"], b["manifest"], metrics, (name_a, name_b),
+                                       (args.first, args.second), chosen=bool(args.metrics))
+    if note:
+        print(f"hopscotch compare: note: {note}", file=sys.stderr)
     if not metrics:
         raise UsageError(f"{name_a} and {name_b} share no per-query metric; name one with --metric")
     shared = set(table_a) & set(table_b)

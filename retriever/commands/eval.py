@@ -4,7 +4,10 @@ Before scoring, each run is checked against the qrels (:func:`~hopscotch.retriev
 and problems are warned about on stderr: docids that barely meet the qrels' docids (fewer than 5% of the
 evaluated queries the run answers retrieved any judged docid: a second docid spelling or another corpus;
 ``--strict`` makes this an error, exit 2), qrels queries the run lacks (scored 0) and run queries without
-judgements (ignored). ``--json`` writes ``{manifest, metrics, ci95, num_queries, per_query[, compare]}``;
+judgements (ignored). A missing query scores 0, as ``trec_eval -c`` scores it; ``--min-coverage S`` makes a
+run answering less than the share S of the judged queries an error (the coverage rule
+:func:`~hopscotch.retriever.evaluation.metrics.check_coverage`, which ``tune-fusion`` and ``compare`` apply
+at 0.9). ``--json`` writes ``{manifest, metrics, ci95, num_queries, per_query[, compare]}``;
 the manifest (:mod:`hopscotch.retriever.evaluation.manifest`) is what ``hopscotch compare`` checks.
 """
 
@@ -13,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 
-from hopscotch.retriever.commands.flag_types import metric_list
+from hopscotch.retriever.commands.flag_types import metric_list, unit_interval
 from hopscotch.retriever.commands.qrels_options import add_qrels_options, load_qrels, qrels_manifest_extra
 from hopscotch.retriever.errors import UsageError
 
@@ -31,16 +34,21 @@ def register(sub) -> None:
     p.add_argument("--corpus", help="the corpus (or index) the run searched; recorded in the JSON manifest")
     p.add_argument("--strict", action="store_true",
                    help="fail (exit 2) instead of warning when a run's docids barely meet the qrels' docids")
+    p.add_argument("--min-coverage", type=unit_interval, default=0.0,
+                   help="fail (exit 2) when a run answers less than this share of the judged queries (default 0: "
+                        "a missing query scores 0, with a warning; tune-fusion and compare require 0.9)")
     p.add_argument("--json", dest="json_out", help="write {manifest, metrics, ci95, per_query} JSON here")
     add_overwrite_flag(p, "--json file")
     p.set_defaults(func=run)
 
 
-def _check(name: str, run_docs, qrels, strict: bool) -> int:
-    """Warn (or, with ``strict``, fail) about how the run meets the qrels; returns the queries it answers."""
+def _check(name: str, run_docs, qrels, strict: bool, min_coverage: float) -> int:
+    """Warn (or, with ``strict``, fail) about how the run meets the qrels; fail below ``min_coverage``;
+    returns the queries it answers."""
     from hopscotch.retriever.evaluation.metrics import run_coverage
 
     coverage = run_coverage(run_docs, qrels)
+    coverage.check(name, min_coverage)
     if strict and coverage.docids_disjoint:
         raise UsageError(coverage.overlap_message(name) + " (--strict)")
     for line in coverage.warnings(name):
@@ -49,7 +57,7 @@ def _check(name: str, run_docs, qrels, strict: bool) -> int:
 
 
 def run(args) -> int:
-    from hopscotch.retriever.evaluation.manifest import make_manifest
+    from hopscotch.retriever.evaluation.manifest import make_manifest, query_set, run_depth
     from hopscotch.retriever.evaluation.metrics import compare_runs, evaluate, format_table, parse_metric
     from hopscotch.retriever.io.common import write_json
     from hopscotch.retriever.io.outputs import arg_paths, check_outputs
@@ -61,11 +69,11 @@ def run(args) -> int:
                           inputs=arg_paths(args, "run", "compare", "qrels", "duplicates", "corpus"))
     qrels = load_qrels(args)
     base_run = read_run(args.run)
-    answered = _check(os.path.basename(args.run), base_run, qrels, args.strict)
+    answered = _check(os.path.basename(args.run), base_run, qrels, args.strict, args.min_coverage)
     other_run = None
     if args.compare:
         other_run = read_run(args.compare)
-        _check(os.path.basename(args.compare), other_run, qrels, args.strict)
+        _check(os.path.basename(args.compare), other_run, qrels, args.strict, args.min_coverage)
     base = evaluate(base_run, qrels, metrics)
     rows = [(os.path.basename(args.run), base)]
     other = None
@@ -77,7 +85,9 @@ def run(args) -> int:
     manifest = make_manifest("eval", corpus=args.corpus, qrels_path=args.qrels, qrels=qrels, k=depth,
                              protocol="trec_eval", queries_expected=len(qrels),
                              queries_evaluated=len(base.per_query), run=str(args.run), metrics=metrics,
-                             queries_answered=answered, **qrels_manifest_extra(args))
+                             queries_answered=answered, depth=run_depth(base_run),
+                             queries=query_set(q for q in base.per_query if base_run.get(q)),
+                             **qrels_manifest_extra(args))
     out = {"manifest": manifest, **base.to_json()}
     if other is not None:
         print()

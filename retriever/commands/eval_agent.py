@@ -46,7 +46,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from hopscotch.retriever.evaluation import agent_runs, bcp_protocol, cmass_protocol
-    from hopscotch.retriever.evaluation.manifest import make_manifest
+    from hopscotch.retriever.evaluation.manifest import make_manifest, query_set
     from hopscotch.retriever.io.common import write_json
     from hopscotch.retriever.io.outputs import arg_paths, check_outputs
 
@@ -64,7 +64,8 @@ def run(args) -> int:
         manifest = make_manifest("eval-agent", qrels_path=args.qrels, qrels=qrels, protocol=args.protocol,
                                  judge=report["judge"], queries_expected=report["queries_expected"],
                                  queries_evaluated=report["queries_evaluated"], snippet_chars=None,
-                                 runs=str(args.runs), **qrels_manifest_extra(args))
+                                 runs=str(args.runs), queries=query_set(r["query_id"] for r in report["per_run"]),
+                                 **qrels_manifest_extra(args))
         write_json(args.json_out, {"manifest": manifest, **report})
     guard.finish()
     return 0

@@ -82,7 +82,7 @@ def register(sub) -> None:
 
 def _trajectories(args):
     """The replayed calls (as ReplayCall and as Query records), every question in order, and skip counts."""
-    from hopscotch.data_synth.traces import read_traces
+    from hopscotch.data_synth.traces import read_traces, unique_steps
     from hopscotch.retriever.errors import UsageError
     from hopscotch.retriever.evaluation.replay import ReplayCall
     from hopscotch.retriever.io.queries import Query
@@ -91,7 +91,7 @@ def _trajectories(args):
         raise UsageError(f"--runs {args.runs}: no such file or folder")
     calls, queries, order, files = [], [], {}, {}
     skipped = {"empty_query": 0, "failed": 0}
-    for step in read_traces([args.runs], args.trace_format):
+    for step in unique_steps(read_traces([args.runs], args.trace_format)):
         q = step.question_id
         if not q or any(ch.isspace() for ch in q):
             raise UsageError(f"{step.source}: question id {q!r} cannot name a run query (it holds whitespace)")
@@ -162,15 +162,19 @@ def _search(searcher, queries, args, out_dir: Path) -> dict:
 
 
 def _load_compared(paths) -> list[tuple[str, dict]]:
-    """The ``--compare`` files, checked to be replay results (before any searching)."""
+    """The ``--compare`` files, checked to be replay results (before any searching), every per-call and
+    per-trajectory number as ``compare`` checks it (finite; a trec_eval metric in [0, 1])."""
     from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.evaluation.manifest import load_result
+    from hopscotch.retriever.evaluation.manifest import load_result, per_query_table
 
     loaded = []
     for path in paths:
         other = load_result(path)
         if other["manifest"].get("command") != "replay" or not isinstance(other.get("per_call"), dict):
             raise UsageError(f"--compare {path}: not a replay.json (written by hopscotch replay)")
+        for key in ("per_call", "per_trajectory"):
+            if other.get(key):
+                per_query_table({"per_query": other[key]}, path)
         loaded.append((str(path), other))
     return loaded
 
@@ -226,7 +230,7 @@ def run(args) -> int:
     from hopscotch.retriever.commands.qrels_options import load_qrels
     from hopscotch.retriever.errors import UsageError
     from hopscotch.retriever.evaluation.discovery_plot import Curve, plot_discovery, require_matplotlib
-    from hopscotch.retriever.evaluation.manifest import make_manifest
+    from hopscotch.retriever.evaluation.manifest import make_manifest, query_set, run_depth
     from hopscotch.retriever.evaluation.replay import OFF_POLICY, check_replays_comparable, evidence_of, replay_report
     from hopscotch.retriever.io.common import write_json
     from hopscotch.retriever.io.outputs import arg_paths, check_outputs, output_folder
@@ -250,8 +254,9 @@ def run(args) -> int:
             raise UsageError(f"none of the {len(questions)} questions of --runs (e.g. {questions[0]!r}) has a "
                              f"relevant document in --qrels {args.qrels}")
     scored = sum(evidence_of(qrels, c.question_id) is not None for c in calls) if qrels is not None else 0
+    replayed = query_set(c.id for c in calls)
     early = make_manifest("replay", qrels_path=args.qrels, qrels=qrels, k=args.k, protocol="hopscotch",
-                          queries_expected=len(calls), queries_evaluated=scored)
+                          queries_expected=len(calls), queries_evaluated=scored, queries=replayed)
     for path, other in loaded:  # before searching; the corpus is checked once the searcher says it
         check_replays_comparable(early, other["manifest"], "this replay", path)
     if getattr(args, "query_input", None):
@@ -275,7 +280,7 @@ def run(args) -> int:
     manifest = make_manifest("replay", corpus=corpus, qrels_path=args.qrels, qrels=qrels, k=args.k,
                              query_input=query_input, protocol="hopscotch", queries_expected=len(calls),
                              queries_evaluated=report["calls"]["scored"], runs=str(args.runs),
-                             searcher=searcher.name)
+                             searcher=searcher.name, queries=replayed, depth=run_depth(run_))
     compared, curves = _comparisons(args, loaded, manifest, report, label)
     flags = _searcher_flags(args, searcher.name)
     result = {"manifest": manifest, "off_policy": OFF_POLICY,

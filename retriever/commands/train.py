@@ -15,7 +15,7 @@ def register(sub) -> None:
                                    "written to OUTPUT/final; OUTPUT/train_manifest.json records the run, and "
                                    "--resume continues only the same run.")
     build_arg_parser(p)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, stray_words="overrides")  # key=value may come before, between or after the flags
 
 
 def run(args) -> int:

@@ -5,13 +5,15 @@
                           [--alphas 0,0.1,...,1] [--normalizations minmax,zscore]
                           [--rrf-ks 10,20,40,60,100] [--rrf-weights 1:1,2:1,1:2]
                           [--adapts 0.5,1,2] [--adapt-shifts 0,1,2]
-                          [--k 1000] [--depth N] [--min-gain 0] [--duplicates FILE]
+                          [--k 1000] [--depth N] [--min-gain 0] [--duplicates FILE] [--min-coverage 0.9]
 
 The grid (interpolation at convex BM25 weights ``alpha * bm25 + (1 - alpha) * dense`` on min-max and z-score
 normalised scores, RRF, and adaptive fusion: a BM25 weight per query from the two lists' own score
 distributions and agreement) is scored on the dev queries; the best setting, or the better component alone when no fusion beats
 it on dev, is evaluated on the held-out queries beside both components and written to ``--out``, which
-``hopscotch search --bm25 DIR --index DIR --fusion-config tuned.json`` reads. The work is
+``hopscotch search --bm25 DIR --index DIR --fusion-config tuned.json`` reads. Each run must answer at least
+``--min-coverage`` (default 0.9) of the judged queries (:func:`~hopscotch.retriever.evaluation.metrics.check_coverage`):
+a run of other queries would score zeros, not retrieval. The work is
 :mod:`hopscotch.retriever.searchers.fusion_tuning`.
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 from hopscotch.retriever.commands.flag_types import finite_float, metric_name, positive_int, seed_int, unit_interval
 from hopscotch.retriever.commands.qrels_options import add_qrels_options, load_qrels
+from hopscotch.retriever.evaluation.metrics import MIN_COVERAGE
 
 
 def register(sub) -> None:
@@ -53,6 +56,9 @@ def register(sub) -> None:
     p.add_argument("--k", type=positive_int, default=1000,
                    help="fused lists and components are cut to k before scoring")
     p.add_argument("--depth", type=positive_int, help="cut each run to this depth before fusing (default: all of it)")
+    p.add_argument("--min-coverage", type=unit_interval, default=MIN_COVERAGE,
+                   help=f"the least share of the judged queries each run must answer (default {MIN_COVERAGE:g}; "
+                        "below it is an error, not a score of zeros)")
     p.add_argument("--min-gain", type=finite_float, default=0.0,
                    help="a fusion must beat the better component on dev by more than this (default 0)")
     p.set_defaults(func=run)
@@ -99,7 +105,7 @@ def _normalizations(text: str) -> list[str]:
 
 def run(args) -> int:
     from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.evaluation.metrics import parse_metric
+    from hopscotch.retriever.evaluation.metrics import parse_metric, run_coverage
     from hopscotch.retriever.io.common import write_json
     from hopscotch.retriever.io.outputs import arg_paths, check_outputs
     from hopscotch.retriever.io.runs import read_run
@@ -123,6 +129,9 @@ def run(args) -> int:
                                                                     "dev_qids"))
     qrels = load_qrels(args)
     judged = judged_qids(qrels)
+    runs = {flag: read_run(path) for flag, path in (("--sparse", args.sparse), ("--dense", args.dense))}
+    for flag, path in (("--sparse", args.sparse), ("--dense", args.dense)):
+        run_coverage(runs[flag], qrels).check(f"{flag} {path}", args.min_coverage)
     if args.dev_qids:
         wanted = set(read_qid_list(args.dev_qids))
         dev, test = [q for q in judged if q in wanted], [q for q in judged if q not in wanted]
@@ -132,7 +141,7 @@ def run(args) -> int:
     else:
         dev, test = split_qids(judged, args.dev_fraction, args.seed)
     options = TuningOptions(metric=args.metric, k=args.k, depth=args.depth, min_gain=args.min_gain)
-    result = tune_fusion(read_run(args.sparse), read_run(args.dense), qrels, dev, test, grid, options)
+    result = tune_fusion(runs["--sparse"], runs["--dense"], qrels, dev, test, grid, options)
     print(format_report(result))
     if args.out:
         out = result.to_json()

@@ -106,6 +106,20 @@ class Judgements:
         self.found += found is not None
         return found
 
+    def check_matched(self, runs) -> None:
+        """With a judge file: a :class:`UsageError` when none of its judgements names one of ``runs``
+        (``(where, query_id)`` pairs, every record read) by run file or query id: judgements of other runs
+        would read as accuracy 0% (or n/a), not as a mix-up."""
+        if self.path is None:
+            return
+        runs = list(runs)
+        if not any(Path(where).stem in self._by_stem or str(qid) in self._by_qid for where, qid in runs):
+            count = len(set(self._by_qid) | set(self._by_stem))
+            example = next(iter(self._by_qid), next(iter(self._by_stem), None))
+            raise UsageError(f"--judgements {self.path}: none of its judgements ({count} queries or run files, e.g. "
+                             f"{example!r}) matches one of the {len(runs)} runs (by run file name or query id, e.g. "
+                             f"{runs[0][1] if runs else None!r}): judgements of other runs?")
+
     @property
     def label(self) -> str | None:
         if self.path is not None:
@@ -186,6 +200,7 @@ def evaluate_agent_runs(runs: str | os.PathLike, qrels: dict[str, dict[str, int]
             "judged": not incomplete and found is not None and found.correct is not None,
             "incomplete": incomplete, "correct": correct,
         })
+    judge.check_matched((r["source"], r["query_id"]) for r in per_run)
     with_qrels = [r for r in per_run if r["evidence_recall"] is not None]
     known = [r for r in per_run if r["correct"] is not None]
     judged = [r for r in per_run if r["judged"]]

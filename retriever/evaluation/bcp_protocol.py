@@ -136,6 +136,7 @@ def evaluate_bcp(runs: str | os.PathLike, qrels: dict[str, dict[str, int]],
                             "reason": "no query_id" if not qid else "question not in the qrels"})
             continue
         rows.append(_run_row(where, str(qid), record, set(qrels[str(qid)]), judge))
+    judge.check_matched([(r["source"], r["query_id"]) for r in rows + skipped])
     n = len(rows)
     tool_stats: dict[str, float] = defaultdict(float)
     for r in rows:

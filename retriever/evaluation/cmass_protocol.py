@@ -151,6 +151,7 @@ def evaluate_cmass(runs: str | os.PathLike, qrels: dict[str, dict[str, int]],
             **{f"{v}_hits": len(set(views[v]) & gold) for v in VIEWS},
             **{f"{v}_recall": len(set(views[v]) & gold) / len(gold) if gold else 0.0 for v in VIEWS},
         }
+    judge.check_matched([(r["source"], r["query_id"]) for r in [*rows.values(), *skipped]])
     gold_total = sum(1 for docs in qrels.values() for g in docs.values() if g > 0)
     macro = {v: sum(r[f"{v}_recall"] for r in rows.values()) / count for v in VIEWS}
     micro = {v: (sum(r[f"{v}_hits"] for r in rows.values()) / gold_total if gold_total else 0.0) for v in VIEWS}

@@ -166,6 +166,21 @@ def compare_runs(a: EvalResult, b: EvalResult, metric: str, permutations: int = 
 
 
 MIN_QUERY_OVERLAP = 0.05
+#: the least share of the judged queries a run must answer (``tune-fusion``, ``compare``: ``--min-coverage``)
+MIN_COVERAGE = 0.9
+
+
+def check_coverage(name: str, answered: int, judged: int, min_coverage: float = MIN_COVERAGE,
+                   flag: str = "--min-coverage") -> float:
+    """The one coverage rule: ``answered / judged`` (the share of the judged queries a run answers), or a
+    :class:`UsageError` naming ``name`` when it is below ``min_coverage``: scores over queries a run never
+    answered are zeros of a mix-up (another query set, a partial run), not of retrieval."""
+    share = answered / judged if judged else 0.0
+    if share < min_coverage:
+        raise UsageError(f"{name}: answers {answered} of the {judged} judged queries (coverage {share:.2f} < "
+                         f"{flag} {min_coverage:g}): a run of other queries or a partial run; lower {flag} to "
+                         "score it anyway (a missing query scores 0)")
+    return share
 
 
 @dataclass
@@ -193,6 +208,10 @@ class RunCoverage:
     @property
     def docids_disjoint(self) -> bool:
         return self.evaluated > 0 and (self.answered == 0 or self.touching < MIN_QUERY_OVERLAP * self.answered)
+
+    def check(self, name: str, min_coverage: float = MIN_COVERAGE, flag: str = "--min-coverage") -> float:
+        """:func:`check_coverage` of this run: its share of the judged queries, or a UsageError below the minimum."""
+        return check_coverage(name, self.answered, self.evaluated, min_coverage, flag)
 
     def overlap_message(self, name: str) -> str:
         return (f"{name}: only {self.touching} of the {self.answered} evaluated queries it answers retrieved any "

@@ -44,7 +44,7 @@ from typing import Any
 from hopscotch.retriever.errors import FormatError, UsageError
 from hopscotch.retriever.io.common import decoded_lines, parse_nested, read_json, read_jsonl
 from hopscotch.retriever.io.docids import canonical_docid
-from hopscotch.retriever.io.validate import check_id, count
+from hopscotch.retriever.io.validate import check_id, count, finite_number
 
 #: Search tools by name (after :func:`tool_name`); any name ending in ``_search`` is one too.
 SEARCH_TOOL_NAMES = frozenset({"search", "web_search", "google_search", "google_scholar", "bing_search", "retrieve",
@@ -116,8 +116,9 @@ def check_run_record(record: dict, path: str | os.PathLike, lineno: int) -> dict
     Checked when present (nested fields may be JSON or Python-repr strings): ``query_id`` / ``qid`` an id
     (:func:`~hopscotch.retriever.io.validate.check_id`), ``status`` a string, ``tool_call_counts`` an
     object of non-negative integer counts, ``result`` a list of step objects (or strings), and
-    ``retrieved_docids`` and the cmass docid lists lists of docids, or one docid (``retrieved_docids``
-    may also hold ``{call: [docids]}`` objects).
+    ``retrieved_docids`` and the cmass docid lists lists of docids (a JSON list, or a string holding one;
+    a bare string is refused, not read as one docid or as its characters; ``retrieved_docids`` may also
+    hold ``{call: [docids]}`` objects), and the judgement fields (:func:`judgement_from`).
     """
     for key in ("query_id", "qid"):
         if record.get(key) not in (None, ""):  # absent or empty: the evaluators skip or refuse the record
@@ -136,9 +137,10 @@ def check_run_record(record: dict, path: str | os.PathLike, lineno: int) -> dict
     for key in ("retrieved_docids", *_DOCID_LIST_KEYS):
         value = parse_nested(record.get(key), path, lineno, f"'{key}'", strict=True)
         allowed = (str, int, dict, list) if key == "retrieved_docids" else (str, int)
-        items = value if isinstance(value, list) else [] if value is None else [value]
-        if not all(isinstance(x, allowed) and not isinstance(x, bool) for x in items):
+        items = [] if value is None else value
+        if not isinstance(items, list) or not all(isinstance(x, allowed) and not isinstance(x, bool) for x in items):
             raise FormatError(path, lineno, f"'{key}' as a list of docids", repr(value)[:80])
+    judgement_from(record, path, lineno)  # correct / confidence of the right types and range
     return record
 
 
@@ -267,45 +269,65 @@ class Judgement:
     run_stem: str | None = None  # the stem of the run file it judges (``json_path``), when known
 
 
-def _as_bool(value: Any) -> bool | None:
+#: the one mapping of judgement words to outcomes (case and spaces ignored): JSON booleans, 0 / 1, and these
+#: words (CSV judge files hold text: ``detailed_judge_results.csv`` writes True / False); anything else is refused
+CORRECT_WORDS = {"true": True, "yes": True, "correct": True, "1": True,
+                 "false": False, "no": False, "incorrect": False, "0": False}
+
+
+def _as_bool(value: Any, path=None, lineno: int | None = None, what: str = "'correct'") -> bool | None:
+    """A judgement outcome: a bool, 0 / 1, or a word of :data:`CORRECT_WORDS`; None when absent (None or an
+    empty string); anything else (``"maybe"``, ``2``, ``"80%"``) a :class:`FormatError` at ``path:lineno``."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
     if isinstance(value, bool):
         return value
     if isinstance(value, (int, float)) and value in (0, 1):
         return bool(value)
-    if isinstance(value, str) and value.strip().lower() in ("yes", "no", "true", "false", "correct", "incorrect"):
-        return value.strip().lower() in ("yes", "true", "correct")
-    return None
+    if isinstance(value, str) and value.strip().lower() in CORRECT_WORDS:
+        return CORRECT_WORDS[value.strip().lower()]
+    raise FormatError(path or "<judgement>", lineno, f"{what} as true or false (or one of "
+                      f"{', '.join(sorted(CORRECT_WORDS))})", repr(value)[:60])
 
 
-def _as_float(value: Any) -> float | None:
-    """A finite number, else None (absent, unparsable, nan or inf: no confidence given)."""
-    try:
-        number = None if value is None or value == "" or isinstance(value, bool) else float(value)
-    except (TypeError, ValueError, OverflowError):
+def _as_float(value: Any, path=None, lineno: int | None = None, what: str = "'confidence'") -> float | None:
+    """A judge's confidence: a number in [0, 100] (a JSON number, or a CSV field's digits); None when absent
+    (None, an empty string, or non-finite: pandas writes a missing confidence as ``nan``); ``150`` or
+    ``"80%"`` a :class:`FormatError` at ``path:lineno``."""
+    if value is None or (isinstance(value, str) and not value.strip()):
         return None
-    return number if number is not None and math.isfinite(number) else None
+    if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+        try:
+            if not math.isfinite(float(value)):
+                return None
+        except (ValueError, OverflowError):
+            pass  # "80%": refused below
+    return finite_number(value, path or "<judgement>", lineno, f"{what} as a number", minimum=0, maximum=100)
 
 
-def judgement_from(obj: dict) -> Judgement | None:
+def judgement_from(obj: dict, path=None, lineno: int | None = None) -> Judgement | None:
     """The judgement an object carries (a run record or a judge's ``*_eval.json``), else None.
 
     Read from ``judge_result.{correct, confidence, parse_error}``, else ``correct`` / ``is_correct`` /
-    ``judgement`` and ``confidence`` at the top level.
+    ``judgement`` and ``confidence`` at the top level; each present field is checked (:func:`_as_bool`,
+    :func:`_as_float`), a bad one is a :class:`FormatError` naming ``path:lineno`` and the key.
     """
     judge = parse_nested(obj.get("judge_result"))
     judge = judge if isinstance(judge, dict) else {}
     correct = None
-    for value in (judge.get("correct"), obj.get("correct"), obj.get("is_correct"), obj.get("judgement")):
-        correct = _as_bool(value)
+    for key, value in (("judge_result.correct", judge.get("correct")), ("correct", obj.get("correct")),
+                       ("is_correct", obj.get("is_correct")), ("judgement", obj.get("judgement"))):
+        correct = _as_bool(value, path, lineno, f"'{key}'")
         if correct is not None:
             break
+    key = "judge_result.confidence" if "confidence" in judge else "confidence"
+    confidence = _as_float(judge.get("confidence", obj.get("confidence")), path, lineno, f"'{key}'")
     parse_error = bool(judge.get("parse_error", False))
     if correct is None and not parse_error:
         return None
     qid = obj.get("query_id")
     stem = Path(str(obj["json_path"])).stem if obj.get("json_path") else None
-    return Judgement(None if qid is None else str(qid), correct,
-                     _as_float(judge.get("confidence", obj.get("confidence"))), parse_error, stem)
+    return Judgement(None if qid is None else str(qid), correct, confidence, parse_error, stem)
 
 
 def _csv_judgements(path: Path) -> list[Judgement]:
@@ -323,24 +345,27 @@ def _csv_judgements(path: Path) -> list[Judgement]:
             if "query_id" not in row:
                 raise FormatError(path, 1, "a detailed_judge_results.csv header with query_id", ",".join(row))
             qid = check_id(row["query_id"], path, where["line"], "a 'query_id'")
-            correct = _as_bool(row.get("judge_correct", ""))
-            conf = row.get("judge_confidence", row.get("confidence"))
+            line = where["line"]
+            correct = _as_bool(row.get("judge_correct", ""), path, line, "'judge_correct'")
+            conf_key = "judge_confidence" if "judge_confidence" in row else "confidence"
             stem = Path(row["json_path"]).stem if isinstance(row.get("json_path"), str) and row["json_path"] else None
-            out.append(Judgement(qid, correct, _as_float(conf),
-                                 _as_bool(row.get("parse_error", "")) is True or correct is None, stem))
+            out.append(Judgement(qid, correct, _as_float(row.get(conf_key), path, line, f"'{conf_key}'"),
+                                 _as_bool(row.get("parse_error", ""), path, line, "'parse_error'") is True
+                                 or correct is None, stem))
     except csv.Error as exc:  # an unterminated quote, a field over csv's size limit
         raise FormatError(path, where["line"], "CSV judge results", str(exc)) from None
     return out
 
 
-def _json_judgements(path: Path, obj: Any) -> list[Judgement]:
+def _json_judgements(path: Path, obj: Any, lineno: int | None = None) -> list[Judgement]:
     if isinstance(obj, dict) and isinstance(obj.get("per_query_metrics"), list):  # an evaluation_summary.json
-        return [Judgement(check_id(m["query_id"], path, 1, "a per_query_metrics 'query_id'"), bool(m.get("correct")))
+        return [Judgement(check_id(m["query_id"], path, 1, "a per_query_metrics 'query_id'"),
+                          bool(_as_bool(m.get("correct"), path, 1, "a per_query_metrics 'correct'")))
                 for m in obj["per_query_metrics"] if isinstance(m, dict) and "query_id" in m]
     items = obj if isinstance(obj, list) else [obj]
     out = []
     for item in items:
-        j = judgement_from(item) if isinstance(item, dict) else None
+        j = judgement_from(item, path, lineno) if isinstance(item, dict) else None
         if j is None:
             raise FormatError(path, None, "a judge result with judge_result.correct", str(item)[:80])
         if j.query_id is None and path.name.endswith("_eval.json"):
@@ -362,5 +387,5 @@ def read_judgements(path: str | os.PathLike) -> list[Judgement]:
     if path.name.endswith((".csv", ".csv.gz")):
         return _csv_judgements(path)
     if path.name.endswith((".jsonl", ".jsonl.gz")):
-        return [j for _, obj in read_jsonl(path, "a judge result object") for j in _json_judgements(path, obj)]
+        return [j for n, obj in read_jsonl(path, "a judge result object") for j in _json_judgements(path, obj, n)]
     return _json_judgements(path, read_json(path, "judge results (JSON, JSONL, CSV or a folder)"))

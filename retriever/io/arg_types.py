@@ -3,7 +3,9 @@
 Each function takes the flag's text and returns the value, or raises :class:`argparse.ArgumentTypeError`,
 which argparse prints as one line naming the flag (``hopscotch search: error: argument --k: expected an
 integer >= 1, got '0'``) and exit code 2, before any work starts. Floats are finite (``nan`` and ``inf``
-are refused); integers are whole decimal numbers (``1e3`` and ``2.0`` are refused, not truncated).
+are refused); integers are whole decimal numbers (``1e3`` and ``2.0`` are refused, not truncated). Each
+function's ``wants`` says what it accepts (``"a finite number >= 0"``): a number a JSON file of ours holds for
+the same setting goes through the same function (:func:`~hopscotch.retriever.io.validate.json_number`).
 
 They sit in the ``io`` layer, beside the field checks of input files (:mod:`.validate`), so that the
 searchers' own flags (:mod:`hopscotch.retriever.searchers`) can use them as well as the commands;
@@ -42,16 +44,19 @@ def _bounds(lo: float | None, hi: float | None, kind: str) -> str:
 def int_range(lo: int | None = None, hi: int | None = None) -> Callable[[str], int]:
     """A ``type=`` function accepting whole numbers ``lo <= n <= hi`` (None: unbounded on that side)."""
 
+    wants = _bounds(lo, hi, "an integer")
+
     def parse(text: str) -> int:
         try:
             value = int(str(text).strip(), 10)
         except ValueError:
             value = None
         if value is None or (lo is not None and value < lo) or (hi is not None and value > hi):
-            raise argparse.ArgumentTypeError(f"expected {_bounds(lo, hi, 'an integer')}, got {_shown(text)}")
+            raise argparse.ArgumentTypeError(f"expected {wants}, got {_shown(text)}")
         return value
 
     parse.__name__ = "integer"
+    parse.wants = wants  # what it accepts, for messages about a value read from a file (validate.json_number)
     return parse
 
 
@@ -59,21 +64,23 @@ def float_range(lo: float | None = None, hi: float | None = None, *, lo_open: bo
                 ) -> Callable[[str], float]:
     """A ``type=`` function accepting finite numbers ``lo <= x <= hi`` (``lo < x`` with ``lo_open``)."""
 
+    if lo_open and lo is not None:
+        wants = f"a finite number > {lo:g}" + (f" and <= {hi:g}" if hi is not None else "")
+    else:
+        wants = _bounds(lo, hi, "a finite number")
+
     def parse(text: str) -> float:
         try:
             value = float(str(text).strip())
-        except ValueError:
+        except (ValueError, OverflowError):
             value = math.nan
         low_ok = lo is None or (value > lo if lo_open else value >= lo)
         if not math.isfinite(value) or not low_ok or (hi is not None and value > hi):
-            if lo_open and lo is not None:
-                want = f"a finite number > {lo:g}" + (f" and <= {hi:g}" if hi is not None else "")
-            else:
-                want = _bounds(lo, hi, "a finite number")
-            raise argparse.ArgumentTypeError(f"expected {want}, got {_shown(text)}")
+            raise argparse.ArgumentTypeError(f"expected {wants}, got {_shown(text)}")
         return value
 
     parse.__name__ = "number"
+    parse.wants = wants  # what it accepts, for messages about a value read from a file (validate.json_number)
     return parse
 
 

@@ -11,7 +11,9 @@ a manifest of what determined it, built from these pieces, and refuses to contin
 * :func:`model_fingerprint`: the files of a model folder that decide what it computes (weights, configs,
   tokenizer), model cards left out; :func:`digest` turns any of these into one sha256 to record;
 * :func:`manifest_differences`: one line per dotted field that differs (``corpus_files[/c.jsonl].sha256:
-  1a2b3c4d5e6f... in the run, 9f8e7d6c5b4a... now``).
+  1a2b3c4d5e6f... in the run, 9f8e7d6c5b4a... now``);
+* :func:`input_change`: the same difference said for a person: which file, and whether its size, its mtime
+  or its content changed (``--traces t.jsonl: content changed (same size, 12,345 bytes)``).
 """
 
 from __future__ import annotations
@@ -119,3 +121,44 @@ def manifest_differences(old: dict, new: dict, defaults: dict | None = None, fir
     keys = sorted(set(a) | set(b), key=lambda k: (not k.startswith(first), k))
     return [f"{k}: {show(a.get(k, absent))} {then}, {show(b.get(k, absent))} now"
             for k in keys if a.get(k, absent) != b.get(k, absent)]
+
+
+def file_change(old, new) -> str | None:
+    """What differs between two :func:`file_fingerprint` dicts, in words; None when they are equal."""
+    if old == new:
+        return None
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return "added" if old is None else "removed" if new is None else "changed"
+    if old.get("size") != new.get("size"):
+        return f"size changed ({old.get('size')} -> {new.get('size')} bytes)"
+    size = f"same size, {new.get('size'):,} bytes" if isinstance(new.get("size"), int) else "same size"
+    hashes = ("sha256", "sha256_sampled")
+    if any(old.get(h) != new.get(h) for h in hashes):
+        sampled = "sampled " if "sha256_sampled" in new else ""
+        return f"{sampled}content changed ({size})"
+    if old.get("mtime_ns") != new.get("mtime_ns"):
+        return f"mtime changed ({size}, sampled content equal: a big file is trusted by its mtime)"
+    return "changed"
+
+
+def input_change(label: str, old, new) -> str | None:
+    """One input's change in words, or None: ``old`` / ``new`` are ``{"path", "content"}`` records (a file's
+    or a folder's fingerprint; ``"files"`` for a model folder) or None (not given).
+    ``--traces t.jsonl: content changed (same size, 12,345 bytes)``, ``--bm25-index idx: data.npz size
+    changed (10 -> 12 bytes)``, ``--bm25-index: another path (a then, b now)``."""
+    if old == new:
+        return None
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return f"{label}: {'not given then, given now' if not isinstance(old, dict) else 'given then, not now'}"
+    if old.get("path") != new.get("path"):
+        return f"{label}: another path ({old.get('path')} then, {new.get('path')} now)"
+    key = "content" if "content" in new else "files"
+    a, b = old.get(key), new.get(key)
+    where = f"{label} {new.get('path')}"
+    if isinstance(b, dict) and "size" in b or isinstance(a, dict) and "size" in a:  # one file
+        return f"{where}: {file_change(a, b)}"
+    a, b = a if isinstance(a, dict) else {}, b if isinstance(b, dict) else {}
+    changed = [f"{name} {file_change(a.get(name), b.get(name))}" for name in sorted(set(a) | set(b))
+               if a.get(name) != b.get(name)]
+    more = f"; and {len(changed) - 3} more files" if len(changed) > 3 else ""
+    return f"{where}: {'; '.join(changed[:3])}{more}" if changed else f"{where}: changed"

@@ -18,15 +18,20 @@ Rules:
   truncated) within a C ``int`` (trec_eval's type); negative grades are TREC's non-relevant levels and read;
 * JSON (:func:`parse_json`): invalid JSON, nesting too deep for the parser, or a number too long to
   convert are refused;
+* numbers a flag also sets (:func:`json_number`): a value a JSON file of ours holds (``alpha`` of a
+  ``--fusion-config``) goes through the flag's own ``type=`` function (:mod:`.arg_types`), so a file
+  can never carry what the flag refuses;
 * repeats (:class:`UniqueIds`): an id met a second time names both places.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
 import re
+from collections.abc import Callable
 from typing import Any
 
 from hopscotch.retriever.errors import FormatError
@@ -135,6 +140,22 @@ def count(value: Any, path: str | os.PathLike, lineno: int | None, what: str = "
     if not number.is_integer():
         raise FormatError(path, lineno, f"{what} as a non-negative integer", _shown(value))
     return int(number)
+
+
+def json_number(value: Any, checker: Callable[[str], Any], path: str | os.PathLike, lineno: int | None,
+                what: str) -> Any:
+    """``value``, a number read from a JSON file, checked by ``checker``: the ``type=`` function of the flag
+    that sets the same setting (:mod:`.arg_types`: ``non_negative_float``, ``unit_interval``, ...).
+
+    A JSON number only (a string, a bool or null is refused); whatever the flag would refuse (``nan``,
+    out of range, a fraction for an integer) is a :class:`FormatError` naming ``what`` (``'alpha'``)."""
+    wants = getattr(checker, "wants", "a number")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise FormatError(path, lineno, f"{what} as {wants}", _shown(value))
+    try:
+        return checker(repr(value))  # repr round-trips a float; nan and inf spell themselves
+    except argparse.ArgumentTypeError:
+        raise FormatError(path, lineno, f"{what} as {wants}", _shown(value)) from None
 
 
 def parse_json(text: str, path: str | os.PathLike, lineno: int | None, expected: str) -> Any:

@@ -32,7 +32,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hopscotch.retriever.errors import FormatError, UsageError
+from hopscotch.retriever.io.arg_types import finite_float, non_negative_float, positive_int, unit_interval
 from hopscotch.retriever.io.common import read_json
+from hopscotch.retriever.io.validate import json_number
 from hopscotch.retriever.searchers.adaptive_fusion import adaptive_weight
 
 Hits = Sequence[tuple[str, float]]
@@ -226,29 +228,52 @@ class FusionSettings:
         return {"method": "rrf", "rrf_k": self.rrf_k, "weights": None if self.weights is None else list(self.weights)}
 
     @classmethod
-    def from_json(cls, obj: dict) -> FusionSettings:
+    def from_json(cls, obj: dict, path: str | os.PathLike = "fusion config") -> FusionSettings:
         """The settings :meth:`to_json` wrote (interp: ``alpha`` [+ ``weight_on_dense``], or only
         ``sparse_weight``; ``normalization`` ``minmax``, ``zscore`` or ``true``, which older files wrote for
-        min-max); other keys are ignored."""
+        min-max); other keys are ignored. Every number goes through the ``type=`` function of the flag that
+        sets it (:data:`JSON_CHECKS`), so a file never carries what the flag refuses: a
+        :class:`~hopscotch.retriever.errors.FormatError` names ``path`` and the key."""
         method = obj.get("method")
+        values = {key: json_number(obj[key], check, path, None, f"'{key}'")
+                  for key, check in JSON_CHECKS.items() if obj.get(key) is not None}
+        if obj.get("weight_on_dense") is not None and not isinstance(obj["weight_on_dense"], bool):
+            raise FormatError(path, None, "'weight_on_dense' as true or false", repr(obj["weight_on_dense"])[:80])
         if method == "adaptive":
-            base = cls.from_json({**obj, "method": "interp", "normalization": obj.get("normalization", "zscore")})
+            base = cls.from_json({**obj, "method": "interp", "normalization": obj.get("normalization", "zscore")},
+                                 path)
             return cls("adaptive", alpha=base.alpha, weight_on_dense=base.weight_on_dense,
-                       normalization=base.normalization, adapt=obj.get("adapt", 0.0), shift=obj.get("shift", 0.0),
-                       agreement_k=obj.get("agreement_k", 10))
+                       normalization=base.normalization, adapt=values.get("adapt", 0.0),
+                       shift=values.get("shift", 0.0), agreement_k=values.get("agreement_k", 10))
         if method == "interp":
             norm = obj.get("normalization", True)
             if norm is False or norm is None:
-                raise UsageError("fusion config: interpolation without normalisation is not supported")
+                raise UsageError(f"{path}: interpolation without normalisation is not supported")
             norm = "minmax" if norm is True else norm
-            if "alpha" not in obj and obj.get("sparse_weight") is not None:
-                return cls.convex(obj["sparse_weight"], normalization=norm)
-            return cls("interp", alpha=float(obj.get("alpha", 1.0)), weight_on_dense=bool(obj.get("weight_on_dense")),
+            if norm not in NORMALIZATIONS:
+                raise UsageError(f"{path}: 'normalization': unknown score normalisation {norm!r}: use one of "
+                                 f"{', '.join(NORMALIZATIONS)}")
+            if "alpha" not in obj and "sparse_weight" in values:
+                return cls.convex(values["sparse_weight"], normalization=norm)
+            return cls("interp", alpha=values.get("alpha", 1.0), weight_on_dense=bool(obj.get("weight_on_dense")),
                        normalization=norm)
         if method == "rrf":
             weights = obj.get("weights")
-            return cls("rrf", rrf_k=float(obj.get("rrf_k", 60.0)), weights=None if weights is None else tuple(weights))
-        raise UsageError(f"fusion config: unknown method {method!r}: use one of {', '.join(FUSION_METHODS)}")
+            if weights is not None:
+                if not isinstance(weights, list) or len(weights) != 2:
+                    raise FormatError(path, None, "'weights' as [W_BM25, W_DENSE] (as --rrf-weights takes)",
+                                      repr(weights)[:80])
+                weights = tuple(json_number(w, non_negative_float, path, None, "'weights' entries") for w in weights)
+                if max(weights) <= 0:
+                    raise FormatError(path, None, "'weights' not both 0", repr(obj["weights"])[:80])
+            return cls("rrf", rrf_k=values.get("rrf_k", 60.0), weights=weights)
+        raise UsageError(f"{path}: 'method': unknown method {method!r}: use one of {', '.join(FUSION_METHODS)}")
+
+
+#: each number a fusion config may hold and the ``type=`` function of the flag that sets it (``sparse_weight``:
+#: tune-fusion's convex weights, ``agreement_k``: a rank count)
+JSON_CHECKS = {"alpha": non_negative_float, "sparse_weight": unit_interval, "rrf_k": non_negative_float,
+               "adapt": non_negative_float, "shift": finite_float, "agreement_k": positive_int}
 
 
 #: The CLI's fusion defaults, learnt on the tune questions of the agent dev sets (HotpotQA IRCoT, MuSiQue,
@@ -292,7 +317,4 @@ def read_fusion_config(path: str | os.PathLike) -> FusionSettings:
     obj = read_json(path, "a JSON object {method, parameters}")  # bad bytes, invalid or too deep JSON: FormatError
     if not isinstance(obj, dict):
         raise FormatError(path, None, "a JSON object {method, parameters}", type(obj).__name__)
-    try:
-        return FusionSettings.from_json(obj)
-    except (TypeError, ValueError) as exc:
-        raise FormatError(path, None, "fusion parameters as numbers", str(exc)) from None
+    return FusionSettings.from_json(obj, path)

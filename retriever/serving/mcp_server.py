@@ -29,7 +29,6 @@ Example::
 
 import argparse
 import contextlib
-import hmac
 import ipaddress
 import json
 import logging
@@ -188,15 +187,18 @@ def build_mcp_server(searcher: BaseSearcher, options: MCPOptions | None = None, 
 
 
 class BearerAuth:
-    """ASGI middleware: HTTP requests need ``Authorization: Bearer TOKEN`` or ``x-api-key: TOKEN`` (else 401)."""
+    """ASGI middleware: HTTP requests need ``Authorization: Bearer TOKEN`` (the scheme in any case, RFC 7235)
+    or ``x-api-key: TOKEN`` (else 401), checked by the REST service's own
+    :func:`~hopscotch.retriever.serving.service.token_matches`."""
 
     def __init__(self, app, token: str):
-        self.app, self.token = app, token.encode()
+        self.app, self.token = app, token
 
     def authorized(self, headers: dict[bytes, bytes]) -> bool:
-        auth = headers.get(b"authorization", b"")
-        given = auth[len(b"Bearer "):].strip() if auth.startswith(b"Bearer ") else headers.get(b"x-api-key", b"")
-        return bool(given) and hmac.compare_digest(given, self.token)
+        from hopscotch.retriever.serving.service import token_matches
+
+        text = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers.items()}
+        return bool(self.token) and token_matches(text, self.token)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and not self.authorized(dict(scope.get("headers") or [])):

@@ -115,6 +115,15 @@ def request_token(headers: Mapping[str, str]) -> list[str]:
     return found
 
 
+def token_matches(headers: Mapping[str, str], token: str | None) -> bool:
+    """The one credential check of REST and MCP: True without a token, else when :func:`request_token` of the
+    (lower-case) headers holds it (constant-time comparison)."""
+    if not token:
+        return True
+    want = token.encode()
+    return any(hmac.compare_digest(given.encode(), want) for given in request_token(headers))
+
+
 class SearchService:
     """Index names -> searchers, with the token check and one :class:`QueryBatcher` per index.
 
@@ -136,10 +145,7 @@ class SearchService:
     # -- access -------------------------------------------------------------------------------------
     def authorized(self, headers: Mapping[str, str]) -> bool:
         """Whether a request with these (lower-case) headers may use ``/v1/``: always without a token."""
-        if not self.token:
-            return True
-        want = self.token.encode()
-        return any(hmac.compare_digest(given.encode(), want) for given in request_token(headers))
+        return token_matches(headers, self.token)
 
     def searcher(self, name: str) -> BaseSearcher:
         if name not in self.searchers:

@@ -18,7 +18,6 @@ are read by DeepSpeed; they are trusted only as the run's own output (see ``docs
 from __future__ import annotations
 
 import contextlib
-import json
 import pickle
 import re
 import shutil
@@ -26,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.io.common import write_json
+from hopscotch.retriever.io.common import read_json, write_json
 
 STATE_FILE = "trainer_state.json"
 SCHEDULER_FILE = "scheduler.pt"
@@ -45,12 +44,23 @@ class TrainerState:
 
     @classmethod
     def read(cls, folder: Path) -> TrainerState:
+        """The state a checkpoint recorded, every number checked as read back (counts whole and >= 0, the
+        best metric finite): a damaged file is a one-line error naming it and the key."""
+        from hopscotch.retriever.io.validate import count, finite_number
+
         path = folder / STATE_FILE
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise UsageError(f"{path}: expected a trainer state JSON object ({exc})") from None
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+        if not path.is_file():
+            raise UsageError(f"{path}: no trainer state (an incomplete checkpoint)")
+        data = read_json(path, "a trainer state JSON object")
+        if not isinstance(data, dict):
+            raise UsageError(f"{path}: expected a trainer state JSON object, got {type(data).__name__}")
+        values = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        for key in ("step", "epoch", "batch_in_epoch", "samples", "best_step"):
+            if values.get(key) is not None:
+                values[key] = count(values[key], path, None, f"'{key}'")
+        if values.get("best_metric") is not None:
+            values["best_metric"] = finite_number(values["best_metric"], path, None, "'best_metric' as a number")
+        return cls(**values)
 
 
 def checkpoints(output_dir: str | Path) -> list[Path]:

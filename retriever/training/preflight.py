@@ -8,10 +8,13 @@ input file hashes, base model, code versions, launch), ``checkpoint-<step>/``, `
 * a fresh start refuses a folder holding another run's outputs (checkpoints, ``best``, ``final``, the
   summary), so two runs never mix; ``overwrite=True`` deletes those outputs and the old manifest first
   (other files in the folder are left alone);
-* ``resume=True`` on a folder with outputs refuses when its manifest differs from this run's, naming the
-  fields, or is missing (nothing says the outputs are this run's); the newest checkpoint is then verified
-  (:func:`~.checkpoint.verify_checkpoint`: complete, every pickle weights-only) and returned. A folder
-  without outputs (a run stopped before its first checkpoint) simply starts again;
+* ``resume=True`` continues a checkpoint of this run: refused when the folder holds outputs and its manifest
+  differs from this run's, naming the fields, or is missing (nothing says the outputs are this run's),
+  and when the folder holds outputs but no ``checkpoint-*`` (a finished run, or one saving none:
+  ``train.save_every: 0``) or other files and no manifest (not a run folder): nothing to continue. The
+  newest checkpoint is verified (:func:`~.checkpoint.verify_checkpoint`: complete, every pickle
+  weights-only) and returned. A new or empty folder, or one holding a manifest alone (a run stopped
+  before its first checkpoint: nothing to protect), starts the run;
 * then the main process removes the ``.*.tmp`` files and folders that killed atomic writes left in the
   folder and its run subfolders, and writes the manifest.
 
@@ -105,17 +108,28 @@ def _check_folder(output_dir: Path, manifest: dict, resume: bool, overwrite: boo
             raise UsageError(f"--output {output_dir} holds another run ({names}): --resume continues it, "
                              "--overwrite deletes it first, or pick a new folder")
         return False
-    if not outputs:  # nothing to continue or to protect (a run stopped before its first checkpoint)
-        return False
     old = _read_manifest(output_dir / MANIFEST_FILE)
-    if old is None:
+    if old is None and outputs:
         raise UsageError(f"--resume: {output_dir} holds {names} but no {MANIFEST_FILE} (an older Hopscotch or "
                          "another tool wrote them), so nothing says they are this run's: --overwrite starts over")
+    if old is None:  # a new or empty folder starts the run; one holding other files is no run to continue
+        others = [p.name for p in (output_dir.iterdir() if output_dir.is_dir() else ()) if not p.name.endswith(".tmp")]
+        if others:
+            raise UsageError(f"--resume: {output_dir} holds no run to continue (no checkpoint-* and no "
+                             f"{MANIFEST_FILE}; it holds {', '.join(sorted(others)[:4])}): drop --resume to start "
+                             "a run there")
+        return False
+    if not outputs:  # this run stopped before its first checkpoint (or another's manifest, nothing to protect)
+        return False
     diffs = manifest_differences(old, manifest, defaults={"recipe": dataclasses.asdict(Recipe())})
     if diffs:
         more = f"; and {len(diffs) - 3} more" if len(diffs) > 3 else ""
         raise UsageError(f"--resume: {output_dir} holds a run of another setup ({'; '.join(diffs[:3])}{more}): "
                          "train into a new --output, or pass --overwrite to start over")
+    if ckpt.latest_checkpoint(output_dir) is None:
+        raise UsageError(f"--resume: {output_dir} holds {names} but no complete checkpoint-* to continue from (the run "
+                         "finished, or saved none: train.save_every 0): train into a new --output, or pass "
+                         "--overwrite to start over")
     return False
 
 

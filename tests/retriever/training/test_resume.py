@@ -1,5 +1,6 @@
 """Exact resume: a run killed (SIGKILL) after step 3 and resumed from its step-2 checkpoint ends with the
-weights of an uninterrupted run (1e-6), dropout on, so RNG states and the data position must be restored;
+model folder of an uninterrupted run byte for byte (weights, temperature, configs; on CPU, one thread),
+dropout on, so RNG states and the data position must be restored;
 the resume passes the manifest check (same recipe, data, model, code) and the weights-only checkpoint check.
 
 This file is also the runner: ``python tests/retriever/training/test_resume.py RECIPE_JSON OUTPUT [--kill-at N] [--resume]``.
@@ -55,6 +56,11 @@ def test_killed_and_resumed_run_matches_uninterrupted_run(tiny_bert_dir, tmp_pat
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "resuming from" in resumed.stdout + resumed.stderr
 
+    # byte for byte: every file of the resumed run's model folder is the uninterrupted run's
+    straight_final, killed_final = tmp_path / "straight" / "final", tmp_path / "killed" / "final"
+    files = sorted(p.relative_to(straight_final) for p in straight_final.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(killed_final) for p in killed_final.rglob("*") if p.is_file())
+    assert [f for f in files if (straight_final / f).read_bytes() != (killed_final / f).read_bytes()] == []
     a, b = weights(tmp_path / "straight" / "final"), weights(tmp_path / "killed" / "final")
     assert a.keys() == b.keys()
     base = weights(tiny_bert_dir)

@@ -190,9 +190,9 @@ def test_resume_refuses_changed_data(tiny_bert_dir, tmp_path, monkeypatch):
     assert json.loads((tmp_path / "run" / "train_manifest.json").read_text())["recipe"]["train"]["lr"] == 5e-4
     with pytest.raises(Stop):
         train(r, tmp_path / "run", resume=True, show_progress=False)
-    (tmp_path / "run" / "final").mkdir()  # as if the run had finished
-    with pytest.raises(Stop):  # the same run resumes
-        train(r, tmp_path / "run", resume=True, show_progress=False)
+    (tmp_path / "run" / "final").mkdir()  # as if the run had finished, saving no checkpoint
+    with pytest.raises(UsageError, match=r"holds final but no complete checkpoint-\* to continue from"):
+        train(r, tmp_path / "run", resume=True, show_progress=False)  # the same run, but nothing to continue
     write_tuples(tuples, n=15)
     with pytest.raises(UsageError, match=rf"inputs\[data\.train\]\[{tuples}\]\.sha256: [0-9a-f]{{12}}\.\.\. in the run"):
         train(r, tmp_path / "run", resume=True, show_progress=False)
