@@ -2,6 +2,10 @@
 # Train the bundled MiniLM for agent traffic (issue 9) from every shared source, in one command:
 #
 #   bash scripts/train_agent_retriever.sh OUT [KEY=VALUE ...]     # -> OUT/final (about 14 minutes on 2 quiet CPU cores)
+#   bash scripts/train_agent_retriever.sh --multi-vector OUT [KEY=VALUE ...]   # the multi-vector (ColBERT-style) model
+#
+# --multi-vector (or RECIPE=recipes/minilm_agent_multivector.yaml; RECIPE=any recipe) trains another recipe on the
+# same tuples; the default is recipes/minilm_agent.yaml.
 #
 # On a fresh clone beside ../shared (or with $HOPSCOTCH_DATA pointing at shared/data); runs setup.sh first.
 # Only the train questions of scripts/agent_splits.py are used (its dev questions, which tune the defaults,
@@ -30,7 +34,12 @@
 # a finished run is not redone.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-OUT="${1:?usage: bash scripts/train_agent_retriever.sh OUT [KEY=VALUE ...]}"
+RECIPE="${RECIPE:-recipes/minilm_agent.yaml}"
+if [[ "${1:-}" == "--multi-vector" ]]; then
+  RECIPE=recipes/minilm_agent_multivector.yaml
+  shift
+fi
+OUT="${1:?usage: bash scripts/train_agent_retriever.sh [--multi-vector] OUT [KEY=VALUE ...]}"
 shift
 cd "$ROOT"
 bash "$ROOT/scripts/setup.sh"
@@ -79,6 +88,6 @@ if [[ -f "$OUT/train_summary.json" && -f "$OUT/final/hopscotch_config.json" ]]; 
   echo "already trained: $OUT/final"
   exit 0
 fi
-"$PY" train.py --recipe recipes/minilm_agent.yaml --output "$OUT" --resume \
+"$PY" train.py --recipe "$RECIPE" --output "$OUT" --resume \
   "data.train=[$T/hotpot_tuples.jsonl,$T/musique_tuples.jsonl,$T/tongyi_tuples.jsonl,$T/world_tuples.jsonl]" "$@"
 echo "trained in $((SECONDS - started)) s: $OUT/final"

@@ -134,12 +134,16 @@ class MultiVectorModel:
                        reasoning_aware: bool | Sequence[bool] | None = None) -> list[str]:
         """Query texts as :meth:`encode_queries` gives them to ``st.encode_query`` (which adds the query prompt).
 
-        ``query_input``: the variant (None: the model's); ``reasoning_aware``: one flag or one per query (None:
-        whether the variant reads the reasoning). The reasoning is cut from the left so that prompt + text fit
-        ``query_max_len`` tokens, specials included.
+        ``query_input``: the variant (None: the model's), or one per query (None entries: the model's; a training
+        mixture); ``reasoning_aware``: one flag or one per query (None: whether the variant reads the reasoning).
+        The reasoning is cut from the left so that prompt + text fit ``query_max_len`` tokens, specials included.
         """
-        variant = QueryInput.parse(query_input or self.config.query_input, "query_input")
-        aware = variant.uses_reasoning if reasoning_aware is None else reasoning_aware
+        if query_input is None or isinstance(query_input, (str, QueryInput)):
+            variant = QueryInput.parse(query_input or self.config.query_input, "query_input")
+            aware = variant.uses_reasoning if reasoning_aware is None else reasoning_aware
+        else:  # a query whose variant reads no reasoning is written without it, as format_queries does
+            variant = [QueryInput.parse(v or self.config.query_input, "query_input") for v in query_input]
+            aware = True if reasoning_aware is None else reasoning_aware
         prompt = self.query_prompt
         texts = format_queries(self.tokenizer, self.config.query_max_len, queries, reasonings, instruction=prompt,
                                reasoning_aware=aware, query_input=variant)

@@ -64,6 +64,23 @@ def gather_with_grad(t: torch.Tensor, sizes: list[int] | None = None) -> tuple[t
     return _GatherWithGrad.apply(t, sizes), sum(sizes[:rank])
 
 
+def gather_tokens_with_grad(embeddings: torch.Tensor, mask: torch.Tensor, sizes: list[int] | None = None
+                            ) -> tuple[tuple[torch.Tensor, torch.Tensor], int]:
+    """Every process's token embeddings ``(n, L, d)`` and masks ``(n, L)``, the token axis padded to the longest
+    ``L`` of all processes (zero vectors, masked out) first; returns ``((embeddings, mask), offset)`` with the
+    gradient of the local rows' vectors kept, as :func:`gather_with_grad`."""
+    _, size = world()
+    if size == 1:
+        return (embeddings, mask), 0
+    longest = max(gather_sizes(embeddings.shape[1], embeddings.device))
+    pad = longest - embeddings.shape[1]
+    embeddings = torch.nn.functional.pad(embeddings, (0, 0, 0, pad))
+    mask = torch.nn.functional.pad(mask.to(torch.uint8), (0, pad))
+    sizes = sizes or gather_sizes(embeddings.shape[0], embeddings.device)
+    gathered, offset = gather_with_grad(embeddings, sizes)
+    return (gathered, gather_no_grad(mask, sizes).bool()), offset
+
+
 def gather_no_grad(t: torch.Tensor, sizes: list[int] | None = None) -> torch.Tensor:
     """Concatenate every process's ``t`` (ids, labels) along dim 0."""
     _, size = world()

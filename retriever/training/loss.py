@@ -7,7 +7,10 @@ passage whose docid equals a query's positive -- the same document sampled as an
 negative, or as another process's positive -- leaves that query's denominator: it is not a negative.
 
 The arithmetic runs in :mod:`kernels`: the fused Triton kernel on CUDA, the PyTorch reference
-elsewhere (``backend="fused"`` or ``"reference"`` forces one).
+elsewhere (``backend="fused"`` or ``"reference"`` forces one). A multi-vector model's queries and passages
+(:class:`~hopscotch.retriever.model.multi_vector_trainable.TokenEmbeddings`: padded token vectors and their
+masks) are scored by MaxSim (:func:`hopscotch.kernels.select_maxsim_infonce_loss`) with the same labels,
+exclusions and gathering, the token axis padded to the longest across processes.
 
 Example::
 
@@ -24,10 +27,12 @@ from dataclasses import dataclass
 import torch
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.model.multi_vector_trainable import TokenEmbeddings
 from hopscotch.retriever.training.distributed import (
     all_reduce_sum,
     gather_no_grad,
     gather_sizes,
+    gather_tokens_with_grad,
     gather_with_grad,
     world,
 )
@@ -59,9 +64,28 @@ def infonce(q: torch.Tensor, p: torch.Tensor, labels: torch.Tensor, temperature,
     fused, reference = _kernels()
     use_fused = backend == "fused" or (backend == "auto" and q.is_cuda)
     fn = fused if use_fused else reference
+    return _with_temperature(fn, q, p, labels, temperature, exclude)
+
+
+def maxsim_infonce(q: TokenEmbeddings, p: TokenEmbeddings, labels: torch.Tensor, temperature, exclude=None,
+                   backend: str = "auto") -> torch.Tensor:
+    """:func:`infonce` over MaxSim scores of token embeddings (their masks: the tokens that score), through
+    :func:`hopscotch.kernels.select_maxsim_infonce_loss` (fused on CUDA, reference elsewhere)."""
+    from hopscotch.kernels import select_maxsim_infonce_loss
+
+    if backend not in BACKENDS:
+        raise UsageError(f"loss.backend: expected one of {BACKENDS}, got {backend!r}")
+    fn = select_maxsim_infonce_loss(q.device, backend)
+    return _with_temperature(fn, q.embeddings, p.embeddings, labels, temperature, exclude, q_mask=q.mask,
+                             p_mask=p.mask)
+
+
+def _with_temperature(fn, q, p, labels, temperature, exclude, **masks) -> torch.Tensor:
+    """``fn(q, p, labels, t, exclude)``; a ``temperature`` tensor that requires a gradient is folded into ``q``
+    (``q / t`` at ``t = 1``: scores are linear in ``q``, MaxSim's too), so it is learnt with either backend."""
     if torch.is_tensor(temperature) and temperature.requires_grad:
-        return fn((q / temperature.to(q.dtype)), p, labels, 1.0, exclude)
-    return fn(q, p, labels, float(temperature), exclude)
+        return fn((q / temperature.to(q.dtype)), p, labels, 1.0, exclude, **masks)
+    return fn(q, p, labels, float(temperature), exclude, **masks)
 
 
 @dataclass
@@ -81,6 +105,9 @@ class InfoNCELoss(torch.nn.Module):
         backend: ``auto`` (fused on CUDA, reference otherwise), ``fused`` or ``reference``.
         exclude_positive_duplicates: mask passages whose docid equals the query's positive.
         cross_process_negatives: gather passages from every process (off: local negatives only).
+
+    ``q`` and ``p`` are embeddings ``(n, d)``, or a multi-vector model's
+    :class:`~hopscotch.retriever.model.multi_vector_trainable.TokenEmbeddings` (scored by MaxSim).
     """
 
     def __init__(self, backend: str = "auto", exclude_positive_duplicates: bool = True,
@@ -98,13 +125,18 @@ class InfoNCELoss(torch.nn.Module):
         offset = 0
         if size > 1 and self.cross_process_negatives:
             sizes = gather_sizes(p.shape[0], p.device)
-            p, offset = gather_with_grad(p, sizes)
+            if isinstance(p, TokenEmbeddings):
+                p, offset = gather_tokens_with_grad(p.embeddings, p.mask, sizes)
+                p = TokenEmbeddings(*p)
+            else:
+                p, offset = gather_with_grad(p, sizes)
             if p_ids is not None:
                 p_ids = gather_no_grad(p_ids, sizes)
         exclude = None
         if self.exclude_positive_duplicates and q_pos_ids is not None and p_ids is not None:
             exclude = (q_pos_ids, p_ids)
-        local_mean = infonce(q, p, labels + offset, temperature, exclude, self.backend)
+        score = maxsim_infonce if isinstance(q, TokenEmbeddings) else infonce
+        local_mean = score(q, p, labels + offset, temperature, exclude, self.backend)
         local_sum = local_mean.detach().double() * q.shape[0]
         global_b = all_reduce_sum(q.shape[0], q.device)
         value = all_reduce_sum(float(local_sum), q.device) / global_b

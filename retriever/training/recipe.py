@@ -40,20 +40,20 @@ from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.common import decoded_lines
 from hopscotch.retriever.model.config import EncoderConfig
 from hopscotch.retriever.training.loss import BACKENDS
+from hopscotch.retriever.training.recipe_kinds import ModelKindKeys
 
 SCHEDULERS = ("linear", "cosine", "constant")
 _MISSING = dataclasses.MISSING
 
 
-def knob(default, *, hint: str | None = None, **limits):
-    """A recipe field: its default and the range (``gt``, ``ge``, ``le``, ``lt``) :func:`load_recipe` enforces
-    (a None value always passes); ``hint`` (what the sentinel values mean) is appended to an out-of-range error."""
-    return field(default=default, metadata={"bounds": limits, "hint": hint})
+def knob(default, *, hint: str | None = None, ceiling: tuple[float, str] | None = None, **limits):
+    """A recipe field: its default, the range (``gt``, ``ge``, ``le``, ``lt``; None always passes) and ``ceiling``
+    ``(limit, why)`` (the most that means anything) :func:`load_recipe` enforces; ``hint``: what sentinels mean."""
+    return field(default=default, metadata={"bounds": limits, "hint": hint, "ceiling": ceiling})
 
 
-# Where a recipe keeps each EncoderConfig field: in ``model`` unless listed here. The temperature scales
-# the loss, so recipes set it under ``loss``; ``lora`` (a plain dict in EncoderConfig) is the typed
-# section ``model.lora``.
+# Where a recipe keeps each EncoderConfig field: in ``model`` unless listed here. The temperature scales the loss,
+# so recipes set it under ``loss``; ``lora`` (a plain dict in EncoderConfig) is the typed section ``model.lora``.
 _ENCODER_FIELD_SECTION = {"temperature": "loss", "learn_temperature": "loss", "lora": "model.lora"}
 # The ranges of EncoderConfig's numeric fields (EncoderConfig checks them too, without saying where they were set).
 _ENCODER_BOUNDS = {"temperature": {"gt": 0}, "query_max_len": {"ge": 1}, "passage_max_len": {"ge": 1},
@@ -84,13 +84,12 @@ class LoraRecipe:
 
 
 @dataclass
-class ModelRecipe(_encoder_base("_EncoderModelFields", "model")):
-    """``model``: the backbone and how it is loaded, plus every :class:`EncoderConfig` field but the
-    temperature's (``pooling``, ``normalize``, ``query_max_len``, ``instruction``, ``query_input``,
-    ``padding_side``, ...): their types, defaults and meaning are EncoderConfig's. ``query_input`` is the
-    query input variant (``query``, ``prior_queries``, ``reasoning``, ``current_reasoning``,
-    ``reasoning_tail:N``, ``reasoning_focus:N``, ``with_documents``); unset, ``reasoning_aware`` picks
-    ``reasoning`` or ``query``."""
+class ModelRecipe(_encoder_base("_EncoderModelFields", "model"), ModelKindKeys):
+    """``model``: the backbone and how it is loaded; every :class:`EncoderConfig` field but the temperature's
+    (``pooling``, ``normalize``, ``query_max_len``, ``instruction``, ``query_input``, ``padding_side``, ...) with
+    EncoderConfig's types, defaults and meaning (``query_input``: ``query``, ``prior_queries``, ``reasoning``,
+    ``current_reasoning``, ``reasoning_tail:N``, ``reasoning_focus:N``, ``with_documents``; unset, ``reasoning_aware``
+    picks ``reasoning`` or ``query``); ``kind`` and the multi-vector keys (:class:`~.recipe_kinds.ModelKindKeys`)."""
 
     name: str = "minilm"                   # 'minilm' (bundled), or a local HF / sentence-transformers folder
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"   # of the weights
@@ -135,7 +134,7 @@ class TrainRecipe:
     grad_accum_steps: int = knob(1, ge=1)             # global batches per optimizer step
     gradcache_chunk_size: int | None = knob(None, ge=1, hint="null: no GradCache")  # GradCache mini-batch size
     encode_chunk_size: int | None = knob(None, ge=1)  # length-sorted sub-batches within one forward
-    lr: float = knob(2e-5, gt=0)                      # peak learning rate
+    lr: float = knob(2e-5, gt=0, ceiling=(1, "a larger step diverges"))  # peak learning rate
     weight_decay: float = knob(0.01, ge=0)            # not on biases, norms and the temperature
     optimizer: Literal["adamw"] = "adamw"             # the only one so far
     scheduler: Literal[SCHEDULERS] = "linear"         # after warmup: linear or cosine decay, or constant
@@ -265,11 +264,13 @@ def _checked(value, tp, meta: dict, key: str, where: str):
     shown = value if isinstance(value, (int, float)) else out  # -1 as written, '3e-5' as the number it means
     if isinstance(out, float) and not math.isfinite(out):
         raise UsageError(f"{where}: recipe key {key} must be a finite number, got {shown!r}")
-    bounds = meta["bounds"]
+    bounds, ceiling = meta["bounds"], meta.get("ceiling")
     if out is not None and not all(_LIMITS[op][1](out, limit) for op, limit in bounds.items()):
         limits = " and ".join(f"{_LIMITS[op][0]} {limit}" for op, limit in bounds.items())
         hint = f" ({meta['hint']})" if meta.get("hint") else ""
         raise UsageError(f"{where}: recipe key {key} must be {limits}, got {shown!r}{hint}")
+    if out is not None and ceiling and out > ceiling[0]:
+        raise UsageError(f"{where}: recipe key {key} must be <= {ceiling[0]} ({ceiling[1]}), got {shown!r}")
     return out
 
 
@@ -393,8 +394,7 @@ def query_input_mixture(data: DataRecipe) -> dict[str, float] | None:
     if not data.query_inputs:
         return None
     weights = data.query_input_weights or [1.0] * len(data.query_inputs)
-    total = float(sum(weights))
     out: dict[str, float] = {}
     for v, w in zip(data.query_inputs, weights):
-        out[v.strip()] = out.get(v.strip(), 0.0) + w / total
+        out[v.strip()] = out.get(v.strip(), 0.0) + w / float(sum(weights))
     return out

@@ -8,7 +8,9 @@ import os
 
 import torch
 
+from hopscotch.retriever.model.config import MULTI_VECTOR
 from hopscotch.retriever.model.dual_encoder import DualEncoder
+from hopscotch.retriever.model.multi_vector_trainable import TrainableMultiVector
 from hopscotch.retriever.training.loss import InfoNCELoss
 from hopscotch.retriever.training.recipe import LossRecipe, Recipe, TrainRecipe
 
@@ -47,11 +49,27 @@ def full_parameters(model):
     return contextlib.nullcontext()
 
 
-def build_model(recipe: Recipe) -> DualEncoder:
+def build_model(recipe: Recipe) -> DualEncoder | TrainableMultiVector:
+    """The model ``model.kind`` names, as the recipe starts it (WiSE-FT builds it again: the same weights)."""
     m = recipe.model
+    if m.kind == MULTI_VECTOR:
+        return build_multi_vector(recipe)
     return DualEncoder.from_pretrained(m.name, recipe.encoder_config(), dtype=m.dtype,
                                        gradient_checkpointing=m.gradient_checkpointing,
                                        attn_implementation=m.attn_implementation)
+
+
+def build_multi_vector(recipe: Recipe) -> TrainableMultiVector:
+    """A new multi-vector model over ``model.name``: marker rows and projection seeded by ``train.seed``."""
+    from hopscotch.retriever.model.multi_vector import PUNCTUATION, build_multi_vector_model
+
+    m, config = recipe.model, recipe.encoder_config()
+    model = build_multi_vector_model(
+        m.name, m.dim, query_max_len=m.query_max_len, passage_max_len=m.passage_max_len,
+        markers=(m.query_marker, m.document_marker), instruction=m.instruction, query_augmentation=m.query_augmentation,
+        skiplist=PUNCTUATION if m.skiplist else [], query_input=str(config.query_variant()), late_fusion=m.late_fusion,
+        seed=recipe.train.seed)
+    return TrainableMultiVector(model, config, dtype=m.dtype, gradient_checkpointing=m.gradient_checkpointing)
 
 
 def build_loss(loss: LossRecipe) -> InfoNCELoss:

@@ -9,7 +9,9 @@ respect to them (and to a learnable temperature); (3) re-embed each mini-batch w
 state restored so dropout draws the same masks, and back-propagate ``sum(embedding * cached_grad)``.
 Memory is that of one mini-batch; the parameter gradients equal those of the full batch. Under DDP
 every mini-batch but the last runs under ``no_sync``; the last query and passage mini-batches share
-one forward so that a single synchronising backward touches every parameter.
+one forward so that a single synchronising backward touches every parameter. A multi-vector model's
+representations (:class:`~hopscotch.retriever.model.multi_vector_trainable.TokenEmbeddings`) are cached as
+one padded ``(n, L, dim)`` tensor and its mask, each mini-batch in its first columns.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from hopscotch.retriever.model.dual_encoder import trim_padding
+from hopscotch.retriever.model.multi_vector_trainable import TokenEmbeddings, scored_lengths
 from hopscotch.retriever.model.rng import capture_rng
 from hopscotch.retriever.training.batches import Batch
 
@@ -36,7 +39,7 @@ def full_step(model, batch: Batch, loss_fn, backward: Callable, loss_scale: floa
 
 def _chunks(features: dict, chunk_size: int, padding_side: str) -> list[tuple[torch.Tensor, dict]]:
     """Length-sorted mini-batches ``(rows, features)``, each trimmed to its longest row."""
-    lengths = features["attention_mask"].sum(1)
+    lengths = scored_lengths(features)  # attention_mask.sum(1), query augmentation positions counted
     order = torch.argsort(lengths, descending=True, stable=True)
     out = []
     for start in range(0, len(order), chunk_size):
@@ -53,10 +56,32 @@ def _cache(model, chunks, side: str, device, total: int):
             states.append(capture_rng(device))
             q, p, _ = model(**{side: features})
             emb = q if side == "queries" else p
+            if isinstance(emb, TokenEmbeddings):  # the first chunk is the longest (length-sorted)
+                if reps is None:
+                    reps = TokenEmbeddings(emb.embeddings.new_zeros((total, *emb.embeddings.shape[1:])),
+                                           emb.mask.new_zeros((total, emb.mask.shape[1])))
+                width = emb.mask.shape[1]
+                reps.embeddings[rows, :width] = emb.embeddings
+                reps.mask[rows, :width] = emb.mask
+                continue
             if reps is None:
                 reps = emb.new_empty((total, emb.shape[1]))
             reps[rows] = emb
     return reps, states
+
+
+def _dot(emb, grad: torch.Tensor) -> torch.Tensor:
+    """``sum(emb * grad)``: the surrogate whose gradient is the cached one (token embeddings: against the
+    gradient's first columns, as many as the mini-batch has)."""
+    if isinstance(emb, TokenEmbeddings):
+        emb = emb.embeddings
+        grad = grad[:, :emb.shape[1]]
+    return torch.sum(emb * grad.to(emb.dtype))
+
+
+def _leaf(reps):
+    """The tensor of cached representations that the gradient is taken against."""
+    return reps.embeddings if isinstance(reps, TokenEmbeddings) else reps
 
 
 @dataclass(frozen=True)
@@ -91,7 +116,7 @@ def cached_step(model, batch: Batch, loss_fn, backward: Callable, temperature: t
     (q_rows, q_feat), (p_rows, p_feat) = q_chunks[-1], p_chunks[-1]
     with (contextlib.nullcontext() if sync else cache.no_sync()):
         q, p, temp = model(queries=q_feat, passages=p_feat, query_rng=q_states[-1], passage_rng=p_states[-1])
-        surrogate = torch.sum(q * q_grad[q_rows].to(q.dtype)) + torch.sum(p * p_grad[p_rows].to(p.dtype))
+        surrogate = _dot(q, q_grad[q_rows]) + _dot(p, p_grad[p_rows])
         if t_grad is not None:
             surrogate = surrogate + temp * t_grad
         backward(surrogate)
@@ -100,13 +125,13 @@ def cached_step(model, batch: Batch, loss_fn, backward: Callable, temperature: t
 
 def _embedding_grads(loss_fn, batch: Batch, q_reps, p_reps, temperature: torch.Tensor, cache: GradCache):
     """The loss over the cached embeddings and its gradient w.r.t. them (and to a learnt temperature)."""
-    q_reps.requires_grad_(True)
-    p_reps.requires_grad_(True)
+    _leaf(q_reps).requires_grad_(True)
+    _leaf(p_reps).requires_grad_(True)
     t = temperature.detach().clone().requires_grad_(cache.learn_temperature)
     out = loss_fn(q_reps, p_reps, batch.labels, t if cache.learn_temperature else float(t), batch.q_pos_ids,
                   batch.p_ids)
     (out.loss * cache.loss_scale).backward()
-    return out.value, q_reps.grad, p_reps.grad, t.grad if cache.learn_temperature else None
+    return out.value, _leaf(q_reps).grad, _leaf(p_reps).grad, t.grad if cache.learn_temperature else None
 
 
 def _replay(model, backward: Callable, no_sync: Callable, side: str, chunks, states, grad) -> None:
@@ -116,5 +141,4 @@ def _replay(model, backward: Callable, no_sync: Callable, side: str, chunks, sta
     for (rows, features), state in zip(chunks, states):
         with no_sync():
             q, p, _ = model(**{side: features, rng_key: state})
-            emb = q if side == "queries" else p
-            backward(torch.sum(emb * grad[rows].to(emb.dtype)))
+            backward(_dot(q if side == "queries" else p, grad[rows]))

@@ -40,8 +40,9 @@ def train(recipe: str | os.PathLike | dict | Recipe | None, output_dir: str | os
     """Train from ``recipe`` (a YAML path, a dict or a :class:`Recipe`) plus ``key=value`` overrides;
     returns ``OUTPUT/final``.
 
-    ``resume=True`` continues from the newest ``OUTPUT/checkpoint-*`` (a fresh start when there is
-    none) of the same run (same manifest). ``overwrite=True`` deletes another run's outputs in
+    ``resume=True`` continues from the newest ``OUTPUT/checkpoint-*`` of the same run (same manifest); a new
+    or empty folder, or one a run left before its first checkpoint, starts; a folder with outputs but no
+    checkpoint is refused (see :mod:`.preflight`). ``overwrite=True`` deletes another run's outputs in
     ``output_dir`` first; without either, such a folder is refused. ``on_step_end(state, loss)`` is called
     after every optimizer step.
     """
@@ -299,7 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from hopscotch.retriever.errors import HopscotchError
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    args = build_arg_parser().parse_args(argv)
+    args = build_arg_parser().parse_intermixed_args(argv)  # overrides before, between or after the flags
     try:
         final = train(args.recipe, args.output, args.overrides, resume=args.resume, overwrite=args.overwrite)
         if int(os.environ.get("RANK", "0")) == 0:
