@@ -65,7 +65,8 @@ def render_table(result: dict) -> str:
     notes = [f"* **{s['title']}** (labels: {s.get('labels', 'see note')}"
              + ("" if s.get("votes", True) else "; does not vote on reasoning defaults") + f"): {s['note']}"
              for s in sets.values()]
-    tuned = [f"* {m}: default variant `{t['variant']}`, late-fusion w = {t['w']:g}"
+    tuned = [f"* {m}: `search --reasoning` defaults only (query-only and default rows; `--full-base` for all)"
+             if t.get("w") is None else f"* {m}: default variant `{t['variant']}`, late-fusion w = {t['w']:g}"
              + (f" (the model's own recorded variant: `{t['recorded_variant']}`)" if t.get("recorded_variant") else "")
              for m, t in result.get("tuned", {}).items()]
     checks = []
@@ -196,7 +197,7 @@ def _choose(scores: dict) -> object:
     return max(scores, key=lambda key: sum(scores[key]) / len(scores[key]))
 
 
-def run_ablation(work: Path, names: list[str], models: dict[str, str]) -> dict:
+def run_ablation(work: Path, names: list[str], models: dict[str, str], full_base: bool = True) -> dict:
     from agent_eval_sets import TITLES, build_sets
 
     from hopscotch.retriever.evaluation.metrics import compare_runs
@@ -215,10 +216,15 @@ def run_ablation(work: Path, names: list[str], models: dict[str, str]) -> dict:
     idx = {n: build_indexes(work, es.index_name or n, es.corpus, models) for n, es in sets.items()}
     lap("index_s")
     runs, test, tune = {}, {}, {}
+    short = {m for m in models if m == "base" and not full_base and len(models) > 1}  # query + defaults only
+
+    def variants_of(m: str) -> tuple[str, ...]:
+        return ("query",) if m in short else VARIANTS
+
     for n, es in sets.items():
         runs[n, "bm25"] = search(work / "runs" / f"{n}.bm25.trec", paths[n], "--bm25", idx[n]["bm25"])
         for m, model in models.items():
-            for v in VARIANTS:
+            for v in variants_of(m):
                 runs[n, m, v] = search(work / "runs" / f"{n}.{m}.{_safe(v)}.trec", paths[n], "--index", idx[n][m],
                                        "--model", model, "--query-input", v)
             # what `hopscotch search --reasoning` does with the model's recorded defaults (variant, late
@@ -226,9 +232,10 @@ def run_ablation(work: Path, names: list[str], models: dict[str, str]) -> dict:
             runs[n, m, "default"] = search(work / "runs" / f"{n}.{m}.default.trec", paths[n], "--index", idx[n][m],
                                            "--model", model, "--reasoning")
             # the same, scoring each document by its first window only (an index without windows: identical)
-            runs[n, m, "first-window"] = search(work / "runs" / f"{n}.{m}.default.first-window.trec", paths[n],
-                                                "--index", idx[n][m], "--model", model, "--reasoning",
-                                                "--first-windows-only")
+            if m not in short:
+                runs[n, m, "first-window"] = search(work / "runs" / f"{n}.{m}.default.first-window.trec",
+                                                    paths[n], "--index", idx[n][m], "--model", model, "--reasoning",
+                                                    "--first-windows-only")
             # the hybrids over it: fused in-process from the two cached runs (`hopscotch search --bm25 --index
             # --fusion ...` fuses the same two depth-K lists: tests/retriever/searchers/test_searchers.py)
             for method in (*HYBRIDS, None):
@@ -243,6 +250,9 @@ def run_ablation(work: Path, names: list[str], models: dict[str, str]) -> dict:
     tuned, encoders = {}, {}
     voters = [n for n, es in sets.items() if es.votes] or list(sets)
     for m, model in models.items():
+        if m in short:   # an untrained model's `--reasoning` is the `reasoning` variant: its default row
+            tuned[m] = {"variant": "default", "w": None, "voters": voters}
+            continue
         variant = _choose({v: [tune[n, m, v].mean["ndcg@10"] for n in voters] for v in VARIANTS[1:]})
         by_w: dict[float, list[float]] = {w: [] for w in reversed(WEIGHTS)}
         for n, es in sets.items():
@@ -293,15 +303,17 @@ def run_ablation(work: Path, names: list[str], models: dict[str, str]) -> dict:
     rows = []
     for m, model in models.items():
         t = tuned[m]
-        for v in VARIANTS:
+        for v in variants_of(m):
             label = f"{m}: {v}" + (" (default)" if v == t["variant"] else "")
             rows.append(row(label, m, lambda n, v=v, m=m: (n, m, v), lambda n, m=m: (n, m, "query")))
-        rows.append(row(f"{m}: late fusion w={t['w']:g} ({t['variant']} + query)", m,
-                        lambda n, m=m: (n, m, "late"), lambda n, m=m: (n, m, "query")))
+        if m not in short:
+            rows.append(row(f"{m}: late fusion w={t['w']:g} ({t['variant']} + query)", m,
+                            lambda n, m=m: (n, m, "late"), lambda n, m=m: (n, m, "query")))
         rows.append(row(f"{m}: `search --reasoning` defaults ({_recorded(model)})", m,
                         lambda n, m=m: (n, m, "default"), lambda n, m=m: (n, m, "query")))
-        rows.append(row(f"{m}: the same defaults, first window only (`--first-windows-only`)", m,
-                        lambda n, m=m: (n, m, "first-window"), lambda n, m=m: (n, m, "query")))
+        if m not in short:
+            rows.append(row(f"{m}: the same defaults, first window only (`--first-windows-only`)", m,
+                            lambda n, m=m: (n, m, "first-window"), lambda n, m=m: (n, m, "query")))
     rows.append(row("BM25", "-", lambda n: (n, "bm25"), lambda n: (n, "base", "query")))
     for m in models:
         rows.append(row(f"hybrid: BM25 + {m} defaults, `--fusion` not given ({_default_label()})", m,
@@ -366,7 +378,9 @@ def acceptance(n: str, test: dict, tuned: dict, models: dict) -> list[str]:
             f"{_verdict(test[n, m, 'first-window'], test[n, m, 'default'])}")]
     if m == "trained":
         out.append(f"trained defaults >= base `{tuned['base']['variant']}`: "
-                   f"{_verdict(test[n, 'base', tuned['base']['variant']], test[n, m, 'default'])}")
+                   f"{_verdict(test[n, 'base', tuned['base']['variant']], test[n, m, 'default'])}"
+                   if tuned["base"]["variant"] != "default" else
+                   f"trained defaults >= base defaults: {_verdict(test[n, 'base', 'default'], test[n, m, 'default'])}")
         out.append(f"trained defaults >= base query-only: {_verdict(test[n, 'base', 'query'], test[n, m, 'default'])}")
     dense, bm25 = test[n, m, "default"], test[n, "bm25"]
     better, label = (bm25, "BM25") if bm25.mean["ndcg@10"] >= dense.mean["ndcg@10"] else (dense, f"{m} dense")
@@ -386,6 +400,9 @@ def main(argv=None) -> int:
     parser.add_argument("--plot", default=str(ROOT / "docs" / "agent_ablation.png"), help="PNG plot to write")
     parser.add_argument("--no-docs", action="store_true", help="print only; write neither docs nor plot")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--full-base", action="store_true",
+                        help="with --trained: every variant, late fusion and tuning for the base model too (by "
+                             "default the base model gets its query-only and `--reasoning` default rows)")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -395,7 +412,8 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     models = {"base": "minilm"} | ({"trained": str(Path(args.trained).resolve())} if args.trained else {})
     command = "python scripts/agent_ablation.py" + (" --trained DIR" if args.trained else "")
-    result = run_ablation(Path(args.work), [s.strip() for s in args.sets.split(",") if s.strip()], models)
+    result = run_ablation(Path(args.work), [s.strip() for s in args.sets.split(",") if s.strip()], models,
+                          full_base=args.full_base)
     result["command"] = command
     section = render_table(result)
     print(section)

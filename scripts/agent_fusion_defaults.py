@@ -109,6 +109,13 @@ def main(argv=None) -> int:
     pick, low = maximin(d)
     print(f"maximin over every setting: {pick} (worst per-set delta {low:+.4f})"
           + ("" if args.split == "tune" else " (held out: reported, never chosen on)"))
+    oracle = {}
+    for n in sets:
+        b, dn = component_pq[n]["bm25"].per_query, component_pq[n]["dense"].per_query
+        values = [max(b[q]["ndcg@10"], dn[q]["ndcg@10"]) for q in b]
+        oracle[n] = sum(values) / len(values)
+    print("per-query oracle (the better list for each query; needs labels, a ceiling for per-query choice): "
+          + ", ".join(f"{n} {v:.3f}" for n, v in oracle.items()))
     print(f"paired tests of the default `--fusion` ({default}) against each set's better component ({args.split}):")
     for n in sets:
         better = max(components[n], key=components[n].get)
