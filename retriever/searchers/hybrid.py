@@ -134,11 +134,15 @@ class HybridSearcher(BaseSearcher):
         alpha, rrf_k = getattr(args, "alpha", None), getattr(args, "rrf_k", None)
         weights = parse_rrf_weights(getattr(args, "rrf_weights", None))
         adapt, shift = getattr(args, "adapt", None), getattr(args, "adapt_shift", None)
-        if method is None:
+        if method is None:  # a method's own flags select it; none at all: the default method
             if adapt is not None or shift is not None:
                 method = "adaptive"
+            elif (rrf_k is not None or weights is not None) and alpha is None:
+                method = "rrf"
+            elif alpha is not None or norm is not None:
+                method = "interp"
             else:
-                method = "rrf" if (rrf_k is not None or weights is not None) and alpha is None else DEFAULT_FUSION
+                method = DEFAULT_FUSION
         if method != "adaptive" and (adapt is not None or shift is not None):
             raise UsageError(f"--adapt / --adapt-shift apply to --fusion adaptive only (this search fuses by {method})")
         if method != "rrf" and (rrf_k is not None or weights is not None):

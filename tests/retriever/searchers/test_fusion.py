@@ -141,7 +141,7 @@ def test_cli_fusion_defaults_are_the_learnt_ones():
     import argparse
 
     from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.searchers.fusion import DEFAULT_INTERP, DEFAULT_RRF, FusionSettings
+    from hopscotch.retriever.searchers.fusion import DEFAULT_ADAPTIVE, DEFAULT_INTERP, DEFAULT_RRF, FusionSettings
     from hopscotch.retriever.searchers.hybrid import HybridSearcher
 
     parser = argparse.ArgumentParser()
@@ -150,7 +150,9 @@ def test_cli_fusion_defaults_are_the_learnt_ones():
     def settings(*argv):
         return HybridSearcher.fusion_from_args(parser.parse_args(list(argv)))
 
-    assert settings() == DEFAULT_INTERP and DEFAULT_INTERP.sparse_weight == pytest.approx(0.3)
+    # no fusion flag: the maximin default (issue 22), adaptive fusion around BM25 weight 0.2
+    assert settings() == DEFAULT_ADAPTIVE == FusionSettings.adaptive(0.2, 1.0, 1.0)
+    assert DEFAULT_INTERP.sparse_weight == pytest.approx(0.3)
     assert settings("--fusion", "interp") == DEFAULT_INTERP and DEFAULT_INTERP.normalization == "minmax"
     assert settings("--fusion", "interp", "--alpha", "1") == FusionSettings("interp", alpha=1.0)  # Pyserini's
     assert settings("--alpha", "1", "--normalization", "zscore") == FusionSettings("interp", alpha=1.0, normalization="zscore")
