@@ -232,8 +232,13 @@ def _browsecomp_record(qid: str, items: list, path: Path, lineno: int, counters)
 def read_browsecomp(records, path: Path) -> Iterator[TraceStep]:
     expected = "a BrowseComp-Plus run record {query_id, result: [...]}"
     counters: dict[str, int] = defaultdict(int)
+    first_line: dict[str, int] = {}   # a run file holds one record per question: a second one is a duplicate
     for lineno, obj in records:
         qid = _question_id(obj, ("query_id", "qid", "question_id"), path, lineno, expected)
+        if qid in first_line:
+            raise FormatError(path, lineno, f"one run record per question; query_id {qid} was already read at "
+                                            f"line {first_line[qid]}", "a second record")
+        first_line[qid] = lineno
         items = parse_nested(obj.get("result"), path, lineno, "'result'")
         if not isinstance(items, list):
             raise FormatError(path, lineno, "'result' to be a list of reasoning / tool_call / output items",

@@ -57,6 +57,13 @@ def test_tongyi_parallel_queries_become_one_step_each_sharing_context(tmp_path):
     assert all(s.prior_results is None for s in steps)  # no doc_snippets.jsonl beside the file
 
 
+def test_browsecomp_run_file_with_a_question_twice_is_refused(tmp_path):
+    """A duplicated run record would be replayed (and synthesised) twice under new step numbers."""
+    f = write_jsonl(tmp_path / "run.jsonl", [_run_record(False), _run_record(False)])
+    with pytest.raises(FormatError, match=r"run\.jsonl:2: .*already read at line 1"):
+        list(read_traces([f], "browsecomp"))
+
+
 def test_tongyi_runs_of_one_question_by_other_retrievers_do_not_mix(tmp_path):
     """qampari_tongyi holds three runs of each question (one per retriever), interleaved by question: each
     run's reasoning, earlier queries and results are its own; step ids stay unique per question."""
