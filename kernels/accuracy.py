@@ -184,11 +184,15 @@ class SweepReport:
                 f"absolute rule (loss < 1e-3): {self.by_absolute_rule}")
 
 
-def sweep(fn: Callable, seeds: Sequence[int], dtype=torch.float32, device="cpu", **options) -> SweepReport:
-    """Compare ``fn`` with float64 on the case of every seed; collect the worst errors and failures."""
+def sweep(fn: Callable, seeds: Sequence[int], dtype=torch.float32, device="cpu", *, compare_case: Callable = None,
+          draw: Callable = None, **options) -> SweepReport:
+    """Compare ``fn`` with float64 on the case of every seed; collect the worst errors and failures.
+    ``compare_case`` / ``draw`` (default: this module's :func:`compare` / :func:`draw_case`) let another
+    loss's accuracy tool (``maxsim_accuracy``) sweep its own cases with the same bookkeeping."""
+    compare_case, draw = compare_case or compare, draw or draw_case
     report = SweepReport(len(seeds), [], {"loss": 0.0, "dq": 0.0, "dp": 0.0})
     for seed in seeds:
-        errors = compare(fn, draw_case(seed), dtype, device, **options)
+        errors = compare_case(fn, draw(seed), dtype, device, **options)
         for name in report.worst:
             report.worst[name] = max(report.worst[name], getattr(errors, name))
         if not errors.ok:

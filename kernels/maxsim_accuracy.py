@@ -33,6 +33,7 @@ from typing import Callable, Optional, Sequence
 import torch
 
 from .accuracy import TOLERANCES, Errors, SweepReport, _error, _on, fresh_seeds
+from .accuracy import sweep as _sweep
 from .maxsim_reference import group_labels
 from .maxsim_reference import maxsim_infonce_loss as reference_maxsim_infonce_loss
 
@@ -131,17 +132,9 @@ def compare(fn: Callable, case: MaxSimCase, dtype=torch.float32, device="cpu", *
 
 
 def sweep(fn: Callable, seeds: Sequence[int], dtype=torch.float32, device="cpu", **options) -> SweepReport:
-    """Compare ``fn`` with float64 on the case of every seed; the worst errors and the failures."""
-    report = SweepReport(len(seeds), [], {"loss": 0.0, "dq": 0.0, "dp": 0.0})
-    for seed in seeds:
-        errors = compare(fn, draw_case(seed), dtype, device, **options)
-        for name in report.worst:
-            report.worst[name] = max(report.worst[name], getattr(errors, name))
-        if not errors.ok:
-            report.failures.append(errors)
-        elif errors.details["by_absolute_rule"]:
-            report.by_absolute_rule += 1
-    return report
+    """Compare ``fn`` with float64 on the MaxSim case of every seed (:func:`hopscotch.kernels.accuracy.sweep`'s
+    bookkeeping): the worst errors and the failures."""
+    return _sweep(fn, seeds, dtype, device, compare_case=compare, draw=draw_case, **options)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
