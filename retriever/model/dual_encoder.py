@@ -27,7 +27,7 @@ from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.model.config import EncoderConfig, read_saved_config
 from hopscotch.retriever.model.loading import quiet_loading_bars, resolve_model_path
 from hopscotch.retriever.model.query_template import format_document, format_queries
-from hopscotch.retriever.model.rng import restore_rng
+from hopscotch.retriever.model.rng import encode_sides
 from hopscotch.retriever.model.saving import save_model
 
 
@@ -179,13 +179,7 @@ class DualEncoder(nn.Module):
     def forward(self, queries: dict | None = None, passages: dict | None = None, chunk_size: int | None = None,
                 query_rng=None, passage_rng=None):
         """Encode either or both sides; ``*_rng`` restore a CPU RNG state first (GradCache replay)."""
-        q = p = None
-        if queries is not None:
-            restore_rng(query_rng)
-            q = self.encode(queries, "query", chunk_size)
-        if passages is not None:
-            restore_rng(passage_rng)
-            p = self.encode(passages, "passage", chunk_size)
+        q, p = encode_sides(self.encode, queries, passages, chunk_size, query_rng, passage_rng)
         return q, p, self.temperature
 
     # -- saving ----------------------------------------------------------------------------------

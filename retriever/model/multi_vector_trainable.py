@@ -34,7 +34,7 @@ from torch import nn
 from hopscotch.retriever.model.config import MULTI_VECTOR, EncoderConfig
 from hopscotch.retriever.model.dual_encoder import trim_padding, unused_head
 from hopscotch.retriever.model.multi_vector import MultiVectorModel
-from hopscotch.retriever.model.rng import restore_rng
+from hopscotch.retriever.model.rng import encode_sides
 
 #: sentence-transformers' mask of the query augmentation ([MASK]) positions: not attended to, but scored
 EXPANSION = "query_expansion_positions"
@@ -148,13 +148,7 @@ class TrainableMultiVector(nn.Module):
     def forward(self, queries: dict | None = None, passages: dict | None = None, chunk_size: int | None = None,
                 query_rng=None, passage_rng=None):
         """Encode either or both sides; ``*_rng`` restore a CPU RNG state first (GradCache replay)."""
-        q = p = None
-        if queries is not None:
-            restore_rng(query_rng)
-            q = self.encode(queries, "query", chunk_size)
-        if passages is not None:
-            restore_rng(passage_rng)
-            p = self.encode(passages, "passage", chunk_size)
+        q, p = encode_sides(self.encode, queries, passages, chunk_size, query_rng, passage_rng)
         return q, p, self.temperature
 
     def save(self, path: str | os.PathLike) -> str:

@@ -25,3 +25,16 @@ def restore_rng(state) -> None:
     torch.set_rng_state(cpu)
     if cuda is not None:
         torch.cuda.set_rng_state(cuda[1], cuda[0])
+
+
+def encode_sides(encode, queries=None, passages=None, chunk_size=None, query_rng=None, passage_rng=None):
+    """``(q, p)``: ``encode(features, side, chunk_size)`` of either or both sides, each after restoring its
+    captured RNG state (GradCache replay); a side not given is None. The trainable models' ``forward``."""
+    q = p = None
+    if queries is not None:
+        restore_rng(query_rng)
+        q = encode(queries, "query", chunk_size)
+    if passages is not None:
+        restore_rng(passage_rng)
+        p = encode(passages, "passage", chunk_size)
+    return q, p
