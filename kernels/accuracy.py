@@ -157,11 +157,16 @@ def compare(fn: Callable, case: Case, dtype=torch.float32, device="cpu", **optio
     rounded = Case(case.seed, case.q.to(dtype).double(), case.p.to(dtype).double(), case.labels,
                    case.temperature, case.exclude, case.kind)
     truth = loss_and_grads(reference_infonce_loss, rounded, torch.float64)
-    got = loss_and_grads(fn, case, dtype, device, **options)
+    return grade(case.describe(), loss_and_grads(fn, case, dtype, device, **options), truth, dtype)
+
+
+def grade(label: str, got: tuple, truth: tuple, dtype) -> Errors:
+    """:class:`Errors` of ``got`` = ``(loss, dq, dp)`` against the float64 ``truth`` by ``dtype``'s bounds
+    (the loss near zero is judged by the absolute rule); shared by every loss's accuracy tool."""
     near_zero = abs(truth[0].item()) < TOLERANCES[dtype][2]
     (loss_rel, loss_abs, loss_ok), (dq_rel, dq_abs, dq_ok), (dp_rel, dp_abs, dp_ok) = (
         _error(a, b, dtype, near_zero) for a, b in zip(got, truth))
-    return Errors(case.describe(), loss_rel, dq_rel, dp_rel, loss_ok and dq_ok and dp_ok,
+    return Errors(label, loss_rel, dq_rel, dp_rel, loss_ok and dq_ok and dp_ok,
                   {"loss": truth[0].item(), "loss_abs": loss_abs, "dq_abs": dq_abs, "dp_abs": dp_abs,
                    "by_absolute_rule": max(loss_rel, dq_rel, dp_rel) > TOLERANCES[dtype][0]})
 

@@ -32,7 +32,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from .accuracy import TOLERANCES, Errors, SweepReport, _error, _on, fresh_seeds
+from .accuracy import Errors, SweepReport, _on, fresh_seeds, grade
 from .accuracy import sweep as _sweep
 from .maxsim_reference import group_labels
 from .maxsim_reference import maxsim_infonce_loss as reference_maxsim_infonce_loss
@@ -122,13 +122,7 @@ def compare(fn: Callable, case: MaxSimCase, dtype=torch.float32, device="cpu", *
     rounded = MaxSimCase(case.seed, case.q.to(dtype).double(), case.p.to(dtype).double(), case.labels,
                          case.temperature, case.exclude, case.q_mask, case.p_mask, case.kind)
     truth = loss_and_grads(reference_maxsim_infonce_loss, rounded, torch.float64)
-    got = loss_and_grads(fn, case, dtype, device, **options)
-    near_zero = abs(truth[0].item()) < TOLERANCES[dtype][2]
-    (loss_rel, loss_abs, loss_ok), (dq_rel, dq_abs, dq_ok), (dp_rel, dp_abs, dp_ok) = (
-        _error(a, b, dtype, near_zero) for a, b in zip(got, truth))
-    return Errors(case.describe(), loss_rel, dq_rel, dp_rel, loss_ok and dq_ok and dp_ok,
-                  {"loss": truth[0].item(), "loss_abs": loss_abs, "dq_abs": dq_abs, "dp_abs": dp_abs,
-                   "by_absolute_rule": max(loss_rel, dq_rel, dp_rel) > TOLERANCES[dtype][0]})
+    return grade(case.describe(), loss_and_grads(fn, case, dtype, device, **options), truth, dtype)
 
 
 def sweep(fn: Callable, seeds: Sequence[int], dtype=torch.float32, device="cpu", **options) -> SweepReport:

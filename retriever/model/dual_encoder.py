@@ -43,6 +43,16 @@ def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> to
     return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
 
 
+
+def init_temperature(module: nn.Module, config: EncoderConfig) -> None:
+    """``module.log_temperature``: log of ``config.temperature``, a parameter when ``config.learn_temperature``,
+    else a saved buffer (the trainable single- and multi-vector models alike)."""
+    log_t = torch.tensor(math.log(config.temperature), dtype=torch.float32)
+    if config.learn_temperature:
+        module.log_temperature = nn.Parameter(log_t)
+    else:
+        module.register_buffer("log_temperature", log_t, persistent=True)
+
 class DualEncoder(nn.Module):
     """Query and passage towers (one shared backbone by default) producing L2-normalised embeddings.
 
@@ -58,11 +68,7 @@ class DualEncoder(nn.Module):
         self.separate_query_backbone = query_backbone  # None: the towers share ``passage_backbone``
         if config.shared_towers != (query_backbone is None):
             raise UsageError("shared_towers=True takes one backbone; False takes a separate query_backbone")
-        log_t = torch.tensor(math.log(config.temperature), dtype=torch.float32)
-        if config.learn_temperature:
-            self.log_temperature = nn.Parameter(log_t)
-        else:
-            self.register_buffer("log_temperature", log_t, persistent=True)
+        init_temperature(self, config)
 
     # -- construction ----------------------------------------------------------------------------
     @classmethod

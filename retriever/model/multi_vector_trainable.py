@@ -23,7 +23,6 @@ Example::
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -32,7 +31,7 @@ import torch
 from torch import nn
 
 from hopscotch.retriever.model.config import MULTI_VECTOR, EncoderConfig
-from hopscotch.retriever.model.dual_encoder import trim_padding, unused_head
+from hopscotch.retriever.model.dual_encoder import init_temperature, trim_padding, unused_head
 from hopscotch.retriever.model.multi_vector import MultiVectorModel
 from hopscotch.retriever.model.rng import encode_sides
 
@@ -87,11 +86,7 @@ class TrainableMultiVector(nn.Module):
         torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
         if torch_dtype != torch.float32:
             self.st.to(torch_dtype)
-        log_t = torch.tensor(math.log(config.temperature), dtype=torch.float32)
-        if config.learn_temperature:
-            self.log_temperature = nn.Parameter(log_t)
-        else:
-            self.register_buffer("log_temperature", log_t, persistent=True)
+        init_temperature(self, config)
 
     @property
     def temperature(self) -> torch.Tensor:
