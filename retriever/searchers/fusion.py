@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hopscotch.retriever.errors import FormatError, UsageError
 from hopscotch.retriever.io.arg_types import finite_float, non_negative_float, positive_int, unit_interval
@@ -100,14 +100,15 @@ def interpolate(sparse: Hits, dense: Hits, alpha: float = 1.0, k: int | None = N
 
 def fuse(method: str, sparse: Hits, dense: Hits, k: int, alpha: float = 1.0, rrf_k: float = 60,
          depth: int | None = None, weights: Sequence[float] | None = None) -> list[tuple[str, float]]:
-    """Dispatch on ``method`` (``rrf`` or ``interp``) for one query's BM25 and dense lists; ``weights``
-    (``w_bm25, w_dense``) make RRF weighted."""
+    """Dispatch on ``method`` (``rrf``, ``interp`` or ``adaptive``) for one query's BM25 and dense lists;
+    ``weights`` (``w_bm25, w_dense``) make RRF weighted; ``adaptive`` is :data:`DEFAULT_ADAPTIVE` with
+    ``alpha`` as its base weight."""
     if method == "rrf":
         return reciprocal_rank_fusion([sparse, dense], rrf_k=rrf_k, depth=depth, k=k, weights=weights)
     if method == "interp":
         return interpolate(sparse, dense, alpha=alpha, k=k, depth=depth)
     if method == "adaptive":
-        return FusionSettings("adaptive", alpha=alpha, normalization="zscore").apply(sparse, dense, k=k, depth=depth)
+        return replace(DEFAULT_ADAPTIVE, alpha=alpha, weight_on_dense=False).apply(sparse, dense, k=k, depth=depth)
     raise UsageError(f"unknown fusion {method!r}: use one of {', '.join(FUSION_METHODS)}")
 
 

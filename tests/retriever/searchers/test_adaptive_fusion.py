@@ -121,6 +121,17 @@ def test_maximin_prefers_the_setting_that_never_loses():
         maximin({"x": {"a": 0.1}, "y": {"a": 0.1, "b": 0.2}})
 
 
+def test_fuse_dispatches_adaptive_to_the_default_adaptive_settings():
+    from dataclasses import replace
+
+    from hopscotch.retriever.searchers.fusion import DEFAULT_ADAPTIVE, fuse
+
+    sparse, dense, _ = _one_useless_list(queries=2)
+    s, d = sorted(sparse["q0"].items(), key=lambda kv: -kv[1]), sorted(dense["q0"].items(), key=lambda kv: -kv[1])
+    want = replace(DEFAULT_ADAPTIVE, alpha=0.5, weight_on_dense=False).apply(s, d, k=5)
+    assert fuse("adaptive", s, d, k=5, alpha=0.5) == want and DEFAULT_ADAPTIVE.adapt > 0
+
+
 def test_adaptive_settings_json_cli_and_bad_values():
     s = FusionSettings.adaptive(0.4, 1.5, 0.5)
     assert s.method == "adaptive" and s.sparse_weight == pytest.approx(0.4) and s.normalization == "zscore"
