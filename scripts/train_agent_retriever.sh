@@ -88,6 +88,11 @@ if [[ -f "$OUT/train_summary.json" && -f "$OUT/final/hopscotch_config.json" ]]; 
   echo "already trained: $OUT/final"
   exit 0
 fi
-"$PY" train.py --recipe "$RECIPE" --output "$OUT" --resume \
+# --resume only when a run was started here (train.py refuses it on a folder holding nothing but data/)
+RESUME=()
+if compgen -G "$OUT/checkpoint-*" > /dev/null || [[ -f "$OUT/train_manifest.json" ]]; then
+  RESUME=(--resume)
+fi
+"$PY" train.py --recipe "$RECIPE" --output "$OUT" "${RESUME[@]}" \
   "data.train=[$T/hotpot_tuples.jsonl,$T/musique_tuples.jsonl,$T/tongyi_tuples.jsonl,$T/world_tuples.jsonl]" "$@"
 echo "trained in $((SECONDS - started)) s: $OUT/final"
