@@ -85,7 +85,9 @@ def clamp(command: str, flag: str, value: int, limit: int | None, what: str) -> 
 
 def searcher_size(searcher) -> int | None:
     """The documents a searcher can return: a dense index's count, a BM25 index's, the larger of a hybrid's
-    two; None when unknown (a remote service)."""
+    two, a reranked searcher's first stage's; None when unknown (a remote service)."""
+    if getattr(searcher, "first", None) is not None:
+        return searcher_size(searcher.first)
     parts = [p for p in (getattr(searcher, "bm25", None), getattr(searcher, "dense", None)) if p is not None]
     if parts:
         sizes = [searcher_size(p) for p in parts]
@@ -160,7 +162,7 @@ def configured_dim(model: str | os.PathLike) -> int | None:
                           or isinstance(modes, list) and len(modes) == 1)
                 dim = config.get("embedding_dimension", config.get("word_embedding_dimension"))
                 return int(dim) if single and isinstance(dim, int) and not isinstance(dim, bool) else None
-            if not kind.endswith("Normalize"):
+            if not kind.endswith(("Normalize", "MultiVectorMask")):  # neither changes the dimension
                 return None
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from hopscotch.retriever.commands.flag_types import non_negative_float, non_negative_int, positive_float, positive_int
+from hopscotch.retriever.commands.index_plan import layout_of, model_dim
 
 
 def register(sub) -> None:
@@ -83,6 +84,18 @@ def register(sub) -> None:
                       help="average document size for the docstore")
     plan.add_argument("--docs-per-second", type=positive_float, help="measured encoder throughput per GPU")
     plan.add_argument("--gpus", type=positive_int, default=1, help="GPUs/processes for the encode-time estimate")
+    mv = p.add_argument_group("multi-vector models (a --model saved with model.kind: multi_vector)")
+    mv.add_argument("--nbits", type=positive_int, default=2, choices=[1, 2, 4, 8],
+                    help="bits per dimension of each token's compressed residual")
+    mv.add_argument("--mv-centroids", type=positive_int, metavar="C",
+                    help="k-means centroids of the token vectors (default: ColBERTv2's 2^floor(log2(16 sqrt(tokens))))")
+    plan.add_argument("--multi-vector", action="store_true",
+                      help="plan a multi-vector token index (implied by a multi-vector --model)")
+    plan.add_argument("--tokens-per-doc", type=positive_float,
+                      help="multi-vector: stored tokens a document (default: measured on the first 200 documents of "
+                           "--corpus with --model, else 160)")
+    plan.add_argument("--ram-gib", type=positive_float, default=64.0,
+                      help="multi-vector: RAM a search machine gives the index (where the plan says to rerank instead)")
     plan.add_argument("--windows-per-doc", type=non_negative_float,
                       help="passage windows per document beyond its first, for the windows/ index (default: "
                            "measured on the first 1,000 documents of --corpus when --windows or the --model's "
@@ -90,61 +103,14 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _layout(args) -> str:
-    from hopscotch.retriever.index.faiss_index import is_flat
-
-    if args.layout != "auto":
-        return args.layout
-    return "shards" if is_flat(args.spec) else "merged"
-
-
-def _run_plan(args) -> int:
-    from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.index.plan import PlanOptions, plan_index
-
-    docs, dim = args.docs, args.dim
-    if docs is None:
-        if not args.corpus:
-            raise UsageError("--plan needs --docs N (or --corpus to count)")
-        from hopscotch.retriever.io.corpus import count_documents
-        docs = count_documents(args.corpus)
-    if dim is None:
-        if not args.model:
-            raise UsageError("--plan needs --dim D (or --model to read it from)")
-        dim = _model_dim(args.model)
-    if docs <= 0 or dim <= 0:
-        raise UsageError("--docs and --dim must be positive")
-    per_doc = args.windows_per_doc
-    if per_doc is None and args.corpus and args.model:
-        from hopscotch.retriever.index.windows import windows_per_document
-        per_doc, read = windows_per_document(args.corpus, args.model, args.windows, args.window_stride, args.max_length)
-        if read:
-            print(f"windows: {per_doc:.2f} a document beyond the first, measured on the first {read:,} documents")
-    options = PlanOptions(shard_size=args.shard_size, layout=_layout(args), train_size=args.train_size,
-                          avg_doc_bytes=args.avg_doc_bytes, docs_per_second=args.docs_per_second, gpus=args.gpus,
-                          windows_per_doc=per_doc or 0.0)
-    print(plan_index(docs, dim, args.spec, options).format())
-    return 0
-
-
-def _model_dim(model) -> int:
-    """The embedding dimension of a query/passage encoder: from its configs, else loaded on the CPU."""
-    from hopscotch.retriever.commands.flag_types import configured_dim
-    from hopscotch.retriever.model.loading import load_sentence_transformer
-
-    dim = configured_dim(model)
-    if dim is not None:
-        return dim
-    m = load_sentence_transformer(model, device="cpu")
-    return int((getattr(m, "get_embedding_dimension", None) or m.get_sentence_embedding_dimension)())
-
-
 def run(args) -> int:
     from hopscotch.retriever.commands.flag_types import check_device, clamp_max_length
     from hopscotch.retriever.errors import UsageError
 
     if args.plan:
-        return _run_plan(args)
+        from hopscotch.retriever.commands.index_plan import run_plan
+
+        return run_plan(args)
     check_device(args.device)
     if args.model and not args.import_tevatron:
         args.max_length = clamp_max_length("index", args.max_length, args.model)
@@ -215,6 +181,7 @@ def _build(args) -> bool:
     from hopscotch.retriever.index.encode import EncodeOptions, encode_corpus
     from hopscotch.retriever.index.faiss_index import build_faiss_index
     from hopscotch.retriever.index.faiss_spec import check_spec
+    from hopscotch.retriever.index.multi_vector_build import MultiVectorOptions
 
     check_spec(args.spec, train_size=args.train_size)  # a spec that cannot work, before hours of encoding
     t0 = time.perf_counter()
@@ -222,20 +189,21 @@ def _build(args) -> bool:
         shard_size=args.shard_size, batch_size=args.batch_size, max_length=args.max_length, device=args.device,
         docstore=not args.no_docstore, reasoning_aware=args.reasoning_aware, overwrite=args.overwrite,
         wait_timeout=args.wait_timeout, precision=args.precision, windows=args.windows,
-        window_stride=args.window_stride))
+        window_stride=args.window_stride,
+        multi_vector=MultiVectorOptions(nbits=args.nbits, num_centroids=args.mv_centroids)))
     print(f"rank {result.rank}/{result.world_size}: encoded {len(result.encoded_shards)} shards "
           f"({result.encoded_docs:,} documents, {result.docs_per_second:,.0f} docs/s), "
           f"{len(result.skipped_shards)} already done", file=sys.stderr)
     if result.meta is None:
         return False
     use_gpu = {"auto": None, "yes": True, "no": False}[args.gpu_index]
-    build_faiss_index(args.out, args.spec, layout=_layout(args), train_size=args.train_size, use_gpu=use_gpu)
+    build_faiss_index(args.out, args.spec, layout=layout_of(args), train_size=args.train_size, use_gpu=use_gpu)
     meta = result.meta
     windows = ""
     if meta.windows.get("rows"):
         from pathlib import Path
 
-        build_faiss_index(Path(args.out) / meta.windows["dir"], args.spec, layout=_layout(args),
+        build_faiss_index(Path(args.out) / meta.windows["dir"], args.spec, layout=layout_of(args),
                           train_size=args.train_size, use_gpu=use_gpu)
         windows = f", plus {meta.windows['rows']:,} passage windows (up to {meta.windows['max_windows']} a document)"
     print(f"index of {meta.num_docs:,} documents ({meta.num_shards} shards, dim {meta.dim}, {args.spec}){windows} "
@@ -303,7 +271,7 @@ def _import_tevatron(args) -> None:
     settings = model_settings(args.model) if args.model else ModelSettings("")
     docs = load_corpus_dict(args.corpus) if args.corpus else None
     first = read_tevatron_pickle(paths[0])  # checked before anything is written, then used as the first part
-    if args.model and first.reps.shape[1] != (dim := _model_dim(args.model)):
+    if args.model and first.reps.shape[1] != (dim := model_dim(args.model)):
         raise UsageError(f"{paths[0]}: {first.reps.shape[1]}-d vectors, but the query encoder --model {args.model} "
                          f"makes {dim}-d ones: queries could not be searched against them (give the model that "
                          "encoded the pickles)")
@@ -340,7 +308,7 @@ def _import_tevatron(args) -> None:
     build_docid_lookup(out, meta, corpus=args.import_tevatron, show_progress=False)
     meta.save(out)
     use_gpu = {"auto": None, "yes": True, "no": False}[args.gpu_index]
-    build_faiss_index(out, args.spec, layout=_layout(args), train_size=args.train_size, use_gpu=use_gpu)
+    build_faiss_index(out, args.spec, layout=layout_of(args), train_size=args.train_size, use_gpu=use_gpu)
     print(f"index of {num_docs:,} documents from {len(paths)} Tevatron pickles ({meta.num_shards} shards, dim "
           f"{meta.dim}, {args.spec}) written to {out} in {time.perf_counter() - t0:.1f}s"
           + ("" if args.model else "; no --model recorded: give 'search --model' the query encoder"))

@@ -1,7 +1,8 @@
 """``hopscotch replay``: re-issue an agent's recorded search calls to a candidate retriever and score them.
 
     hopscotch replay --runs PATH [--qrels Q [--duplicates D]] --searcher bm25|dense|hybrid|remote
-                     [searcher flags: --bm25 DIR, --index DIR, --model M, --url URL, ...] [--reasoning]
+                     [searcher flags: --bm25 DIR, --index DIR, --model M, --url URL, ...] [--rerank-model M ...]
+                     [--reasoning]
                      [--query-input VARIANT] [--k 10] [--label NAME] [--compare OTHER/replay.json ...]
                      [--no-plot] --out DIR
 
@@ -12,6 +13,8 @@ call with a query is re-issued, with its reasoning and context when ``--reasonin
 search`` does; calls with an empty query, and calls the trace marks as failed (unless
 ``--include-failed``), are skipped and counted.
 BM25 matches the query text only. Call ``n`` of question ``Q`` is ``Q#n`` (``n`` counts the replayed calls).
+``--rerank-model`` (every backend's flag, :mod:`hopscotch.retriever.searchers.rerank`) reranks the candidate's
+top ``--rerank-depth`` by MaxSim; the searcher is then ``NAME+rerank`` and its query input the reranker's.
 
 Writes ``DIR/calls.trec`` (the candidate's top-``k`` per call), ``DIR/replay.json`` (manifest,
 ``off_policy``, per-call ``ndcg@10`` / ``recall@k`` equal to ``hopscotch eval`` on ``calls.trec`` with
@@ -76,7 +79,7 @@ def register(sub) -> None:
     add_option(p, "--searcher", "--searcher-type", dest="searcher_type", choices=searcher_names(),
                help="the candidate retriever (default: chosen from the flags given: --bm25 and/or --index, or --url)")
     for name in searcher_names():
-        SEARCHERS[name].parse_args(p)  # --bm25, --index, --model, --query-input, --fusion, --url, ...
+        SEARCHERS[name].parse_args(p)  # --bm25, --index, --model, --query-input, --fusion, --url, --rerank-model, ...
     p.set_defaults(func=run, depth=1000)  # hybrid candidate depth as in hopscotch search
 
 
@@ -130,11 +133,11 @@ def _searcher_flags(args, name: str) -> dict:
 
 
 def _query_input(searcher, reasoning: bool) -> str | None:
-    """The query input the candidate actually used: ``query`` for plain queries and BM25; None when a
-    remote service picks its own."""
+    """The query input the candidate actually used: ``query`` for plain queries and BM25; a reranked
+    searcher's reranker's; None when a remote service picks its own."""
     if not reasoning or searcher.name == "bm25":
         return "query"
-    variant = getattr(getattr(searcher, "dense", searcher), "query_input", None)
+    variant = getattr(getattr(searcher, "dense", searcher), "query_input", None)  # RerankedSearcher: the reranker's
     if variant is None:
         return None
     return str(variant) if variant.uses_reasoning else "query"
@@ -242,9 +245,9 @@ def run(args) -> int:
         raise UsageError("--duplicates expands --qrels: give --qrels too")
     if args.qrels and not args.no_plot:
         require_matplotlib()  # fail before searching, not after
-    guard = check_outputs(args, outputs=[output_folder(args.out, REPLAY_FILES)], ignore=("batch_size",),
+    guard = check_outputs(args, outputs=[output_folder(args.out, REPLAY_FILES)], ignore=("batch_size", "rerank_cache"),
                           inputs=arg_paths(args, "runs", "qrels", "duplicates", "compare", "bm25", "corpus", "index",
-                                           "model", "fusion_config"))
+                                           "model", "fusion_config", "rerank_model"))
     loaded = _load_compared(args.compare)
     calls, queries, questions, skipped = _trajectories(args)
     qrels = None
@@ -261,7 +264,8 @@ def run(args) -> int:
         check_replays_comparable(early, other["manifest"], "this replay", path)
     if getattr(args, "query_input", None):
         args.reasoning = True  # as in hopscotch search: the dense searcher makes 'query' plain
-    searcher = searcher_from_args(args)
+    searcher = searcher_from_args(args)  # with --rerank-model: a RerankedSearcher over the backend (.first)
+    first = getattr(searcher, "first", searcher)
     if args.reasoning and searcher.name == "bm25":
         print("hopscotch replay: note: bm25 matches the query text only; the reasoning is not used", file=sys.stderr)
     query_input = _query_input(searcher, args.reasoning)
@@ -275,14 +279,14 @@ def run(args) -> int:
         searcher.close()
     seconds = time.perf_counter() - t0
     report = replay_report(calls, run_, qrels, args.k, trajectories=questions)
-    dense = getattr(searcher, "dense", searcher)
+    dense = getattr(first, "dense", first)
     corpus = getattr(args, "corpus", None) or getattr(getattr(dense, "meta", None), "corpus", None) or None
     manifest = make_manifest("replay", corpus=corpus, qrels_path=args.qrels, qrels=qrels, k=args.k,
                              query_input=query_input, protocol="hopscotch", queries_expected=len(calls),
                              queries_evaluated=report["calls"]["scored"], runs=str(args.runs),
                              searcher=searcher.name, queries=replayed, depth=run_depth(run_))
     compared, curves = _comparisons(args, loaded, manifest, report, label)
-    flags = _searcher_flags(args, searcher.name)
+    flags = _searcher_flags(args, first.name)
     result = {"manifest": manifest, "off_policy": OFF_POLICY,
               "retriever": {"label": label, "searcher": searcher.name, "query_input": query_input,
                             "reasoning": bool(args.reasoning), "flags": flags},

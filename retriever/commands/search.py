@@ -3,6 +3,7 @@
     hopscotch search --queries PATH --out RUN [--bm25 DIR] [--index DIR [--model M]] [--reasoning]
                      [--query-input VARIANT] [--instruction TEXT] [--k K] [--fusion interp|rrf|adaptive] [--alpha A]
     hopscotch search --queries PATH --out RUN --url http://HOST:PORT [--name NAME] [--token T]
+    ... [--rerank-model M [--rerank-depth N] [--rerank-cache DIR] [--rerank-late-fusion W] [--rerank-windows N]]
 
 With ``--reasoning`` the dense encoder sees ``{instruction}Reasoning: {text or 'Empty'}\\n\\nQuery:
 {query}``, ``text`` built from each query's context fields (``reasoning``, ``current_reasoning``,
@@ -11,7 +12,9 @@ With ``--reasoning`` the dense encoder sees ``{instruction}Reasoning: {text or '
 ``--reasoning``; ``--query-input query`` is the plain query). Without either, ``{instruction}{query}``. BM25 always
 matches the query text. With both ``--bm25`` and ``--index`` the lists are fused (``--fusion``; its default is chosen on the agent dev sets by the maximin rule).
 The searcher flags belong to the backends (:mod:`hopscotch.retriever.searchers.registry`); the backend is
-``--searcher-type`` or the one the flags select. The run is written by
+``--searcher-type`` or the one the flags select. ``--rerank-model`` (a multi-vector model; every backend takes
+it, as ``serve`` and ``replay`` do) reranks the first stage's top ``--rerank-depth`` by MaxSim
+(:mod:`hopscotch.retriever.searchers.rerank`). The run is written by
 :class:`hopscotch.retriever.io.runs.RunWriter`.
 """
 
@@ -26,7 +29,6 @@ from hopscotch.retriever.commands.flag_types import positive_int
 def register(sub) -> None:
     from hopscotch.retriever.io.outputs import add_overwrite_flag
     from hopscotch.retriever.searchers import add_searcher_arguments
-    from hopscotch.retriever.searchers.rerank import MultiVectorReranker
 
     p = sub.add_parser("search", help="retrieve for a query file (BM25, dense or hybrid) into a TREC run",
                        description="Retrieve the top-k documents for every query with BM25, a dense index or "
@@ -41,8 +43,8 @@ def register(sub) -> None:
                    help="documents per query (more than the index holds: all of them, with a note)")
     p.add_argument("--batch-size", type=positive_int, default=256, help="queries encoded and searched per step")
     p.add_argument("--tag", default="hopscotch", help="run tag (6th TREC column)")
-    add_searcher_arguments(p)  # --searcher-type, --bm25, --index, --model, --fusion, ... (each backend's own)
-    MultiVectorReranker.parse_args(p)  # --rerank-model, --rerank-depth, ...: over whichever first stage
+    # --searcher-type, --bm25, --index, --model, --fusion, ... (each backend's own), --rerank-model, --rerank-depth, ...
+    add_searcher_arguments(p)
     p.set_defaults(func=run, depth=1000)  # deeper hybrid candidate lists for offline runs than for serving
 
 
@@ -54,7 +56,6 @@ def run(args) -> int:
     from hopscotch.retriever.io.queries import read_queries
     from hopscotch.retriever.io.runs import RunWriter
     from hopscotch.retriever.searchers import iter_search, searcher_from_args
-    from hopscotch.retriever.searchers.rerank import rerank_from_args
 
     if args.k <= 0 or args.batch_size <= 0:
         raise UsageError("--k and --batch-size must be positive")
@@ -70,16 +71,16 @@ def run(args) -> int:
                                   for q in queries):
         print(f"hopscotch search: note: no query in {args.queries} has a 'reasoning' (or other context) field; "
               "every query is encoded with 'Reasoning: Empty'", file=sys.stderr)
-    searcher = searcher_from_args(args)
+    searcher = searcher_from_args(args)  # with --rerank-model: the first stage's top --rerank-depth by MaxSim
     k = clamp_k("search", args.k, searcher)
-    dense = getattr(searcher, "dense", searcher)
+    first = getattr(searcher, "first", searcher)  # the first stage under a reranker
+    dense = getattr(first, "dense", first)
     if args.reasoning and getattr(dense, "query_input", None) is not None:
         print(f"hopscotch search: query input: {dense.query_input}", file=sys.stderr)
     meta = getattr(dense, "meta", None)
     if meta is not None and meta.reasoning_aware and not args.reasoning:
         print(f"hopscotch search: note: {args.index} was built for reasoning-aware queries; add --reasoning "
               "to use the template", file=sys.stderr)
-    searcher = rerank_from_args(searcher, args)  # --rerank-model: the first stage's top --rerank-depth by MaxSim
     mv = getattr(searcher, "maxsim_reranker", None)
     if mv is not None:
         fused = "" if mv.late_fusion is None else f", late fusion {mv.late_fusion:g}"

@@ -2,11 +2,14 @@
 
     hopscotch serve --index DIR [--model M] [--bm25 DIR] [--host 127.0.0.1] [--port 8000] [--name NAME]
     hopscotch serve --searcher bm25 --bm25-index DIR --corpus FILE ...     (BM25 alone, no dense index)
+    hopscotch serve ... --rerank-model M [--rerank-depth N] [--rerank-cache DIR]   (reranked by MaxSim)
 
 The searcher flags are the local backends' own (:mod:`hopscotch.retriever.searchers.registry`), as in
 ``hopscotch search`` (``--searcher`` is ``--searcher-type``, ``--bm25-index`` is ``--bm25``); the remote
 client's flags are not offered (``--token`` and ``--name`` are the server's). A BM25 service without
-``--index`` reads the documents it returns from ``--corpus`` (held in memory).
+``--index`` reads the documents it returns from ``--corpus`` (held in memory). ``--rerank-model M`` (with
+``--rerank-depth N``, ...: every backend's flags, :mod:`hopscotch.retriever.searchers.rerank`) serves the
+backend's top ``--rerank-depth`` reranked by MaxSim with a multi-vector model, over REST and MCP alike.
 
 ``reason`` (a request's reasoning, cmass's tool argument) is logged to stderr (``--no-reason-log``: not)
 and encoded with the query only when the model reads reasoning: a trained reasoning-aware model, or any
@@ -42,7 +45,8 @@ def register(sub) -> None:
                                    "document endpoints (OpenAPI at /openapi.yaml, /docs). A request's 'reason' is "
                                    "logged, and encoded with the query only when the model reads reasoning (a "
                                    "trained reasoning-aware model, or --query-input VARIANT); each response says "
-                                   "which (query.reason_used).")
+                                   "which (query.reason_used). --rerank-model M reranks the backend's candidates "
+                                   "by MaxSim with a multi-vector model.")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only; '::' for IPv6 "
                                                         "and IPv4)")
     p.add_argument("--port", type=int, default=8000, help="TCP port to listen on (0: any free port)")
@@ -65,7 +69,7 @@ def register(sub) -> None:
     p.add_argument("--searcher", dest="searcher_type", choices=searcher_names(local_only=True),
                    help="the searcher backend (same as --searcher-type)")
     p.add_argument("--bm25-index", dest="bm25", metavar="DIR", help="BM25 index folder (same as --bm25)")
-    # --searcher-type, --index, --model, --bm25, --corpus, --fusion, ...: the local backends' own flags
+    # --searcher-type, --index, --model, --bm25, --corpus, --fusion, --rerank-model, ...: the local backends' own flags
     add_searcher_arguments(p, local_only=True)
     from hopscotch.retriever.serving.mcp_server import add_mcp_arguments
 
@@ -126,15 +130,13 @@ def _setup_logging(args) -> None:
             logging.getLogger(name).setLevel(logging.INFO)
 
 
-def run(args) -> int:
+def build_server(args):
+    """The bound (not yet serving) REST server ``args`` describe (its searcher built by the registry, reranked
+    with ``--rerank-model``); UsageError for a bad flag or a busy port."""
     from hopscotch.retriever.errors import UsageError
     from hopscotch.retriever.searchers import searcher_from_args
-    from hopscotch.retriever.serving.mcp_server import run_mcp, wants_mcp
     from hopscotch.retriever.serving.server import HttpLimits, make_server
 
-    args.token = resolve_token(args)
-    if wants_mcp(args):
-        return run_mcp(args)
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port}: not a TCP port")
     if "/" in args.name or not args.name.strip():
@@ -152,11 +154,21 @@ def run(args) -> int:
               "machine can query the index", file=sys.stderr)
     searcher = searcher_from_args(args, local_only=True)
     try:
-        server = make_server({args.name: searcher}, host=args.host, port=args.port, token=args.token,
-                             max_batch=args.max_batch, verbose=args.verbose, limits=limits)
+        return make_server({args.name: searcher}, host=args.host, port=args.port, token=args.token,
+                           max_batch=args.max_batch, verbose=args.verbose, limits=limits)
     except OSError as exc:
         searcher.close()
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+
+
+def run(args) -> int:
+    from hopscotch.retriever.serving.mcp_server import run_mcp, wants_mcp
+
+    args.token = resolve_token(args)
+    if wants_mcp(args):
+        return run_mcp(args)
+    server = build_server(args)
+    searcher = server.service.searchers[args.name]
     _setup_logging(args)
     variant = server.service.query_input(args.name)
     print("hopscotch serve: 'reason' is " + (f"encoded with the query as query input {variant}" if variant else

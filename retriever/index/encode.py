@@ -37,15 +37,8 @@ from pathlib import Path
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.index.corpus_shards import file_row_counts, iter_shards, num_shards, rank_block
 from hopscotch.retriever.index.docstore import build_docid_lookup
-from hopscotch.retriever.index.layout import (
-    LOOKUP_DIR,
-    META_FILE,
-    SHARD_DIR,
-    IndexMeta,
-    done_shards,
-    read_done_marker,
-    shard_file,
-)
+from hopscotch.retriever.index.layout import (LOOKUP_DIR, META_FILE, SHARD_DIR, IndexMeta, done_shards, read_done_marker,
+                                              shard_file)
 from hopscotch.retriever.index.shard_files import check_encode_config, shard_complete, wait_for_shards, write_shard
 from hopscotch.retriever.index.windows import model_window_spec, passage_length
 from hopscotch.retriever.io.corpus import Document, corpus_files
@@ -110,6 +103,7 @@ class EncodeOptions:
     show_progress: bool = True
     windows: int | None = None
     window_stride: int | None = None
+    multi_vector: object = None     # MultiVectorOptions of a multi-vector model's token index (None: defaults)
 
 
 @dataclass
@@ -141,6 +135,7 @@ class _EncodeJob:
     out_dir: Path
     options: EncodeOptions
     local_rank: int
+    multi_vector: bool = False  # a multi-vector model: shards also hold token vectors (index.multi_vector_build)
     fingerprints: dict = field(default_factory=dict)  # model_sha256, encode_sha256 (set once the config is checked)
     view: object = None         # a corpus view (index.windows.TailWindows) encoded in place of the documents
     encoder: object = None      # the loaded encoder, once one was needed
@@ -160,7 +155,7 @@ class _EncodeJob:
                 "shard_size": o.shard_size, "docstore": o.docstore, "precision": o.precision,
                 "reasoning_aware": self.reasoning_aware,
                 "document_format": f"{self.settings.passage_prefix!r} + title + ' ' + text",
-                **self.window_config()}
+                **self.window_config(), **({"kind": "multi_vector"} if self.multi_vector else {})}
 
     def window_config(self) -> dict:
         """The window settings (only when windows are on, so folders written without them still resume)."""
@@ -181,6 +176,9 @@ class _EncodeJob:
             import torch
             device = (f"cuda:{self.local_rank % max(torch.cuda.device_count(), 1)}" if torch.cuda.is_available()
                       else "cpu")
+        if self.multi_vector:  # mean token vectors as emb.npy, the tokens beside them
+            from hopscotch.retriever.index.multi_vector_encode import TokenShardEncoder
+            return TokenShardEncoder.load(self.settings.path, batch_size=self.options.batch_size, device=device)
         return DenseEncoder(self.settings.path, max_length=self.options.max_length,
                             batch_size=self.options.batch_size, device=device)
 
@@ -200,7 +198,9 @@ def _resolve_job(corpus, model, out_dir, options: EncodeOptions) -> _EncodeJob:
     out_dir.mkdir(parents=True, exist_ok=True)
     settings = model_settings(model)
     options = replace(options, rank=rank, world_size=world_size, max_length=passage_length(settings, options.max_length))
-    return _EncodeJob(corpus, str(model), settings, out_dir, options, local_rank)
+    from hopscotch.retriever.model.multi_vector import is_multi_vector_folder
+
+    return _EncodeJob(corpus, str(model), settings, out_dir, options, local_rank, is_multi_vector_folder(settings.path))
 
 
 def _corpus_signature(corpus) -> dict[str, dict]:
@@ -236,6 +236,8 @@ def _encode_corpus(corpus, model, out_dir, options: EncodeOptions | None, encode
     job = _resolve_job(corpus, model, out_dir, options or EncodeOptions())
     job.view, job.encoder = view, encoder
     opts = job.options
+    if view is None and job.multi_vector and job.window_spec().enabled:
+        raise UsageError("--windows: a multi-vector index holds documents' first tokens; rerank with --rerank-windows")
     config = job.config()
     check_encode_config(job.out_dir, config, opts.overwrite and opts.rank == 0)
     job.fingerprints = {"model_sha256": digest(config["model_files"]), "encode_sha256": digest(config)}
@@ -253,6 +255,9 @@ def _encode_corpus(corpus, model, out_dir, options: EncodeOptions | None, encode
     result.meta = meta or _finalize_index(job, total)
     if view is None and job.window_spec().enabled:
         _encode_windows(job, result)
+    if view is None and job.multi_vector:
+        from hopscotch.retriever.index.multi_vector_build import build_multi_vector_index
+        result.meta = build_multi_vector_index(job.out_dir, result.meta, opts.multi_vector)
     return result
 
 
@@ -315,7 +320,8 @@ def _encode_shard(job: _EncodeJob, encoder, shard: int, docs: list[Document], re
     texts = [job.settings.passage_prefix + format_document(d.title, d.text) for d in docs]
     with _autocast(encoder, job.options.precision):
         emb = encoder.encode_texts(texts, batch_size=job.options.batch_size)
-    write_shard(job.out_dir, shard, docs, emb, job.options.docstore, time.perf_counter() - t0)
+    write_shard(job.out_dir, shard, docs, emb, job.options.docstore, time.perf_counter() - t0,
+                extra=getattr(encoder, "extra", None))
     result.encode_seconds += time.perf_counter() - t0
     result.encoded_shards.append(shard)
     result.encoded_docs += len(docs)

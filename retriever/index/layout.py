@@ -103,6 +103,7 @@ class IndexMeta:
     model_sha256: str = ""          # digest of the model folder's files (weights, configs, tokenizer): its identity
     encode_sha256: str = ""         # digest of encode_config.json (corpus content, model files, flags); '' if imported
     windows: dict = field(default_factory=dict)  # {dir, max_windows, stride, max_length, rows}: index.windows
+    multi_vector: dict = field(default_factory=dict)  # {dir, nbits, num_centroids, num_tokens, ...}: index.multi_vector_build
 
     def __post_init__(self):
         if self.model_path and not os.path.isabs(self.model_path):  # made absolute where it was typed

@@ -52,19 +52,24 @@ def shard_complete(out_dir: Path, shard: int) -> bool:
     marker = read_done_marker(out_dir, shard)
     if marker is None:
         return False
-    needed = ["emb.npy", "ids.npy"] + (["docs.jsonl", "offsets.npy"] if marker.get("docstore") else [])
+    needed = (["emb.npy", "ids.npy"] + (["docs.jsonl", "offsets.npy"] if marker.get("docstore") else [])
+              + list(marker.get("extra") or []))
     return all(shard_file(out_dir, shard, k).is_file() for k in needed)
 
 
 def write_shard(out_dir: Path, shard: int, docs: list[Document], emb: np.ndarray, docstore: bool,
-                seconds: float) -> None:
-    """Write one shard's files atomically, the ``done.json`` marker last."""
+                seconds: float, extra: dict[str, np.ndarray] | None = None) -> None:
+    """Write one shard's files atomically, the ``done.json`` marker last; ``extra`` (``{kind: array}``, e.g. a
+    multi-vector model's ``tok.npy`` and ``doclens.npy``) are written as ``shard_XXXXX.<kind>`` and vouched for
+    by the marker."""
     folder = out_dir / SHARD_DIR
     folder.mkdir(parents=True, exist_ok=True)
     _remove_partial(out_dir, shard)
     ids = np.array([d.docid.encode("utf-8") for d in docs], dtype=bytes)
     save_npy(shard_file(out_dir, shard, "emb.npy"), emb.astype(np.float16))
     save_npy(shard_file(out_dir, shard, "ids.npy"), ids)
+    for kind, array in sorted((extra or {}).items()):
+        save_npy(shard_file(out_dir, shard, kind), array)
     if docstore:
         docs_path = shard_file(out_dir, shard, "docs.jsonl")
         tmp = docs_path.with_name(f".{docs_path.name}.tmp")
@@ -78,7 +83,8 @@ def write_shard(out_dir: Path, shard: int, docs: list[Document], emb: np.ndarray
         save_npy(shard_file(out_dir, shard, "offsets.npy"), offsets)
     write_json(shard_file(out_dir, shard, "done.json"),
                {"shard": shard, "num_docs": len(docs), "dim": int(emb.shape[1]), "docstore": docstore,
-                "first_docid": docs[0].docid, "last_docid": docs[-1].docid, "seconds": round(seconds, 3)})
+                "first_docid": docs[0].docid, "last_docid": docs[-1].docid, "seconds": round(seconds, 3),
+                **({"extra": sorted(extra)} if extra else {})})
 
 
 # what each encode_config.json key is, for the refusal message

@@ -188,6 +188,13 @@ def model_settings(model: str | os.PathLike) -> ModelSettings:
     path = resolve_model_path(model)
     if not (Path(path) / HOPSCOTCH_CONFIG).is_file():
         return ModelSettings(path)
+    if saved_model_kind(path) == MULTI_VECTOR:  # the model adds its own [D] marker / prompt to documents
+        saved = saved_hopscotch_config(path)
+        variant = saved.get("query_input") or "query"
+        return ModelSettings(path, passage_max_len=saved.get("passage_max_len"),
+                             query_max_len=saved.get("query_max_len"), query_input=variant,
+                             reasoning_aware=QueryInput.parse(variant).uses_reasoning, trained=True,
+                             late_fusion=saved.get("late_fusion"))
     c = read_saved_config(path)
     tower = Path(path) / "query_encoder"
     return ModelSettings(path, passage_prefix=c.passage_prefix, passage_max_len=c.passage_max_len,

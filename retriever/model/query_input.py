@@ -352,3 +352,12 @@ def reasoning_text(variant: QueryInput | str, context, tokenizer=None, *, query:
         return focus_text(context.reasoning or "", variant.tail, query, tokenizer,
                           question=getattr(context, "question", None))
     return _with_documents(context)
+
+
+def searcher_query_input(given: str | None, model_variant: str | None) -> QueryInput:
+    """The variant of reasoning-aware queries: ``given`` (``--query-input``), else the model's own; a model
+    without one, or whose own is ``query``, gets ``reasoning`` (``--reasoning`` asks for the template)."""
+    if given is not None:
+        return QueryInput.parse(given, "--query-input")
+    variant = QueryInput.parse(model_variant) if model_variant else REASONING
+    return variant if variant.uses_reasoning else REASONING

@@ -17,7 +17,9 @@ BrowseComp-Plus builds it with ``SearcherClass.parse_args(parser)`` then ``Searc
 AgentIR calls ``search(query, k, store_rerank=True, **kwargs)`` and reads ``result["results"]``.
 Each backend owns its command-line flags (:meth:`BaseSearcher.parse_args`, declared through
 :func:`add_option`) and is built from the parsed flags (:meth:`BaseSearcher.from_args`, which reads them
-with :func:`flag`); see :mod:`hopscotch.retriever.searchers.registry`.
+with :func:`flag`); see :mod:`hopscotch.retriever.searchers.registry`. Every backend also declares the
+multi-vector reranker's ``--rerank-*`` flags: a searcher built from flags (:meth:`BaseSearcher.from_flags`:
+``SearcherClass(args)``, the registry) is wrapped by it when ``--rerank-model`` is given.
 """
 
 from __future__ import annotations
@@ -128,13 +130,29 @@ def add_index_option(parser: argparse.ArgumentParser) -> None:
     add_option(parser, "--index", help="dense index folder (hopscotch index)")
 
 
+def _plain_build(cls, args: argparse.Namespace):
+    return cls.from_args(args)
+
+
+#: how :meth:`BaseSearcher.from_flags` builds a searcher; the reranker module (imported by every backend, as the
+#: flags' owner) sets it to build-then-rerank (:func:`set_flag_builder`), so this module imports nothing above it
+_FLAG_BUILDER = None
+
+
+def set_flag_builder(builder) -> None:
+    """Make ``builder(cls, args) -> searcher`` the one path from flags to a searcher (see :data:`_FLAG_BUILDER`)."""
+    global _FLAG_BUILDER
+    _FLAG_BUILDER = builder
+
+
 class _SearcherMeta(ABCMeta):
     """Lets ``SearcherClass(args)`` and ``SearcherClass(reranker, args)`` (BrowseComp-Plus's registry) build a
-    searcher from a parsed :class:`argparse.Namespace` through :meth:`BaseSearcher.from_args`."""
+    searcher from a parsed :class:`argparse.Namespace` through :meth:`BaseSearcher.from_flags` (so
+    ``--rerank-model`` reranks it)."""
 
     def __call__(cls, *args, **kwargs):
         if not kwargs and len(args) in (1, 2) and isinstance(args[-1], argparse.Namespace):
-            searcher = cls.from_args(args[-1])
+            searcher = cls.from_flags(args[-1])
             searcher.reranker = args[0] if len(args) == 2 else None
             return searcher
         return super().__call__(*args, **kwargs)
@@ -171,8 +189,15 @@ class BaseSearcher(ABC, metaclass=_SearcherMeta):
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> BaseSearcher:
         """Build the searcher from parsed flags (those :meth:`parse_args` added, read with :func:`flag`;
-        others are ignored). ``SearcherClass(args)`` calls this."""
+        others are ignored); :meth:`from_flags` calls this (a backend building its parts calls it too)."""
         raise NotImplementedError(f"{cls.__name__} cannot be built from flags")
+
+    @classmethod
+    def from_flags(cls, args: argparse.Namespace) -> BaseSearcher:
+        """The searcher the flags describe, whole: :meth:`from_args`, wrapped by the multi-vector reranker when
+        ``--rerank-model`` is given (:func:`~hopscotch.retriever.searchers.rerank.searcher_from_flags`). The one
+        path of ``SearcherClass(args)``, the registry's ``searcher_from_args`` and ``build_searcher``."""
+        return (_FLAG_BUILDER or _plain_build)(cls, args)
 
     @classmethod
     def selected_by(cls, args: argparse.Namespace) -> bool:
@@ -185,6 +210,12 @@ class BaseSearcher(ABC, metaclass=_SearcherMeta):
         refused when this backend is selected; a backend may say it better for its own case."""
         return (f"{option} does nothing for the {cls.name} searcher (only {' and '.join(users)} "
                 f"use{'s' if len(users) == 1 else ''} it): drop it, or pick that searcher (--searcher-type)")
+
+    @property
+    def has_documents(self) -> bool:
+        """Whether :meth:`get_document` can return documents (a BM25 searcher without ``--corpus`` or ``--index``
+        cannot): reranking needs each candidate's text."""
+        return True
 
     @property
     def takes_reasoning(self) -> bool:

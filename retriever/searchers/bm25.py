@@ -9,7 +9,14 @@ from typing import Any
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.docids import canonical_docid
-from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_index_option, add_option, flag
+from hopscotch.retriever.searchers.base import (
+    BaseSearcher,
+    Ranked,
+    add_index_option,
+    add_option,
+    flag,
+)
+from hopscotch.retriever.searchers.rerank import add_rerank_options
 from hopscotch.retriever.searchers.registry import register_searcher
 
 
@@ -35,7 +42,8 @@ class BM25Searcher(BaseSearcher):
         :class:`~hopscotch.retriever.index.docstore.DocStore` (a dense index folder's), an
         :class:`~hopscotch.retriever.index.docstore.InMemoryDocStore`, or None (hits without text)
 
-    Flags: ``--bm25 DIR`` and, for documents, ``--index DIR`` (its docstore) or ``--corpus FILE``.
+    Flags: ``--bm25 DIR`` and, for documents, ``--index DIR`` (its docstore) or ``--corpus FILE``; the reranker's
+    ``--rerank-*`` (as every backend's).
     """
 
     search_type = "BM25"
@@ -53,6 +61,7 @@ class BM25Searcher(BaseSearcher):
         add_index_option(parser)
         add_option(parser, "--corpus", help="bm25 without --index: corpus read into memory for document text "
                                             "(snippets, get_document)")
+        add_rerank_options(parser)
 
     @classmethod
     def selected_by(cls, args) -> bool:
@@ -85,6 +94,10 @@ class BM25Searcher(BaseSearcher):
 
     def get_document(self, docid: str) -> dict[str, Any] | None:
         return None if self.docstore is None else lookup_document(self.docstore, docid)
+
+    @property
+    def has_documents(self) -> bool:
+        return self.docstore is not None
 
 
 def docstore_from_args(args):

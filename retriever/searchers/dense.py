@@ -11,8 +11,16 @@ from typing import Any
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.arg_types import positive_int
 from hopscotch.retriever.model.config import checked_count, checked_weight
-from hopscotch.retriever.model.query_input import ALLOWED, REASONING, QueryInput
-from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_index_option, add_option, flag, per_query
+from hopscotch.retriever.model.query_input import ALLOWED, QueryInput, searcher_query_input  # noqa: F401
+from hopscotch.retriever.searchers.base import (
+    BaseSearcher,
+    Ranked,
+    add_index_option,
+    add_option,
+    flag,
+    per_query,
+)
+from hopscotch.retriever.searchers.rerank import add_rerank_options
 from hopscotch.retriever.searchers.bm25 import lookup_document
 from hopscotch.retriever.searchers.registry import register_searcher
 
@@ -51,15 +59,6 @@ class DenseOptions:
     first_windows_only: bool = False
 
 
-def searcher_query_input(given: str | None, model_variant: str | None) -> QueryInput:
-    """The variant of reasoning-aware queries: ``given`` (``--query-input``), else the model's own; a model
-    without one, or whose own is ``query``, gets ``reasoning`` (``--reasoning`` asks for the template)."""
-    if given is not None:
-        return QueryInput.parse(given, "--query-input")
-    variant = QueryInput.parse(model_variant) if model_variant else REASONING
-    return variant if variant.uses_reasoning else REASONING
-
-
 @register_searcher("dense")
 class DenseSearcher(BaseSearcher):
     """:param index_dir: a finished index folder
@@ -80,7 +79,7 @@ class DenseSearcher(BaseSearcher):
     is the reasoning-aware search, ``W = 0`` the plain one; plain queries are unaffected.
 
     Flags: ``--index DIR [--model M] [--instruction TEXT] [--query-input VARIANT] [--late-fusion W]
-    [--nprobe N] [--ef-search N] [--refine R] [--faiss NAME]``;
+    [--nprobe N] [--ef-search N] [--refine R] [--faiss NAME]`` and the reranker's ``--rerank-*``;
     :func:`~hopscotch.retriever.searchers.registry.build_searcher` also takes ``encoder=``.
     """
 
@@ -142,7 +141,11 @@ class DenseSearcher(BaseSearcher):
                    help="search reasoning contexts longer than N words with the query alone (late-fusion "
                         "weight 0; default: the trained model's recorded limit under the same rule as "
                         "--late-fusion, else none)")
-        add_option(parser, "--nprobe", type=positive_int, help="IVF lists probed per query")
+        add_option(parser, "--nprobe", type=positive_int,
+                   help="IVF lists probed per query (a multi-vector index: centroids per query token, default 4)")
+        add_option(parser, "--mv-candidates", type=positive_int, metavar="N",
+                   help="a multi-vector index: documents kept by centroid interaction and scored by exact MaxSim "
+                        "(default 256)")
         add_option(parser, "--ef-search", type=positive_int, help="HNSW search breadth")
         add_option(parser, "--refine", type=positive_int, default=1,
                    help="re-score k*R approximate hits exactly from the shards")
@@ -151,6 +154,7 @@ class DenseSearcher(BaseSearcher):
                         "an index built with --windows holds")
         add_option(parser, "--faiss", "--faiss-name", dest="faiss_name",
                    help="which FAISS index of --index (default: the last built)")
+        add_rerank_options(parser)
 
     @classmethod
     def selected_by(cls, args) -> bool:
@@ -173,6 +177,12 @@ class DenseSearcher(BaseSearcher):
         """The dense searcher of a ``kind`` (``dense`` or ``hybrid``) searcher's flags."""
         if not flag(args, "index"):
             raise UsageError(f"the {kind} searcher needs a dense index folder (--index)")
+        from hopscotch.retriever.searchers.multi_vector_index import MultiVectorIndexSearcher, is_multi_vector_index
+
+        if is_multi_vector_index(flag(args, "index")):  # built from a multi-vector model: late interaction
+            return MultiVectorIndexSearcher(flag(args, "index"), model=flag(args, "model"), nprobe=flag(args, "nprobe"),
+                                            candidates=flag(args, "mv_candidates"),
+                                            query_input=flag(args, "query_input"), late_fusion=flag(args, "late_fusion"))
         options = DenseOptions(faiss_name=flag(args, "faiss_name"), nprobe=flag(args, "nprobe"),
                                ef_search=flag(args, "ef_search"), refine=flag(args, "refine", 1),
                                instruction=flag(args, "instruction"),
@@ -190,6 +200,10 @@ class DenseSearcher(BaseSearcher):
         if self._query_input_given:
             return self.query_input.uses_reasoning
         return bool(self.settings.trained and self.settings.reasoning_aware)
+
+    @property
+    def has_documents(self) -> bool:
+        return bool(self.meta.docstore)
 
     @property
     def docstore(self):

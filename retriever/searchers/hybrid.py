@@ -9,6 +9,7 @@ from typing import Any
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.arg_types import finite_float, non_negative_float, positive_int
 from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, flag
+from hopscotch.retriever.searchers.rerank import add_rerank_options
 from hopscotch.retriever.searchers.bm25 import BM25Searcher
 from hopscotch.retriever.searchers.dense import DenseSearcher
 from hopscotch.retriever.searchers.fusion import (
@@ -42,6 +43,7 @@ class HybridSearcher(BaseSearcher):
     ``--normalization``, ``--rrf-k``, ``--rrf-weights``, ``--depth`` (defaults learnt on the agent dev sets: :data:`~hopscotch.retriever.searchers.fusion.DEFAULT_INTERP`,
     :data:`~hopscotch.retriever.searchers.fusion.DEFAULT_RRF`) and ``--fusion-config tuned.json`` (method and parameters from ``hopscotch tune-fusion``,
     in place of ``--fusion``/``--alpha``/``--rrf-k``); the BM25 side reads its documents from the dense index.
+    ``--rerank-model`` reranks the fused list (the hybrid searcher as a whole, not its halves).
     """
 
     extra_options = DenseSearcher.extra_options
@@ -108,6 +110,7 @@ class HybridSearcher(BaseSearcher):
         add_option(parser, "--fusion-config", metavar="JSON",
                    help="hybrid: fusion method and parameters from 'hopscotch tune-fusion --out' (replaces "
                         "--fusion/--alpha/--rrf-k; weighted RRF only this way)")
+        add_rerank_options(parser)  # also declared by both halves: once per parser
 
     @classmethod
     def selected_by(cls, args) -> bool:
@@ -190,3 +193,7 @@ class HybridSearcher(BaseSearcher):
 
     def get_document(self, docid: str) -> dict[str, Any] | None:
         return self.dense.get_document(docid)
+
+    @property
+    def has_documents(self) -> bool:
+        return self.dense.has_documents

@@ -14,10 +14,19 @@ Example::
     add_searcher_arguments(parser)            # --searcher-type plus every backend's flags, each once
     searcher = searcher_from_args(parser.parse_args([...]))
 
+Reranking: every backend declares the multi-vector reranker's ``--rerank-model``, ``--rerank-depth``, ... (once
+per parser), and :func:`searcher_from_args` and :func:`build_searcher` build through
+:meth:`~hopscotch.retriever.searchers.base.BaseSearcher.from_flags`, as ``SearcherClass(args)`` does: with
+``--rerank-model`` the searcher is a :class:`~hopscotch.retriever.searchers.rerank.RerankedSearcher` over the
+selected backend (any of them, remote too: the candidates' text comes from its ``get_document``). So every
+command that builds its searcher here (``search``, ``serve`` REST and MCP, ``replay``) reranks with no code
+of its own.
+
 One rule for flags that would do nothing: a backend flag given on the command line that the selected
 backend does not declare (``--alpha`` with ``--bm25`` alone: only hybrid fuses) is a :class:`UsageError`
 naming the flag and the searcher (:func:`refuse_unused_flags`); flags several backends declare (``--index``,
-``--corpus``) belong to each of them, and the command's own flags (``--k``, ``--queries``) are not checked.
+``--corpus``, the ``--rerank-*`` ones) belong to each of them, and the command's own flags (``--k``,
+``--queries``) are not checked.
 """
 
 from __future__ import annotations
@@ -86,7 +95,8 @@ def get_searcher_class(name: str) -> type[BaseSearcher]:
 
 
 def add_searcher_arguments(parser: argparse.ArgumentParser, local_only: bool = False) -> None:
-    """Add ``--searcher-type`` and every backend's flags to ``parser`` (shared flags once).
+    """Add ``--searcher-type`` and every backend's flags to ``parser`` (shared flags once, the reranker's
+    ``--rerank-*`` among them).
 
     With ``local_only`` only the backends over local index files (``hopscotch serve``, whose own
     ``--token`` and ``--name`` would clash with the remote client's).
@@ -100,7 +110,8 @@ def add_searcher_arguments(parser: argparse.ArgumentParser, local_only: bool = F
 
 
 def searcher_from_args(args: argparse.Namespace, local_only: bool = False) -> BaseSearcher:
-    """The searcher ``args`` describe: ``--searcher-type``, else the one backend the flags select."""
+    """The searcher ``args`` describe: ``--searcher-type``, else the one backend the flags select; reranked
+    when ``--rerank-model`` is given (:meth:`~hopscotch.retriever.searchers.base.BaseSearcher.from_flags`)."""
     kind = getattr(args, "searcher_type", None)
     if not kind:
         names = searcher_names(local_only)
@@ -113,7 +124,7 @@ def searcher_from_args(args: argparse.Namespace, local_only: bool = False) -> Ba
         kind = chosen[0]
     cls = get_searcher_class(kind)
     refuse_unused_flags(cls, args)
-    return cls.from_args(args)
+    return cls.from_flags(args)
 
 
 @functools.cache
@@ -131,7 +142,7 @@ def refuse_unused_flags(cls: type[BaseSearcher], args: argparse.Namespace) -> No
         if dest in backend_dests(cls):
             continue
         users = [name for name, other in SEARCHERS.items() if dest in backend_dests(other)]
-        if users:  # else not a backend flag: the command's or a reranker's own
+        if users:  # else not a backend flag: the command's own
             raise UsageError(cls.unused_flag_message(option, dest, users, args))
 
 
@@ -140,7 +151,8 @@ def build_searcher(kind: str, /, **options) -> BaseSearcher:
 
     Unset options take the flags' defaults; an option the backend does not declare is a TypeError.
     Example: ``build_searcher("hybrid", bm25="idx/bm25", index="idx/dense", fusion="interp", alpha=0.5)``;
-    a dense or hybrid searcher also takes ``encoder=`` (an already-loaded DenseEncoder).
+    a dense or hybrid searcher also takes ``encoder=`` (an already-loaded DenseEncoder). ``rerank_model=``
+    (and ``rerank_depth=``, ...) reranks it, as ``--rerank-model`` does.
     """
     cls = get_searcher_class(kind)
     parser = argparse.ArgumentParser(add_help=False)
@@ -152,4 +164,4 @@ def build_searcher(kind: str, /, **options) -> BaseSearcher:
                         f"{', '.join(sorted(vars(args)))})")
     vars(args).update(options)
     setattr(args, OWN_DESTS, tuple(sorted({*getattr(args, OWN_DESTS, ()), *options})))  # e.g. encoder=
-    return cls.from_args(args)
+    return cls.from_flags(args)

@@ -11,7 +11,15 @@ from urllib.parse import quote, urlencode
 from urllib.request import Request, urlopen
 
 from hopscotch.retriever.errors import HopscotchError, UsageError
-from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, flag, hit_dict, per_query
+from hopscotch.retriever.searchers.base import (
+    BaseSearcher,
+    Ranked,
+    add_option,
+    flag,
+    hit_dict,
+    per_query,
+)
+from hopscotch.retriever.searchers.rerank import add_rerank_options
 from hopscotch.retriever.searchers.registry import register_searcher
 
 
@@ -30,7 +38,8 @@ class RemoteSearcher(BaseSearcher):
     :param token: bearer token when the service was started with ``--token``
     :param threads: parallel requests for :meth:`search_batch` (the service batches them again)
 
-    Flags: ``--url URL [--name NAME] [--token T]``, named like ``hopscotch serve``'s own.
+    Flags: ``--url URL [--name NAME] [--token T]``, named like ``hopscotch serve``'s own, and the reranker's
+    ``--rerank-*``: the service's candidates are reranked locally, each one's text read with :meth:`get_document`.
     """
 
     local = False
@@ -46,6 +55,7 @@ class RemoteSearcher(BaseSearcher):
         add_option(parser, "--name", default="default", help="remote: the index name the service serves "
                                                              "(/v1/NAME/...)")
         add_option(parser, "--token", help="remote: bearer token when the service requires one")
+        add_rerank_options(parser)  # the service's candidates reranked here, their text from /doc (get_document)
 
     @classmethod
     def selected_by(cls, args) -> bool:

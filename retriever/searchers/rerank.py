@@ -22,8 +22,10 @@ first stage so that ``search_batch`` / ``search`` return the reranked lists.
   docid and a fingerprint of the model's files and the window settings.
 
 Flags (declared here, :meth:`MultiVectorReranker.parse_args`): ``--rerank-model M`` (a multi-vector folder)
-``[--rerank-depth N] [--rerank-cache DIR] [--rerank-late-fusion W] [--rerank-windows N]``; they apply to
-whatever first stage the other flags select (:func:`rerank_from_args`).
+``[--rerank-depth N] [--rerank-cache DIR] [--rerank-late-fusion W] [--rerank-windows N]``. Every backend
+declares them (:func:`~hopscotch.retriever.searchers.base.add_rerank_options`) and a searcher built from flags
+is reranked in one place, :func:`searcher_from_flags` (``SearcherClass(args)``, ``searcher_from_args``,
+``build_searcher``): ``hopscotch search``, ``serve`` (REST and MCP), ``replay`` and the harnesses all take them.
 
 Example::
 
@@ -41,10 +43,12 @@ from typing import Any
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.arg_types import positive_int, unit_interval
 from hopscotch.retriever.model.config import checked_count, checked_weight
-from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, flag, per_query
+from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, flag, per_query, set_flag_builder
 
 #: queries whose candidates are encoded and scored together (bounds the vectors held in memory)
 QUERY_CHUNK = 16
+#: destinations of the ``--rerank-*`` flags other than ``--rerank-model`` (each needs it)
+RERANK_OPTIONS = ("rerank_depth", "rerank_cache", "rerank_late_fusion", "rerank_windows")
 
 
 class MultiVectorReranker:
@@ -62,7 +66,7 @@ class MultiVectorReranker:
                  query_input: str | None = None, batch_size: int = 32, device: str | None = None):
         from hopscotch.retriever.index.windows import window_spec
         from hopscotch.retriever.model.multi_vector import MultiVectorModel, load_multi_vector_model
-        from hopscotch.retriever.searchers.dense import searcher_query_input
+        from hopscotch.retriever.model.query_input import searcher_query_input
         from hopscotch.retriever.searchers.rerank_cache import TokenCache
 
         self.model = model if isinstance(model, MultiVectorModel) else load_multi_vector_model(model, device=device)
@@ -197,16 +201,11 @@ class MultiVectorReranker:
     @classmethod
     def from_args(cls, args) -> MultiVectorReranker | None:
         """The reranker the flags ask for, or None without ``--rerank-model`` (other rerank flags then are an error)."""
-        model = flag(args, "rerank_model")
-        if not model:
-            given = [f for f in ("rerank_depth", "rerank_cache", "rerank_late_fusion", "rerank_windows")
-                     if flag(args, f) is not None]
-            if given:
-                raise UsageError(f"--{given[0].replace('_', '-')} needs --rerank-model")
+        if not rerank_requested(args):
             return None
-        return cls(model, depth=flag(args, "rerank_depth") or 100, cache_dir=flag(args, "rerank_cache"),
-                   late_fusion=flag(args, "rerank_late_fusion"), windows=flag(args, "rerank_windows") or 1,
-                   query_input=flag(args, "query_input"))
+        return cls(flag(args, "rerank_model"), depth=flag(args, "rerank_depth") or 100,
+                   cache_dir=flag(args, "rerank_cache"), late_fusion=flag(args, "rerank_late_fusion"),
+                   windows=flag(args, "rerank_windows") or 1, query_input=flag(args, "query_input"))
 
 
 class RerankedSearcher(BaseSearcher):
@@ -235,6 +234,15 @@ class RerankedSearcher(BaseSearcher):
         return self.first.get_document(docid)
 
     @property
+    def has_documents(self) -> bool:
+        return self.first.has_documents
+
+    @property
+    def query_input(self):
+        """The reranker's query input variant (what a reasoning-aware query's final order reads)."""
+        return self.maxsim_reranker.query_input
+
+    @property
     def takes_reasoning(self) -> bool:
         return self.maxsim_reranker.query_input.uses_reasoning or self.first.takes_reasoning
 
@@ -242,13 +250,53 @@ class RerankedSearcher(BaseSearcher):
         self.first.close()
 
 
+def rerank_requested(args) -> bool:
+    """Whether the flags give ``--rerank-model``; another ``--rerank-*`` flag without it is a UsageError."""
+    if flag(args, "rerank_model"):
+        return True
+    given = [f for f in RERANK_OPTIONS if flag(args, f) is not None]
+    if given:
+        raise UsageError(f"--{given[0].replace('_', '-')} needs --rerank-model")
+    return False
+
+
 def rerank_from_args(searcher: BaseSearcher, args) -> BaseSearcher:
-    """``searcher`` reranked as the ``--rerank-*`` flags ask (:class:`RerankedSearcher`), else unchanged."""
-    reranker = MultiVectorReranker.from_args(args)
-    return searcher if reranker is None else RerankedSearcher(searcher, reranker)
+    """``searcher`` reranked as the ``--rerank-*`` flags ask (:class:`RerankedSearcher`), else unchanged;
+    a first stage without documents (:attr:`~BaseSearcher.has_documents`) is a UsageError."""
+    if not rerank_requested(args):
+        return searcher
+    if not searcher.has_documents:
+        raise UsageError(f"--rerank-model needs each candidate's text, and the {searcher.name} searcher has no "
+                         "documents: give a BM25 index --corpus FILE or --index DIR (a dense index with a docstore)")
+    return RerankedSearcher(searcher, MultiVectorReranker.from_args(args))
+
+
+def searcher_from_flags(cls: type[BaseSearcher], args) -> BaseSearcher:
+    """:meth:`BaseSearcher.from_flags`: ``cls.from_args(args)``, reranked when ``--rerank-model`` is given.
+
+    The one place flags become a (reranked) searcher: ``SearcherClass(args)`` (BrowseComp-Plus, AgentIR), the
+    registry's ``searcher_from_args`` (``hopscotch search``, ``serve``, ``replay``) and ``build_searcher``.
+    Rerank flags are checked before the first stage loads; backends building their parts (hybrid's BM25 and
+    dense halves) call ``from_args``, so only the outermost searcher is reranked."""
+    rerank_requested(args)  # --rerank-depth without --rerank-model: fail before loading anything
+    searcher = cls.from_args(args)
+    try:
+        return rerank_from_args(searcher, args)
+    except BaseException:
+        searcher.close()
+        raise
 
 
 def _digest(obj) -> str:
     from hopscotch.retriever.io.fingerprint import digest
 
     return digest(obj)
+
+
+def add_rerank_options(parser) -> None:
+    """``--rerank-model``, ``--rerank-depth``, ...: the reranker's flags, which every backend declares (once per
+    parser); :meth:`BaseSearcher.from_flags` applies them through :func:`searcher_from_flags`."""
+    MultiVectorReranker.parse_args(parser)
+
+
+set_flag_builder(searcher_from_flags)

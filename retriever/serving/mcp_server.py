@@ -2,6 +2,7 @@
 
     hopscotch serve --mcp [--transport sse|stdio|streamable-http] [--k 5] [--snippet-max-tokens 512]
                     [--snippet-tokenizer Qwen/Qwen3-0.6B] [--no-get-document] --index DIR | --bm25 DIR ...
+                    [--rerank-model M ...]      (the searcher's hits reranked by MaxSim, as in hopscotch search)
 
 Tools (as BrowseComp-Plus registers them; built with :func:`build_mcp_server`):
 

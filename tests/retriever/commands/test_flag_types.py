@@ -99,10 +99,16 @@ class _Hybrid:
         self.bm25, self.dense = bm25, dense
 
 
+class _Reranked:
+    def __init__(self, first):
+        self.first = first
+
+
 def test_searcher_size_and_clamp_k(capsys):
     assert ft.searcher_size(_Dense(300)) == 300 and ft.searcher_size(_Bm25(250)) == 250
     assert ft.searcher_size(_Hybrid(_Bm25(250), _Dense(300))) == 300
     assert ft.searcher_size(object()) is None  # a remote service: unknown
+    assert ft.searcher_size(_Reranked(_Hybrid(_Bm25(250), _Dense(300)))) == 300  # a reranker's first stage's
     assert ft.clamp_k("replay", 10, _Dense(300)) == 10 and capsys.readouterr().err == ""
     assert ft.clamp_k("replay", 301, _Dense(300)) == 300
     assert "hopscotch replay: note: --k 301 > 300 documents: using 300" in capsys.readouterr().err

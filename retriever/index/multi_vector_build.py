@@ -1,0 +1,192 @@
+"""Build a multi-vector (late-interaction) index over the token vectors of an encoded index folder.
+
+``hopscotch index --model M`` with a multi-vector model folder (``model.kind: multi_vector``) encodes the corpus
+into the usual resumable shards (:mod:`hopscotch.retriever.index.encode`), each shard also holding its documents'
+token vectors (``tok.npy``, float16 ``[tokens, dim]``) and token counts (``doclens.npy``, int32); its ``emb.npy``
+holds each document's mean token vector (normalised), so the folder is also an ordinary dense index. Then rank 0
+builds, under ``mv/``, every step resumable:
+
+1. the residual codec (:mod:`hopscotch.retriever.index.multi_vector_codec`): k-means centroids over a seeded sample
+   of the token vectors and the residual buckets (``codec.json``, ``centroids.npy``);
+2. each shard's compressed tokens (``shard_XXXXX.codes.npy`` int32, ``shard_XXXXX.residuals.npy`` uint8), its
+   ``shard_XXXXX.done.json`` marker written last and naming the codec it was compressed with;
+3. the inverted file centroid -> documents (``ivf.npy`` int64 rows grouped by centroid, ``ivf_offsets.npy``);
+
+and records ``multi_vector`` in ``index.json`` (what :class:`~hopscotch.retriever.index.multi_vector_store.MultiVectorStore`
+reads). A rerun skips every finished step; a codec trained with other settings (``nbits``, centroids) recompresses.
+
+Example::
+
+    meta = build_multi_vector_index("index_dir", IndexMeta.load("index_dir"), MultiVectorOptions(nbits=2))
+    meta.multi_vector["num_tokens"], meta.multi_vector["bytes_per_token"]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.index.layout import IndexMeta, save_npy, shard_file, shard_name
+from hopscotch.retriever.index.multi_vector_codec import (CODEC_FILE, ResidualCodec, default_num_centroids,
+                                                          token_bytes)
+from hopscotch.retriever.io.common import write_json
+
+MV_DIR = "mv"
+TOKEN_FILES = ("tok.npy", "doclens.npy")
+IVF_FILE, IVF_OFFSETS_FILE = "ivf.npy", "ivf_offsets.npy"
+
+
+@dataclass
+class MultiVectorOptions:
+    """:param nbits: bits per residual dimension (1, 2, 4 or 8); :param num_centroids: k-means centroids (None:
+    :func:`~hopscotch.retriever.index.multi_vector_codec.default_num_centroids` of the token count);
+    :param sample_tokens: token vectors the codec is trained on (None: 256 per centroid, at most all);
+    :param seed: of the sample and of k-means."""
+
+    nbits: int = 2
+    num_centroids: int | None = None
+    sample_tokens: int | None = None
+    seed: int = 13
+    show_progress: bool = True
+
+
+def shard_tokens(index_dir: str | os.PathLike, shard: int) -> tuple[np.ndarray, np.ndarray]:
+    """One shard's float16 token vectors ``[T, dim]`` (memory-mapped) and int32 token counts ``[n]``."""
+    from hopscotch.retriever.index.layout import _load_shard_npy
+
+    return (_load_shard_npy(shard_file(index_dir, shard, "tok.npy"), True),
+            _load_shard_npy(shard_file(index_dir, shard, "doclens.npy"), False))
+
+
+def mv_file(index_dir: str | os.PathLike, shard: int, kind: str) -> Path:
+    """``mv/shard_XXXXX.<kind>`` (``codes.npy``, ``residuals.npy`` or ``done.json``)."""
+    return Path(index_dir) / MV_DIR / f"{shard_name(shard)}.{kind}"
+
+
+def _codec_key(codec_about: dict) -> str:
+    from hopscotch.retriever.io.fingerprint import digest
+
+    return digest({k: codec_about.get(k) for k in ("nbits", "num_centroids", "dim", "cutoffs", "values",
+                                                  "encode_sha256", "seed", "sample_tokens")})
+
+
+def _sample(index_dir: Path, meta: IndexMeta, counts: list[int], size: int, seed: int) -> np.ndarray:
+    """``size`` token vectors drawn uniformly without replacement across the shards (seeded)."""
+    total = sum(counts)
+    picks = np.sort(np.random.default_rng(seed).choice(total, size=min(size, total), replace=False))
+    out, start = [], 0
+    for shard, count in enumerate(counts):
+        local = picks[(picks >= start) & (picks < start + count)] - start
+        if len(local):
+            out.append(np.asarray(shard_tokens(index_dir, shard)[0][local], dtype=np.float32))
+        start += count
+    return np.concatenate(out)
+
+
+def _train_codec(index_dir: Path, meta: IndexMeta, counts: list[int], opts: MultiVectorOptions) -> ResidualCodec:
+    folder = index_dir / MV_DIR
+    total = sum(counts)
+    centroids = opts.num_centroids or default_num_centroids(total)
+    sample = opts.sample_tokens or min(total, 256 * centroids)
+    wanted = {"nbits": opts.nbits, "requested_centroids": centroids, "seed": opts.seed, "sample_tokens": sample,
+              "encode_sha256": meta.encode_sha256, "num_tokens": total}
+    saved = ResidualCodec.saved(folder)
+    if saved is not None and all(saved.get(k) == v for k, v in wanted.items()):
+        return ResidualCodec.load(folder)
+    if opts.show_progress:
+        print(f"multi-vector codec: k-means of {centroids:,} centroids over {sample:,} of {total:,} token vectors, "
+              f"{opts.nbits}-bit residuals", file=sys.stderr)
+    codec = ResidualCodec.train(_sample(index_dir, meta, counts, sample, opts.seed), centroids, opts.nbits, opts.seed)
+    (folder / CODEC_FILE).unlink(missing_ok=True)  # every shard compressed with the old codec is redone
+    codec.save(folder, **wanted)
+    return codec
+
+
+def _compress_shards(index_dir: Path, meta: IndexMeta, codec: ResidualCodec, key: str, show: bool) -> None:
+    from hopscotch.retriever.io.progress import progress
+
+    bar = progress(total=meta.num_shards, desc="compress token vectors", unit="shard", show=show)
+    for shard in range(meta.num_shards):
+        try:
+            done = json.loads(mv_file(index_dir, shard, "done.json").read_text())
+        except (OSError, ValueError):
+            done = None
+        if not (done and done.get("codec") == key and mv_file(index_dir, shard, "codes.npy").is_file()
+                and mv_file(index_dir, shard, "residuals.npy").is_file()):
+            mv_file(index_dir, shard, "done.json").unlink(missing_ok=True)
+            tok, doclens = shard_tokens(index_dir, shard)
+            codes, packed = [], []
+            for start in range(0, len(tok), 65_536):
+                c, p = codec.compress(np.asarray(tok[start:start + 65_536], dtype=np.float32))
+                codes.append(c)
+                packed.append(p)
+            save_npy(mv_file(index_dir, shard, "codes.npy"), np.concatenate(codes) if codes else np.zeros(0, np.int32))
+            save_npy(mv_file(index_dir, shard, "residuals.npy"), np.concatenate(packed) if packed
+                     else np.zeros((0, codec.dim * codec.nbits // 8), np.uint8))
+            write_json(mv_file(index_dir, shard, "done.json"), {"shard": shard, "codec": key,
+                                                                  "num_tokens": int(doclens.sum())})
+        bar.update(1)
+    bar.close()
+
+
+def _build_ivf(index_dir: Path, meta: IndexMeta, codec: ResidualCodec) -> tuple[np.ndarray, np.ndarray]:
+    """Per centroid, the global rows of the documents holding a token assigned to it (each once, ascending)."""
+    pairs = []
+    for shard in range(meta.num_shards):
+        _, doclens = shard_tokens(index_dir, shard)
+        codes = np.load(mv_file(index_dir, shard, "codes.npy"))
+        rows = np.repeat(np.arange(len(doclens), dtype=np.int64) + shard * meta.shard_size, doclens)
+        pairs.append(np.unique(codes.astype(np.int64) * (meta.num_docs + 1) + rows))
+    keys = np.unique(np.concatenate(pairs)) if pairs else np.zeros(0, np.int64)
+    centroid, rows = np.divmod(keys, meta.num_docs + 1)
+    offsets = np.zeros(codec.num_centroids + 1, dtype=np.int64)
+    np.cumsum(np.bincount(centroid, minlength=codec.num_centroids), out=offsets[1:])
+    return rows.astype(np.int64), offsets
+
+
+def build_multi_vector_index(index_dir: str | os.PathLike, meta: IndexMeta,
+                             options: MultiVectorOptions | None = None) -> IndexMeta:
+    """Codec, compressed shards and inverted file of a finished token-vector index folder (the module doc's
+    steps), recorded in ``index.json``; returns the updated manifest."""
+    opts = options or MultiVectorOptions()
+    index_dir = Path(index_dir)
+    counts = []
+    for shard in range(meta.num_shards):
+        for kind in TOKEN_FILES:
+            if not shard_file(index_dir, shard, kind).is_file():
+                raise UsageError(f"{shard_file(index_dir, shard, kind)}: missing; {index_dir} was not encoded by a "
+                                 "multi-vector model (rebuild it with --overwrite)")
+        counts.append(int(shard_tokens(index_dir, shard)[1].sum()))
+    if sum(counts) == 0:
+        raise UsageError(f"{index_dir}: the documents hold no token vectors (all empty?)")
+    (index_dir / MV_DIR).mkdir(exist_ok=True)
+    codec = _train_codec(index_dir, meta, counts, opts)
+    key = _codec_key(ResidualCodec.saved(index_dir / MV_DIR) or {})
+    _compress_shards(index_dir, meta, codec, key, opts.show_progress)
+    ivf_done = index_dir / MV_DIR / "ivf.done.json"
+    try:
+        fresh = json.loads(ivf_done.read_text()).get("codec") == key
+    except (OSError, ValueError):
+        fresh = False
+    if not fresh:
+        ivf_done.unlink(missing_ok=True)
+        rows, offsets = _build_ivf(index_dir, meta, codec)
+        save_npy(index_dir / MV_DIR / IVF_FILE, rows)
+        save_npy(index_dir / MV_DIR / IVF_OFFSETS_FILE, offsets)
+        write_json(ivf_done, {"codec": key, "entries": int(len(rows))})
+    total = sum(counts)
+    meta.multi_vector = {"dir": MV_DIR, "codec": key, "nbits": codec.nbits, "num_centroids": codec.num_centroids,
+                         "dim": codec.dim, "num_tokens": total, "tokens_per_doc": round(total / meta.num_docs, 2),
+                         "bytes_per_token": token_bytes(codec.dim, codec.nbits)}
+    meta.save(index_dir)
+    if opts.show_progress:
+        print(f"multi-vector index: {total:,} tokens ({total / meta.num_docs:.1f} per document), "
+              f"{codec.num_centroids:,} centroids, {token_bytes(codec.dim, codec.nbits):g} bytes per token",
+              file=sys.stderr)
+    return meta

@@ -1,0 +1,135 @@
+"""Search-time reader of a multi-vector index (``mv/``, built by :mod:`hopscotch.retriever.index.multi_vector_build`).
+
+Candidate generation follows PLAID's first two stages, on the compressed index only:
+
+1. **probe**: each query token's ``nprobe`` best centroids; the candidates are the documents of their inverted
+   lists (``ivf.npy``);
+2. **centroid interaction**: each candidate is scored by MaxSim with every document token replaced by its
+   centroid (``sum_q max_t <q, c(t)>``, from the ``[query tokens, centroids]`` score matrix and the token codes
+   alone), and the best ``candidates`` are kept;
+
+then the caller scores those exactly on the decompressed token vectors (:meth:`MultiVectorStore.document_vectors`),
+e.g. with :meth:`hopscotch.retriever.searchers.rerank.MultiVectorReranker.scores`. Codes and residuals are memory-
+mapped; only the per-document token offsets (8 bytes a document) and the inverted file are held in RAM.
+
+Example::
+
+    store = MultiVectorStore("index_dir")
+    rows, approx = store.candidates(query_tokens, nprobe=4, candidates=256)
+    vectors = store.document_vectors(rows)              # [float32 tensor (n_tokens, dim)] per row
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.index.layout import IndexMeta
+from hopscotch.retriever.index.multi_vector_build import IVF_FILE, IVF_OFFSETS_FILE, MV_DIR, mv_file, shard_tokens
+from hopscotch.retriever.index.multi_vector_codec import ResidualCodec
+
+#: document tokens scored per block in the centroid-interaction stage (bounds a [query tokens, block] matrix)
+TOKEN_BLOCK = 262_144
+
+
+class MultiVectorStore:
+    """The compressed token vectors, their codec and the inverted file of one index folder."""
+
+    def __init__(self, index_dir: str | os.PathLike, meta: IndexMeta | None = None):
+        self.index_dir = Path(index_dir)
+        self.meta = meta or IndexMeta.load(index_dir)
+        if not self.meta.multi_vector:
+            raise UsageError(f"{index_dir}: not a multi-vector index (its model is single-vector, or the build "
+                             "stopped before the token codec: rerun 'hopscotch index' with the same flags)")
+        folder = self.index_dir / MV_DIR
+        self.codec = ResidualCodec.load(folder)
+        self.ivf = np.load(folder / IVF_FILE, mmap_mode="r")
+        self.ivf_offsets = np.load(folder / IVF_OFFSETS_FILE)
+        self.codes, self.residuals, starts = [], [], []
+        for shard in range(self.meta.num_shards):
+            self.codes.append(np.load(mv_file(index_dir, shard, "codes.npy"), mmap_mode="r"))
+            self.residuals.append(np.load(mv_file(index_dir, shard, "residuals.npy"), mmap_mode="r"))
+            doclens = shard_tokens(index_dir, shard)[1]
+            offsets = np.zeros(len(doclens) + 1, dtype=np.int64)
+            np.cumsum(doclens, out=offsets[1:])
+            starts.append(offsets)
+        self.token_offsets = starts   # per shard: document i's tokens are codes[offsets[i]:offsets[i + 1]]
+
+    @property
+    def dim(self) -> int:
+        return self.codec.dim
+
+    def _locate(self, row: int) -> tuple[int, int, int]:
+        shard, local = divmod(int(row), self.meta.shard_size)
+        offsets = self.token_offsets[shard]
+        return shard, int(offsets[local]), int(offsets[local + 1])
+
+    def probe(self, query: np.ndarray, nprobe: int) -> np.ndarray:
+        """Sorted unique rows of the documents in the inverted lists of each query token's ``nprobe`` best
+        centroids."""
+        scores = np.asarray(query, dtype=np.float32) @ self.codec.centroids.T
+        nprobe = min(nprobe, scores.shape[1])
+        best = np.argpartition(-scores, nprobe - 1, axis=1)[:, :nprobe]
+        lists = [self.ivf[self.ivf_offsets[c]:self.ivf_offsets[c + 1]] for c in np.unique(best)]
+        return np.unique(np.concatenate(lists)) if lists else np.zeros(0, np.int64)
+
+    def centroid_scores(self, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """PLAID's centroid interaction: MaxSim of ``query`` against each document's token centroids, float32."""
+        cscores = np.asarray(query, dtype=np.float32) @ self.codec.centroids.T      # [q, C]
+        out = np.zeros(len(rows), dtype=np.float32)
+        spans = [self._locate(r) for r in rows]
+        start = 0
+        while start < len(rows):
+            stop, tokens = start, 0
+            while stop < len(rows) and (tokens == 0 or tokens + spans[stop][2] - spans[stop][1] <= TOKEN_BLOCK):
+                tokens += spans[stop][2] - spans[stop][1]
+                stop += 1
+            block = spans[start:stop]
+            codes = np.concatenate([self.codes[s][a:b] for s, a, b in block])
+            lens = np.array([b - a for _, a, b in block])
+            if len(codes):
+                sims = cscores[:, codes]                                        # [q, tokens]
+                heads = np.concatenate([[0], np.cumsum(lens)[:-1]])
+                present = lens > 0
+                best = np.maximum.reduceat(sims, heads[present], axis=1)       # [q, docs with tokens]
+                out[start:stop][present] = best.sum(axis=0)
+            start = stop
+        return out
+
+    def candidates(self, query: np.ndarray, nprobe: int = 4, candidates: int = 256,
+                   plain: np.ndarray | None = None, weight: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+        """The best ``candidates`` rows by centroid interaction and their approximate scores, best first.
+
+        With ``plain`` (the query-only encoding under late fusion) both encodings probe, and the approximate
+        score is ``weight * cs(query) / |query| + (1 - weight) * cs(plain) / |plain|`` as the exact one is."""
+        rows = self.probe(query, nprobe)
+        if plain is not None:
+            rows = np.union1d(rows, self.probe(plain, nprobe))
+        if not len(rows):
+            return rows, np.zeros(0, dtype=np.float32)
+        approx = self.centroid_scores(query, rows)
+        if plain is not None:
+            approx = (weight * approx / max(len(query), 1)
+                      + (1 - weight) * self.centroid_scores(plain, rows) / max(len(plain), 1))
+        keep = np.argsort(-approx, kind="stable")[:candidates]
+        return rows[keep], approx[keep]
+
+    def document_vectors(self, rows) -> list:
+        """The decompressed token vectors of each row, float32 tensors ``(n_tokens, dim)``."""
+        import torch
+
+        out = []
+        for row in rows:
+            shard, a, b = self._locate(row)
+            out.append(torch.from_numpy(self.codec.decompress(self.codes[shard][a:b], self.residuals[shard][a:b])))
+        return out
+
+    def nbytes(self) -> dict[str, int]:
+        """Bytes on disk of the compressed index (codes, residuals, inverted file, centroids) and of the raw
+        float16 token vectors kept beside it in ``shards/``."""
+        compressed = sum(f.stat().st_size for f in (self.index_dir / MV_DIR).iterdir() if f.is_file())
+        raw = sum(p.stat().st_size for p in (self.index_dir / "shards").glob("*.tok.npy"))
+        return {"compressed": compressed, "raw_tokens": raw}

@@ -1,0 +1,122 @@
+"""Full-corpus late-interaction search over a multi-vector index (PLAID-style; :mod:`hopscotch.retriever.index.multi_vector_store`).
+
+``hopscotch search --index DIR`` (and every command, service and harness that builds the ``dense`` backend) gives
+this searcher when ``DIR`` was built from a multi-vector model: candidates come from the token centroids
+(``--nprobe`` centroids per query token, the best ``--mv-candidates`` by centroid interaction), and those are
+scored by exact MaxSim on their decompressed token vectors, with the same query encoding, query input variants and
+late fusion (``--late-fusion W``) as the MaxSim reranker (:class:`~hopscotch.retriever.searchers.rerank.MultiVectorReranker`),
+so a full-index search and a rerank of the same candidates give the same scores up to the residual compression.
+
+Example::
+
+    searcher = MultiVectorIndexSearcher("mv_index", nprobe=4, candidates=256)
+    searcher.search_batch(["expert comparisons"], k=10, reasonings=["find studies ..."], reasoning_aware=True)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, per_query
+from hopscotch.retriever.searchers.bm25 import lookup_document
+
+DEFAULT_NPROBE = 4
+DEFAULT_CANDIDATES = 256
+
+
+class MultiVectorIndexSearcher(BaseSearcher):
+    """:param index_dir: a finished multi-vector index folder; :param model: the query encoder (default: the
+    index's model); :param nprobe: centroids probed per query token; :param candidates: documents kept by
+    centroid interaction and scored exactly; :param query_input, late_fusion: as for the reranker."""
+
+    name = "multi_vector"
+    search_type = "multi_vector"
+
+    def __init__(self, index_dir: str | os.PathLike, model: str | os.PathLike | None = None, *,
+                 nprobe: int | None = None, candidates: int | None = None, query_input: str | None = None,
+                 late_fusion: float | None = None, batch_size: int = 32, device: str | None = None):
+        from hopscotch.retriever.index.layout import IndexMeta, ShardIds
+        from hopscotch.retriever.index.multi_vector_store import MultiVectorStore
+        from hopscotch.retriever.searchers.rerank import MultiVectorReranker
+
+        self.meta = IndexMeta.load(index_dir)
+        self.index_dir = index_dir
+        self.store = MultiVectorStore(index_dir, self.meta)
+        self.nprobe = nprobe or DEFAULT_NPROBE
+        self.candidates = candidates or DEFAULT_CANDIDATES
+        self.scorer = MultiVectorReranker(model or self.meta.model_path, depth=self.candidates, cache_dir=None,
+                                          late_fusion=late_fusion, query_input=query_input, batch_size=batch_size,
+                                          device=device)
+        if self.scorer.model.dim != self.store.dim:
+            raise UsageError(f"model {model} encodes {self.scorer.model.dim}-d token vectors but {index_dir} holds "
+                             f"{self.store.dim}-d ones (built with {self.meta.model})")
+        self._query_input_given = query_input is not None
+        self.ids = ShardIds(index_dir, self.meta)
+        self._docstore = None
+
+    @property
+    def query_input(self):
+        return self.scorer.query_input
+
+    @property
+    def late_fusion(self) -> float | None:
+        return self.scorer.late_fusion
+
+    @property
+    def takes_reasoning(self) -> bool:
+        if self._query_input_given:
+            return self.query_input.uses_reasoning
+        return self.scorer.query_input.uses_reasoning
+
+    def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
+                     reasoning_aware: bool | Sequence[bool] = False, show_progress: bool = False) -> list[Ranked]:
+        if not queries:
+            return []
+        reasonings = per_query(reasonings, len(queries), "reasonings")
+        aware = per_query(reasoning_aware, len(queries), "reasoning_aware")
+        out = []
+        w = 1.0 if self.late_fusion is None else self.late_fusion
+        for q_main, q_plain in self.scorer._query_vectors(list(queries), reasonings, aware):
+            rows, _ = self.store.candidates(q_main.numpy(), self.nprobe, max(self.candidates, k),
+                                            plain=None if q_plain is None else q_plain.numpy(), weight=w)
+            if not len(rows):
+                out.append([])
+                continue
+            scores = self.scorer.scores(q_main, q_plain, [[v] for v in self.store.document_vectors(rows)])
+            order = np.argsort(-np.asarray(scores), kind="stable")[:k]
+            out.append([(self.ids.docid(rows[i]), float(scores[i])) for i in order])
+        return out
+
+    @property
+    def has_documents(self) -> bool:
+        return bool(self.meta.docstore)
+
+    @property
+    def docstore(self):
+        if self._docstore is None and self.meta.docstore:
+            from hopscotch.retriever.index.docstore import DocStore
+            self._docstore = DocStore(self.index_dir, self.meta)
+        return self._docstore
+
+    def get_document(self, docid: str) -> dict[str, Any] | None:
+        if self.docstore is None:
+            print(f"warning: {self.index_dir} has no docstore", file=sys.stderr)
+            return None
+        return lookup_document(self.docstore, docid)
+
+
+def is_multi_vector_index(index_dir: str | os.PathLike) -> bool:
+    """Whether ``index_dir``'s manifest records a multi-vector token index."""
+    import json
+    from pathlib import Path
+
+    try:
+        return bool(json.loads((Path(index_dir) / "index.json").read_text()).get("multi_vector"))
+    except (OSError, ValueError, AttributeError):
+        return False

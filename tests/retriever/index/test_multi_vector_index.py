@@ -1,0 +1,183 @@
+"""The multi-vector (PLAID-style) index: residual codec, build, resume, sharded build, search through every path that
+builds the dense backend (CLI search, hybrid with BM25, the BrowseComp-Plus registry), fidelity to exact MaxSim,
+and ``index --plan`` for token indexes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from hopscotch.retriever.index.multi_vector_codec import ResidualCodec, default_num_centroids, token_bytes
+from hopscotch.retriever.io.runs import read_run
+
+
+def unit(rng, n, d):
+    x = rng.standard_normal((n, d)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("nbits, floor", [(1, 0.75), (2, 0.85), (4, 0.97), (8, 0.995)])
+def test_codec_round_trip_gets_closer_with_more_bits(nbits, floor):
+    rng = np.random.default_rng(0)
+    sample, vectors = unit(rng, 4000, 32), unit(rng, 500, 32)
+    codec = ResidualCodec.train(sample, num_centroids=64, nbits=nbits, seed=1)
+    codes, packed = codec.compress(vectors)
+    assert codes.dtype == np.int32 and packed.dtype == np.uint8 and packed.shape == (500, 32 * nbits // 8)
+    back = codec.decompress(codes, packed)
+    cos = (back * vectors).sum(axis=1)
+    assert cos.mean() > floor and np.allclose(np.linalg.norm(back, axis=1), 1, atol=1e-5)
+    assert np.array_equal(codes, (vectors @ codec.centroids.T).argmax(axis=1))
+    assert token_bytes(32, nbits) == 4 + 32 * nbits / 8
+
+
+def test_codec_saves_and_loads_identically(tmp_path):
+    rng = np.random.default_rng(3)
+    codec = ResidualCodec.train(unit(rng, 1000, 16), num_centroids=16, nbits=2, seed=0)
+    codec.save(tmp_path / "mv", seed=0)
+    again = ResidualCodec.load(tmp_path / "mv")
+    v = unit(rng, 50, 16)
+    assert np.array_equal(codec.decompress(*codec.compress(v)), again.decompress(*again.compress(v)))
+    assert default_num_centroids(10_000) == 1024 and default_num_centroids(100) == 12
+
+
+@pytest.fixture(scope="module")
+def mv_world(small_world, tiny_bert_dir, tmp_path_factory):
+    from hopscotch.retriever.cli import main
+    from hopscotch.retriever.model.multi_vector import build_multi_vector_model
+
+    root = tmp_path_factory.mktemp("mv_index")
+    build_multi_vector_model(tiny_bert_dir, dim=16, query_max_len=32, passage_max_len=48, query_augmentation=8,
+                             seed=0, device="cpu").save(root / "mv")
+    corpus = small_world / "corpus.jsonl"
+    assert main(["bm25-index", "--corpus", str(corpus), "--out", str(root / "bm25")]) == 0
+    assert main(["index", "--corpus", str(corpus), "--model", str(root / "mv"), "--out", str(root / "idx"),
+                 "--shard-size", "64", "--nbits", "8", "--mv-centroids", "64"]) == 0
+    rows = [json.loads(line) for line in (small_world / "queries.jsonl").read_text().splitlines()][:8]
+    for i, row in enumerate(rows):
+        if i % 2:
+            row["reasoning"] = f"The agent first checked {row['text'].split()[0]} and now wants the rest."
+    (root / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return {"root": root, "corpus": corpus, "mv": root / "mv", "idx": root / "idx", "bm25": root / "bm25",
+            "queries": root / "queries.jsonl", "rows": rows}
+
+
+def exact_top(model, corpus, query, k):
+    """Exact MaxSim over every document (float16-rounded token vectors, as the shards store them)."""
+    from hopscotch.retriever.model.multi_vector import maxsim
+
+    docs = [json.loads(line) for line in corpus.read_text().splitlines()]
+    vectors = [v.half().float() for v in model.encode_documents([(d.get("title"), d["text"]) for d in docs])]
+    scores = maxsim(model.encode_queries([query], reasoning_aware=False)[0], vectors)
+    return [docs[i]["_id"] for i in torch.argsort(scores, descending=True, stable=True)[:k].tolist()]
+
+
+def test_manifest_and_files_record_the_token_index(mv_world):
+    meta = json.loads((mv_world["idx"] / "index.json").read_text())
+    mv = meta["multi_vector"]
+    assert mv["nbits"] == 8 and mv["num_centroids"] == 64 and mv["dim"] == 16 and mv["bytes_per_token"] == 20
+    assert mv["num_tokens"] == sum(int(np.load(p).sum()) for p in (mv_world["idx"] / "shards").glob("*.doclens.npy"))
+    assert meta["dim"] == 16 and meta["num_docs"] == 300 and meta["num_shards"] == 5
+    offsets = np.load(mv_world["idx"] / "mv" / "ivf_offsets.npy")
+    assert offsets[0] == 0 and offsets[-1] == len(np.load(mv_world["idx"] / "mv" / "ivf.npy")) and len(offsets) == 65
+
+
+def test_full_index_search_finds_what_exact_maxsim_finds(mv_world):
+    from hopscotch.retriever.model.multi_vector import load_multi_vector_model
+    from hopscotch.retriever.searchers import build_searcher
+    from hopscotch.retriever.searchers.multi_vector_index import MultiVectorIndexSearcher
+
+    searcher = build_searcher("dense", index=str(mv_world["idx"]), nprobe=64, mv_candidates=300)
+    assert isinstance(searcher, MultiVectorIndexSearcher) and searcher.name == "multi_vector"
+    model = load_multi_vector_model(mv_world["mv"], device="cpu")
+    queries = [r["text"] for r in mv_world["rows"]]
+    hits = searcher.search_batch(queries, k=5)
+    overlap = [len({d for d, _ in h} & set(exact_top(model, mv_world["corpus"], q, 5))) / 5
+               for q, h in zip(queries, hits)]
+    assert np.mean(overlap) >= 0.9, overlap  # 8-bit residuals, every centroid probed: near-exact
+    narrow = build_searcher("dense", index=str(mv_world["idx"]), nprobe=2, mv_candidates=20).search_batch(queries, k=5)
+    assert all(len(h) == 5 for h in narrow)
+    assert all(s1 >= s2 for h in hits for (_, s1), (_, s2) in zip(h, h[1:]))
+
+
+def test_reasoning_aware_and_late_fused_queries(mv_world):
+    from hopscotch.retriever.searchers import build_searcher
+
+    rows = mv_world["rows"]
+    queries, reasonings = [r["text"] for r in rows], [r.get("reasoning") for r in rows]
+    plain = build_searcher("dense", index=str(mv_world["idx"]), query_input="query").search_batch(queries, k=5)
+    aware = build_searcher("dense", index=str(mv_world["idx"])).search_batch(queries, 5, reasonings, True)
+    fused = build_searcher("dense", index=str(mv_world["idx"]), late_fusion=0.0).search_batch(
+        queries, 5, reasonings, True)
+    assert any(a != p for a, p in zip(aware[1::2], plain[1::2]))  # the reasoning moves the ranking
+    assert [[d for d, _ in h] for h in fused] == [[d for d, _ in h] for h in plain]  # w = 0: the query alone
+
+
+def test_cli_search_hybrid_and_browsecomp_registry(mv_world, cli, tmp_path):
+    import argparse
+
+    from hopscotch.retriever.searchers import SEARCHERS
+
+    code, out, err = cli("search", "--queries", mv_world["queries"], "--index", mv_world["idx"], "--k", 5,
+                         "--out", tmp_path / "mv.trec", "--reasoning")
+    assert code == 0, err
+    assert all(len(v) == 5 for v in read_run(tmp_path / "mv.trec").values())
+    code, out, err = cli("search", "--queries", mv_world["queries"], "--index", mv_world["idx"], "--bm25",
+                         mv_world["bm25"], "--k", 5, "--out", tmp_path / "hy.trec")
+    assert code == 0, err
+    assert len(read_run(tmp_path / "hy.trec")) == len(mv_world["rows"])
+    parser = argparse.ArgumentParser()  # BrowseComp-Plus's registry: its own flags, the searcher's, then cls(args)
+    parser.add_argument("--searcher-type", choices=list(SEARCHERS))
+    parser.add_argument("--model", default="gpt-4.1")  # the agent's LLM: ours becomes --hopscotch-model
+    SEARCHERS["dense"].parse_args(parser)
+    searcher = SEARCHERS["dense"](parser.parse_args(["--searcher-type", "dense", "--index", str(mv_world["idx"])]))
+    hits = searcher.search(mv_world["rows"][0]["text"], 3)
+    assert len(hits) == 3 and all(h["text"] and h["docid"] for h in hits)
+
+
+def test_rerun_resumes_and_new_settings_recompress(mv_world, tmp_path):
+    from hopscotch.retriever.cli import main
+
+    idx = tmp_path / "idx"
+    shutil.copytree(mv_world["idx"], idx)
+    args = ["index", "--corpus", str(mv_world["corpus"]), "--model", str(mv_world["mv"]), "--out", str(idx),
+            "--shard-size", "64", "--nbits", "8", "--mv-centroids", "64"]
+    stamp = {p.name: p.stat().st_mtime_ns for p in (idx / "mv").iterdir()}
+    (idx / "mv" / "shard_00002.done.json").unlink()  # killed while compressing shard 2
+    assert main(args) == 0
+    after = {p.name: p.stat().st_mtime_ns for p in (idx / "mv").iterdir()}
+    changed = {n for n in stamp if stamp[n] != after.get(n)}
+    assert changed == {"shard_00002.codes.npy", "shard_00002.residuals.npy", "shard_00002.done.json"}
+    assert main(args[:-4] + ["--nbits", "2", "--mv-centroids", "64"]) == 0
+    meta = json.loads((idx / "index.json").read_text())["multi_vector"]
+    assert meta["nbits"] == 2 and np.load(idx / "mv" / "shard_00000.residuals.npy").shape[1] == 4
+
+
+def test_two_ranks_build_the_same_index_as_one(mv_world, tmp_path):
+    from hopscotch.retriever.index.encode import EncodeOptions, encode_corpus
+    from hopscotch.retriever.index.multi_vector_build import MultiVectorOptions
+
+    opts = dict(shard_size=64, multi_vector=MultiVectorOptions(nbits=8, num_centroids=64), show_progress=False)
+    assert encode_corpus(mv_world["corpus"], mv_world["mv"], tmp_path / "two", EncodeOptions(
+        rank=1, world_size=2, **opts)).meta is None  # rank 1 encodes its shards and leaves
+    result = encode_corpus(mv_world["corpus"], mv_world["mv"], tmp_path / "two", EncodeOptions(
+        rank=0, world_size=2, wait_timeout=5, **opts))
+    assert result.encoded_shards == [0, 1] and result.meta.multi_vector["num_tokens"] > 0  # rank 1 did 2, 3, 4
+    for name in ("ivf.npy", "centroids.npy", "shard_00004.codes.npy", "shard_00004.residuals.npy"):
+        assert np.array_equal(np.load(tmp_path / "two" / "mv" / name), np.load(mv_world["idx"] / "mv" / name)), name
+
+
+def test_windows_are_refused_and_the_plan_sizes_tokens(mv_world, cli, tmp_path):
+    code, _, err = cli("index", "--corpus", mv_world["corpus"], "--model", mv_world["mv"], "--out",
+                       tmp_path / "w", "--windows", "2")
+    assert code == 2 and "--rerank-windows" in err
+    code, out, _ = cli("index", "--plan", "--model", mv_world["mv"], "--docs", "1000", "--tokens-per-doc", "40")
+    assert code == 0 and "dim 16" in out and "8 B a token" in out and "NOT SENSIBLE" not in out
+    code, out, _ = cli("index", "--plan", "--multi-vector", "--docs", "553000000", "--dim", "128",
+                       "--tokens-per-doc", "180")
+    assert code == 0 and "36 B a token" in out and "NOT SENSIBLE at 553,000,000 documents" in out
+    code, out, _ = cli("index", "--plan", "--model", mv_world["mv"], "--corpus", mv_world["corpus"], "--docs", "300")
+    assert code == 0 and "measured on the first 200 documents" in out
