@@ -124,6 +124,33 @@ class MultiVectorReranker:
             found.update(new)
         return {d: [torch.from_numpy(np.asarray(w, dtype=np.float32)) for w in ws] for d, ws in found.items()}
 
+    def seed_cache(self, index_dir: str | os.PathLike) -> int:
+        """Fill the token cache from a multi-vector index built with this very model (its shards' float16 token
+        vectors are what :meth:`document_vectors` would encode and cache: the same text, ``title + " " + text``),
+        so that reranking a corpus that was indexed encodes nothing. Returns the documents added; an index of
+        another model, or a reranker with windows, is a UsageError."""
+        import numpy as np
+
+        from hopscotch.retriever.index.layout import IndexMeta, load_shard_ids
+        from hopscotch.retriever.index.multi_vector_build import shard_tokens
+        from hopscotch.retriever.io.fingerprint import model_fingerprint
+
+        meta = IndexMeta.load(index_dir)
+        if not meta.multi_vector or self.spec.enabled or self.model.path is None or \
+                _digest(model_fingerprint(self.model.path)) != meta.model_sha256:
+            raise UsageError(f"{index_dir}: the cache can be seeded only from a multi-vector index of the same model "
+                             "(and without --rerank-windows)")
+        added = 0
+        for shard in range(meta.num_shards):
+            ids = [raw.decode("utf-8") for raw in load_shard_ids(index_dir, shard)]
+            tokens, doclens = shard_tokens(index_dir, shard)
+            have = self.cache.get(ids)
+            new = [i for i, d in enumerate(ids) if d not in have]
+            offsets = np.concatenate([[0], np.cumsum(doclens)])
+            self.cache.put({ids[i]: [np.asarray(tokens[offsets[i]:offsets[i + 1]])] for i in new})
+            added += len(new)
+        return added
+
     # -- scoring ---------------------------------------------------------------------------------
     def _query_vectors(self, queries, reasonings, aware):
         """Per query ``(q_main, q_plain)``: the encoding in use and, under late fusion, the query-only one."""

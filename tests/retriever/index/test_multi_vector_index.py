@@ -181,3 +181,62 @@ def test_windows_are_refused_and_the_plan_sizes_tokens(mv_world, cli, tmp_path):
     assert code == 0 and "36 B a token" in out and "NOT SENSIBLE at 553,000,000 documents" in out
     code, out, _ = cli("index", "--plan", "--model", mv_world["mv"], "--corpus", mv_world["corpus"], "--docs", "300")
     assert code == 0 and "measured on the first 200 documents" in out
+
+
+def test_rerank_cache_seeded_from_the_index_encodes_nothing(mv_world, tmp_path):
+    from hopscotch.retriever.searchers import build_searcher
+    from hopscotch.retriever.searchers.rerank import MultiVectorReranker, RerankedSearcher
+
+    reranker = MultiVectorReranker(mv_world["mv"], depth=20, cache_dir=tmp_path / "cache")
+    assert reranker.seed_cache(mv_world["idx"]) == 300 and reranker.seed_cache(mv_world["idx"]) == 0
+    fresh = MultiVectorReranker(mv_world["mv"], depth=20, cache_dir=tmp_path / "other")
+    reranker.cache.misses = 0
+    queries = [r["text"] for r in mv_world["rows"]]
+    bm25 = build_searcher("bm25", bm25=str(mv_world["bm25"]), corpus=str(mv_world["corpus"]))
+    seeded = RerankedSearcher(bm25, reranker).search_batch(queries, k=10)
+    encoded = RerankedSearcher(bm25, fresh).search_batch(queries, k=10)
+    assert reranker.cache.misses == 0 and fresh.cache.misses > 0
+    for a, b in zip(seeded, encoded):  # the same vectors up to batch padding: the same order, scores within 1e-3
+        assert [d for d, _ in a] == [d for d, _ in b]
+        assert np.allclose([s for _, s in a], [s for _, s in b], atol=1e-3)
+    with pytest.raises(Exception, match="same model"):
+        MultiVectorReranker(mv_world["root"] / "mv", depth=5, windows=2).seed_cache(mv_world["idx"])
+
+
+def test_serve_rest_and_mcp_answer_from_the_multi_vector_index(mv_world, monkeypatch):
+    import requests
+
+    from hopscotch.retriever.cli import build_parser
+    from hopscotch.retriever.commands.serve import build_server, resolve_token
+    from hopscotch.retriever.searchers import build_searcher, searcher_from_args
+    from hopscotch.retriever.serving.server import serve_in_thread
+
+    monkeypatch.delenv("HOPSCOTCH_SERVE_TOKEN", raising=False)
+    query, reason = mv_world["rows"][1]["text"], mv_world["rows"][1]["reasoning"]
+    ref = build_searcher("dense", index=str(mv_world["idx"]))
+    args = build_parser().parse_args(["serve", "--index", str(mv_world["idx"]), "--port", "0", "--name", "mv"])
+    args.token = resolve_token(args)
+    server = build_server(args)  # as hopscotch serve builds it
+    serve_in_thread(server)
+    try:
+        url = f"{server.url}/v1/mv/search"
+        for params, reasoning in (({}, None), ({"reason": reason}, reason)):
+            body = requests.get(url, params={"query": query, "hits": 5, **params}, timeout=60).json()
+            want = ref.search_batch([query], 5, [reasoning], reasoning_aware=reasoning is not None)[0]
+            assert [(c["docid"], c["score"]) for c in body["candidates"]] == want
+    finally:
+        server.shutdown_and_close()
+    pytest.importorskip("mcp")
+    import anyio
+    from mcp import Client
+
+    from hopscotch.retriever.serving.mcp_server import MCPOptions, build_mcp_server
+
+    args = build_parser().parse_args(["serve", "--mcp", "--index", str(mv_world["idx"]), "--k", "3"])
+    mcp = build_mcp_server(searcher_from_args(args, local_only=True), MCPOptions(k=3, snippet_max_tokens=-1))
+
+    async def call():
+        async with Client(mcp) as client:
+            return json.loads((await client.call_tool("search", {"query": query})).content[0].text)
+
+    assert [h["docid"] for h in anyio.run(call)] == [d for d, _ in ref.search_batch([query], 3)[0]]

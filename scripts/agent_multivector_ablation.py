@@ -1,0 +1,205 @@
+"""Late interaction on the agent dev sets (issue 23): multi-vector rows beside BM25 and the single-vector model.
+
+    .venv/bin/python scripts/agent_multivector_ablation.py --work /tmp/hopscotch-ablation --trained RUN/final \\
+        --mv MV_RUN/final [--peer PEER/final] [--sets ...] [--json out.json] [--no-docs]
+
+``--work`` is ``scripts/agent_ablation.py``'s cache folder (its dev sets, BM25 indexes and single-vector runs are
+reused, or built when missing). Rows, each through the CLI in-process (``hopscotch index`` / ``search``):
+
+* the multi-vector model (``--mv``, ``scripts/train_agent_retriever.sh --multi-vector``): its full index
+  (PLAID-style, ``hopscotch index --model MV``) searched query-only and with ``--reasoning``; late fusion of the
+  two with ``w`` tuned on the tune questions; reranking BM25's top 100 (``--rerank-model``) query-only and with
+  ``--reasoning``; reranking the single-vector default hybrid's top 100; and its full index fused with BM25
+  (``--fusion`` not given);
+* the untrained multi-vector MiniLM (random 384->128 projection) reranking BM25's top 100;
+* the sentence-transformers peer (``--peer``, ``scripts/st_multivector_peer.py``): full index and BM25 rerank.
+
+Rerank caches are seeded from each model's full index (``MultiVectorReranker.seed_cache``: the same vectors), so
+no document is encoded twice. Cells: nDCG@10 on test with its 95% CI and the paired randomisation p against the
+single-vector model's ``--reasoning`` defaults. Index and search wall times are recorded (2 CPU cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from agent_ablation import K, _evaluate, _settings, _tag, build_indexes, cell, fused, replace_section, search
+
+START, END = "<!-- mv-ablation:start -->", "<!-- mv-ablation:end -->"
+WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
+TIMES: dict[str, float] = {}
+
+
+def timed(key: str, fn, *args):
+    t0 = time.perf_counter()
+    out = fn(*args)
+    TIMES[key] = TIMES.get(key, 0.0) + time.perf_counter() - t0
+    return out
+
+
+def base_model(work: Path) -> str:
+    """The untrained multi-vector MiniLM (seeded projection), saved once under ``work/models``."""
+    from hopscotch.retriever.model.multi_vector import build_multi_vector_model
+
+    folder = work / "models" / "mv_base"
+    if not (folder / "hopscotch_config.json").is_file():
+        build_multi_vector_model("minilm", dim=128, query_max_len=256, passage_max_len=160, seed=0,
+                                 device="cpu").save(folder)
+    return str(folder)
+
+
+def seeded_cache(work: Path, name: str, label: str, model: str, index: Path) -> Path:
+    """A rerank cache for ``model`` filled from its full index (once)."""
+    from hopscotch.retriever.searchers.rerank import MultiVectorReranker
+
+    cache = work / "rerank_cache" / f"{name}.{label}"
+    marker = cache / ".seeded"
+    if not marker.exists() or marker.read_text() != str(index):
+        MultiVectorReranker(model, cache_dir=cache).seed_cache(index)
+        marker.write_text(str(index))
+    return cache
+
+
+def run_set(work: Path, n: str, es, paths: dict, models: dict, trained: str) -> dict:
+    """Every run of one dev set: ``{row key: run path}``."""
+    runs = work / "runs"
+    corpus_name = es.index_name or n
+    idx = build_indexes(work, corpus_name, es.corpus, {"trained": trained})
+    out = {"bm25": search(runs / f"{n}.bm25.trec", paths, "--bm25", idx["bm25"])}
+    out["sv"] = search(runs / f"{n}.trained.default.trec", paths, "--index", idx["trained"], "--model", trained,
+                       "--reasoning")
+    out["sv-hybrid"] = fused(runs / f"{n}.trained.default.hybrid-default.{_tag(None)}.trec", out["bm25"], out["sv"],
+                             _settings(None), es.tune + es.test)
+    first_bm25 = ("--bm25", idx["bm25"], "--corpus", es.corpus)
+    first_hybrid = ("--bm25", idx["bm25"], "--index", idx["trained"], "--model", trained, "--reasoning")
+    for label, model in models.items():
+        if label != "mv_base":
+            index = timed(f"index {label}", build_indexes, work, corpus_name, es.corpus, {label: model})[label]
+        else:  # rerank only: its cache is filled by encoding BM25's candidates
+            index = None
+        cache = seeded_cache(work, corpus_name, label, model, index) if index else work / "rerank_cache" / \
+            f"{corpus_name}.{label}"
+        rr = ("--rerank-model", model, "--rerank-depth", K, "--rerank-cache", cache)
+        out[f"{label}-bm25rr-query"] = timed(f"rerank {label}", search, runs / f"{n}.{label}.bm25rr.query.trec", paths,
+                                            *first_bm25, *rr)
+        if label == "mv_base":
+            continue
+        out[f"{label}-full-query"] = timed(f"search {label}", search, runs / f"{n}.{label}.full.query.trec", paths,
+                                          "--index", index)
+        if label != "mv":
+            continue
+        out["mv-full-reasoning"] = search(runs / f"{n}.mv.full.reasoning.trec", paths, "--index", index, "--reasoning")
+        for w in WEIGHTS[1:-1]:
+            out[f"mv-full-late{w:g}"] = search(runs / f"{n}.mv.full.late{w:g}.trec", paths, "--index", index,
+                                               "--reasoning", "--late-fusion", w)
+        out["mv-bm25rr-reasoning"] = search(runs / f"{n}.mv.bm25rr.reasoning.trec", paths, *first_bm25, *rr,
+                                            "--reasoning")
+        out["mv-hybridrr-reasoning"] = search(runs / f"{n}.mv.hybridrr.reasoning.trec", paths, *first_hybrid, *rr)
+        out["mv-hybrid"] = fused(runs / f"{n}.mv.full.reasoning.hybrid-default.{_tag(None)}.trec", out["bm25"],
+                                 out["mv-full-reasoning"], _settings(None), es.tune + es.test)
+    return out
+
+
+ROWS = [("BM25", "bm25"), ("single-vector trained: `search --reasoning` defaults", "sv"),
+        ("single-vector trained + BM25, `--fusion` not given", "sv-hybrid"),
+        ("multi-vector untrained (random projection): rerank BM25 top 100, query", "mv_base-bm25rr-query"),
+        ("ST peer (MultiVectorEncoder, their trainer + MNRL): full index, query", "peer-full-query"),
+        ("ST peer: rerank BM25 top 100, query", "peer-bm25rr-query"),
+        ("multi-vector trained: full index, query", "mv-full-query"),
+        ("multi-vector trained: full index, `--reasoning`", "mv-full-reasoning"),
+        *((f"multi-vector trained: full index, late fusion w={w:g}", f"mv-full-late{w:g}") for w in WEIGHTS[1:-1]),
+        ("multi-vector trained: rerank BM25 top 100, query", "mv-bm25rr-query"),
+        ("multi-vector trained: rerank BM25 top 100, `--reasoning`", "mv-bm25rr-reasoning"),
+        ("multi-vector trained: rerank the single-vector hybrid's top 100, `--reasoning`", "mv-hybridrr-reasoning"),
+        ("multi-vector trained full index `--reasoning` + BM25, `--fusion` not given", "mv-hybrid")]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--work", default="/tmp/hopscotch-ablation")
+    parser.add_argument("--trained", required=True, help="the single-vector agent model (train_agent_retriever.sh)")
+    parser.add_argument("--mv", required=True, help="the multi-vector agent model (--multi-vector)")
+    parser.add_argument("--peer", help="the sentence-transformers peer (scripts/st_multivector_peer.py)")
+    parser.add_argument("--sets", default="hotpotqa,musique,world,world_long,tongyi_utility,tongyi,tongyi_pages")
+    parser.add_argument("--json")
+    parser.add_argument("--docs", default=str(ROOT / "docs" / "benchmarks.md"))
+    parser.add_argument("--no-docs", action="store_true")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from agent_eval_sets import TITLES, build_sets
+
+    from hopscotch.retriever.evaluation.metrics import compare_runs
+    from hopscotch.retriever.io.runs import read_run
+
+    work = Path(args.work)
+    models = {"mv": str(Path(args.mv).resolve()), "mv_base": base_model(work)}
+    if args.peer:
+        models["peer"] = str(Path(args.peer).resolve())
+    sets = build_sets(work, [s for s in args.sets.split(",") if s])
+    test, tune = {}, {}
+    for n, es in sets.items():
+        paths = es.write(work / "sets" / n)
+        for key, path in run_set(work, n, es, paths, models, str(Path(args.trained).resolve())).items():
+            run = read_run(path)
+            test[n, key], tune[n, key] = _evaluate(run, es.qrels, es.test), _evaluate(run, es.qrels, es.tune)
+    voters = [n for n, es in sets.items() if es.votes]
+    by_w = {w: sum(tune[n, k].mean["ndcg@10"] for n in voters) / len(voters)
+            for w, k in [(0.0, "mv-full-query"), (1.0, "mv-full-reasoning"),
+                         *((w, f"mv-full-late{w:g}") for w in WEIGHTS[1:-1])]}
+    best_w = max(by_w, key=by_w.get)
+    lines = ["| system | " + " | ".join(f"{TITLES[n]} ({len(es.test)})" for n, es in sets.items()) + " |",
+             "|---" * (len(sets) + 1) + "|"]
+    table = {}
+    for label, key in ROWS:
+        if not all((n, key) in test for n in sets):
+            continue
+        cells = []
+        for n in sets:
+            r, ref = test[n, key], test[n, "sv"]
+            p = None if key == "sv" else compare_runs(ref, r, "ndcg@10").p_randomization
+            c = {"mean": r.mean["ndcg@10"], "ci95": r.ci95["ndcg@10"], "p": p}
+            table.setdefault(key, {})[n] = c
+            cells.append(cell(c))
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    checks = []
+    for n in sets:
+        best = max(("bm25", "mv-full-reasoning"), key=lambda k: test[n, k].mean["ndcg@10"])
+        line = [f"{TITLES[n]}:"]
+        for what, a, b in (("mv --reasoning vs mv query-only", "mv-full-query", "mv-full-reasoning"),
+                           ("mv --reasoning vs single-vector defaults", "sv", "mv-full-reasoning"),
+                           ("mv query vs ST peer query", "peer-full-query", "mv-full-query"),
+                           (f"mv hybrid vs the better component ({best})", best, "mv-hybrid")):
+            if (n, a) in test and (n, b) in test:
+                c = compare_runs(test[n, a], test[n, b], "ndcg@10")
+                line.append(f"{what}: {c.delta:+.3f} (p={c.p_randomization:.3f})")
+        checks.append("* " + " ".join(line[:1]) + " " + "; ".join(line[1:]))
+    section = "\n".join([
+        "### Late interaction on the agent dev sets (issue 23)", "",
+        f"Generated by `python scripts/agent_multivector_ablation.py --trained DIR --mv DIR --peer DIR`. nDCG@10 on "
+        "test questions with its 95% CI; `p`: paired randomisation test against the single-vector trained model's "
+        "`--reasoning` defaults. Tuned on tune questions only (voting sets: " + ", ".join(voters) + "): late-fusion "
+        f"w by mean nDCG@10 = {json.dumps({f'{k:g}': round(v, 4) for k, v in by_w.items()})}, best w = {best_w:g}.",
+        "", *lines, "", "Paired differences on test:", *checks, "",
+        "Wall times on 2 CPU cores (seconds, summed over the sets; cached steps count 0): "
+        + json.dumps({k: round(v, 1) for k, v in TIMES.items()}), ""])
+    print(section)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"table": table, "by_w": by_w, "best_w": best_w, "times": TIMES},
+                                              indent=2))
+    if not args.no_docs:
+        docs = Path(args.docs)
+        docs.write_text(replace_section(docs.read_text(), section, START, END))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
