@@ -18,7 +18,7 @@ from hopscotch.retriever.errors import HopscotchError
 
 COMMAND_MODULES = [
     "world", "bm25_index", "index", "search", "eval", "compare", "tune_fusion", "synth", "train", "serve",
-    "eval_agent", "replay", "demo",
+    "eval_agent", "replay", "demo", "audit",
 ]
 
 

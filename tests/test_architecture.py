@@ -4,7 +4,7 @@ down a fixed order of layers, and the module import graph has no cycle.
 Layers, bottom first (a module may import its own layer and the layers below it):
 
     kernels < errors < io < model, evaluation < training, index < searchers < serving
-            < data_synth < commands, cli
+            < data_synth < audit < commands, cli
 
 ``data_synth`` sits above ``retriever``'s library layers (it uses formats, BM25 and encoding) and below
 the CLI, so the CLI's imports of ``data_synth`` are the one arrow from ``retriever`` to ``data_synth``.
@@ -28,6 +28,7 @@ LAYERS = [
     ("hopscotch.retriever.searchers",),
     ("hopscotch.retriever.serving",),
     ("hopscotch.data_synth",),
+    ("hopscotch.retriever.audit",),
     ("hopscotch.retriever.commands", "hopscotch.retriever.cli", "hopscotch.retriever"),
 ]
 

@@ -1,0 +1,32 @@
+"""``hopscotch audit <kind>``: the audits of :mod:`hopscotch.retriever.audit`.
+
+Each kind is a module ``retriever/commands/audit_<kind>.py`` with ``register(kinds)`` (adds its parser to the
+``audit`` subparsers, sets ``func``); they are found by name, so adding an audit touches no list. Every audit
+writes its JSON report with ``--report PATH`` and prints its one-screen summary; the exit code is 2 when the
+audit fails (:mod:`hopscotch.retriever.commands.audit_common`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from pathlib import Path
+
+
+def audit_modules() -> list[str]:
+    """The ``audit_<kind>`` command modules beside this one, sorted."""
+    here = Path(__file__).parent
+    return sorted(m.name for m in pkgutil.iter_modules([str(here)])
+                  if m.name.startswith("audit_") and m.name != "audit_common")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("audit", help="audits: contamination, false negatives, near-duplicates, ANN fidelity, "
+                                     "model conformance, reasoning perturbation",
+                       description="Check one silent failure of training or evaluating a retriever; each audit "
+                                   "writes a JSON report (--report) and prints a one-screen summary; exit 2 when "
+                                   "it fails.")
+    kinds = p.add_subparsers(dest="audit_kind", metavar="KIND")
+    kinds.required = True
+    for name in audit_modules():
+        importlib.import_module(f"hopscotch.retriever.commands.{name}").register(kinds)
