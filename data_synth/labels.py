@@ -7,7 +7,9 @@
 * **Hard negatives**: ``negatives`` drawn at random (seeded per step) from the ranks at and below
   ``negative_start``; if that part runs short, the ranks above it are used, lowest first. Never a gold
   document, never a passage containing an answer (false-negative guard), never a near-duplicate of a
-  positive, of a gold document or of another negative (word 3-gram Jaccard >= ``near_duplicate``).
+  positive, of a gold document or of another negative (word 3-gram Jaccard >= ``near_duplicate``), and,
+  given a corpus's duplicate groups (``synth --duplicate-groups``), never a document those groups list as an
+  exact or near duplicate of a positive or gold document, whatever the candidate window holds.
 
 Example::
 
@@ -49,6 +51,7 @@ class LabelResult:
     positives: list[Candidate] = field(default_factory=list)
     negatives: list[Candidate] = field(default_factory=list)
     drop_reason: str | None = None
+    excluded_duplicates: int = 0    # candidates refused only because the duplicate groups list them
 
 
 def shingles(text: str, n: int = 3) -> frozenset:
@@ -77,9 +80,13 @@ def is_supported(c: Candidate, mode: str) -> bool:
 class Labeller:
     """Turns an oracle ranking of a candidate window into positives and hard negatives."""
 
-    def __init__(self, config: LabelConfig | None = None, seed: int = 13, cache_size: int = 100_000):
+    def __init__(self, config: LabelConfig | None = None, seed: int = 13, cache_size: int = 100_000,
+                 same_documents=None):
+        """``same_documents``: ``docid -> set of docids`` that count as it (a duplicate-group lookup,
+        :meth:`hopscotch.retriever.io.qrels.DuplicateGroups.same_documents`), or None."""
         self.config = config or LabelConfig()
         self.seed = seed
+        self.same_documents = same_documents
         self._shingles: PassageCache[frozenset] = PassageCache(shingles, cache_size)
 
     def _near_any(self, c: Candidate, others: list[Candidate]) -> bool:
@@ -107,9 +114,11 @@ class Labeller:
             return LabelResult(positives, [])
         taken = {c.docid for c in positives}
         guard = positives + [c for c in ranked if c.gold or c.question_gold]
+        grouped = set().union(*(self.same_documents(c.docid) for c in guard)) - taken if self.same_documents else set()
 
         def allowed(c: Candidate) -> bool:  # the cheap checks; near-duplicates are checked on the draw
-            return c.docid not in taken and not c.gold and not c.question_gold and not c.has_answer
+            return (c.docid not in taken and c.docid not in grouped and not c.gold and not c.question_gold
+                    and not c.has_answer)
 
         rng = random.Random(f"{self.seed}:{query_id}")
         lower = [c for c in ranked[cfg.negative_start:] if allowed(c)]
@@ -121,8 +130,10 @@ class Labeller:
                 break
             if not self._near_any(c, guard) and not self._near_any(c, negatives):
                 negatives.append(c)
+        excluded = sum(c.docid in grouped and not c.gold and not c.question_gold and not c.has_answer
+                       for c in ranked) if grouped else 0
         if not negatives:
-            return LabelResult(positives, [], drop_reason="no_negatives")
+            return LabelResult(positives, [], drop_reason="no_negatives", excluded_duplicates=excluded)
         position = {c.docid: r for r, c in enumerate(ranked)}
         negatives.sort(key=lambda c: position[c.docid])
-        return LabelResult(positives, negatives)
+        return LabelResult(positives, negatives, excluded_duplicates=excluded)

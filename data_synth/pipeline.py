@@ -54,7 +54,10 @@ class SynthInputs:
     ``traces``: trace files or folders, formats detected per file (``config.trace_format`` overrides);
     ``question_only``: label each question itself instead of trace steps (give traces or this, not both);
     ``qrels``: a qrels file instead of the one in ``qa_dir``;
-    ``bm25_index``: a saved :class:`~hopscotch.retriever.index.bm25.BM25Index` of the corpus instead of building one.
+    ``bm25_index``: a saved :class:`~hopscotch.retriever.index.bm25.BM25Index` of the corpus instead of building one;
+    ``duplicate_groups``: the corpus's duplicate groups (cmass format, ``hopscotch audit near-duplicates``): no
+    document they list as an exact or near duplicate (at any Jaccard the file lists) of a positive or gold
+    document becomes a negative.
     """
 
     qa_dir: str | os.PathLike
@@ -63,6 +66,7 @@ class SynthInputs:
     question_only: bool = False
     qrels: str | os.PathLike | None = None
     bm25_index: str | os.PathLike | None = None
+    duplicate_groups: str | os.PathLike | None = None
 
     def trace_paths(self) -> list[Path]:
         traces = [Path(t) for t in self.traces or []]
@@ -145,7 +149,11 @@ def _summarize(total: Counter, n_questions: int, config: SynthConfig) -> dict:
         "positives": {"total": total["positives_gold"] + total["positives_reranked"],
                       "gold": total["positives_gold"], "reranked": total["positives_reranked"]},
         "negatives": {"total": total["negatives"], "per_tuple": round(total["negatives"] / kept, 3) if kept else 0.0,
-                      "steps_short": total["steps_short_of_negatives"]},
+                      "steps_short": total["steps_short_of_negatives"],
+                      "excluded_by_duplicate_groups": total["negatives_excluded_duplicate_group"],
+                      # answer-bearing or near-duplicate of a positive (hopscotch audit false-negatives' cheap rules)
+                      "false_negative_rate": round(total["negatives_false"] / total["negatives"], 4)
+                      if total["negatives"] else 0.0},
         "gold_missing_from_corpus": total["gold_missing_from_corpus"],
         "config": config.fingerprint(),
     }
@@ -214,7 +222,12 @@ def synthesize(inputs: SynthInputs, out: str | os.PathLike = "tuples.jsonl", con
     if tasks:
         documents = load_corpus_dict(corpus)
         index = inputs.load_bm25(corpus, documents, config.show_progress)
-        _run(tasks, QuestionWorker(qa, documents, index, config), store, sum(len(s) for _, s in groups), config)
+        same = None
+        if inputs.duplicate_groups is not None:
+            from hopscotch.retriever.io.qrels import read_duplicate_groups
+
+            same = read_duplicate_groups(inputs.duplicate_groups, 0.0).same_documents()
+        _run(tasks, QuestionWorker(qa, documents, index, config, same), store, sum(len(s) for _, s in groups), config)
     stats = _assemble(out, store, groups, config)
     write_json(stats_path or default_stats_path(out), stats)
     store.remove()
@@ -242,7 +255,9 @@ def _manifest(config: SynthConfig, inputs: SynthInputs, groups: list, qa: QASour
             "inputs": {"qa": _input_fingerprint(qa.queries_path), "qrels": _input_fingerprint(qa.qrels_path),
                        "corpus": _input_fingerprint(corpus), "traces": {str(i): _input_fingerprint(t)
                                                                         for i, t in enumerate(traces)},
-                       "bm25_index": _input_fingerprint(inputs.bm25_index), "oracle_model": _oracle_model(config)}}
+                       "bm25_index": _input_fingerprint(inputs.bm25_index), "oracle_model": _oracle_model(config)}
+                  | ({"duplicate_groups": _input_fingerprint(inputs.duplicate_groups)}
+                     if inputs.duplicate_groups is not None else {})}
 
 
 def _check_resume(store: PartStore, manifest: dict, fresh: bool) -> None:
@@ -268,7 +283,7 @@ def _check_resume(store: PartStore, manifest: dict, fresh: bool) -> None:
 
 #: the flag that names each synth input, for messages
 _INPUT_FLAGS = {"qa": "--qa", "qrels": "--qrels", "corpus": "--corpus", "bm25_index": "--bm25-index",
-                "oracle_model": "the oracle model"}
+                "oracle_model": "the oracle model", "duplicate_groups": "--duplicate-groups"}
 
 
 def _input_changes(old: dict | None, new: dict) -> list[str | None]:

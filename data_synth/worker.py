@@ -19,7 +19,7 @@ from collections import Counter
 from hopscotch.data_synth.answers import AnswerMatcher, padded_normal_form
 from hopscotch.data_synth.candidates import CandidateGenerator
 from hopscotch.data_synth.config import SynthConfig
-from hopscotch.data_synth.labels import Labeller
+from hopscotch.data_synth.labels import Labeller, jaccard, shingles
 from hopscotch.data_synth.passage_cache import PassageCache
 from hopscotch.data_synth.qa import QASource
 from hopscotch.data_synth.rerankers import Candidate, OracleInput, build_reranker
@@ -34,10 +34,11 @@ from hopscotch.retriever.model.query_template import format_query
 class QuestionWorker:
     """Everything needed to label the steps of any question of one QA source and corpus."""
 
-    def __init__(self, qa: QASource, documents: dict[str, Document], index: BM25Index, config: SynthConfig):
+    def __init__(self, qa: QASource, documents: dict[str, Document], index: BM25Index, config: SynthConfig,
+                 same_documents=None):
         self.qa, self.documents, self.index, self.config = qa, documents, index, config
         self.generator = CandidateGenerator(index, config.depth, config.gold)
-        self.labeller = Labeller(config.label_config(), config.seed)
+        self.labeller = Labeller(config.label_config(), config.seed, same_documents=same_documents)
         self._reranker = None
         self._normal_form: PassageCache[str] = PassageCache(padded_normal_form, 200_000)  # for answer matching
 
@@ -112,6 +113,17 @@ class QuestionWorker:
             stats["positives_gold"] += sum(c.gold for c in result.positives)
             stats["positives_reranked"] += sum(not c.gold for c in result.positives)
             stats["negatives"] += len(result.negatives)
+            stats["negatives_excluded_duplicate_group"] += result.excluded_duplicates
+            stats["negatives_false"] += self._false_negatives(result)
             if len(result.negatives) < self.config.negatives:
                 stats["steps_short_of_negatives"] += 1
         return lines, dict(stats)
+
+    def _false_negatives(self, result) -> int:
+        """Negatives that break the false-negative audit's cheap rules (answer-bearing, or word 3-gram Jaccard with a
+        positive >= ``near_duplicate``; see :mod:`hopscotch.retriever.audit.false_negatives`): 0 unless the guard
+        of :mod:`~hopscotch.data_synth.labels` is broken."""
+        positives = [shingles(f"{p.title} {p.text}") for p in result.positives]
+        limit = self.labeller.config.near_duplicate
+        return sum(c.has_answer or any(jaccard(shingles(f"{c.title} {c.text}"), p) >= limit for p in positives)
+                   for c in result.negatives)

@@ -48,6 +48,10 @@ def register(sub) -> None:
                       help="keep steps whose tool call failed in the original run")
     data.add_argument("--max-questions", type=positive_int, help="only the first N questions (in trace order)")
     data.add_argument("--bm25-index", help="a saved 'hopscotch bm25-index' of the corpus (else built in memory)")
+    data.add_argument("--duplicate-groups", metavar="PATH",
+                      help="the corpus's duplicate groups (cmass format, as 'hopscotch audit near-duplicates' writes "
+                           "and 'eval --duplicates' reads): no document they list as an exact or near duplicate "
+                           "(at any Jaccard listed) of a positive or gold document is taken as a negative")
     out = p.add_argument_group("output")
     out.add_argument("--out", required=True, help="tuples JSONL to write (Tevatron / AgentIR layout)")
     out.add_argument("--stats", help="stats JSON (default: <out stem>.stats.json)")
@@ -122,7 +126,7 @@ def _inputs(args) -> list:
     from hopscotch.retriever.io.outputs import arg_paths, named_inputs
 
     return [named_inputs(args.qa, QUERY_FILES + QRELS_FILES + CORPUS_FILES), named_inputs(args.corpus, CORPUS_FILES),
-            arg_paths(args, "qrels", "traces", "bm25_index", "encoder", "cross_encoder")]
+            arg_paths(args, "qrels", "traces", "bm25_index", "encoder", "cross_encoder", "duplicate_groups")]
 
 
 def run(args) -> int:
@@ -151,7 +155,7 @@ def run(args) -> int:
     guard = check_outputs(args, outputs=[args.out, args.stats or default_stats_path(args.out)],
                           inputs=_inputs(args), ignore=("workers", "preview", "fresh"))
     inputs = SynthInputs(args.qa, args.corpus, traces=args.traces or (), question_only=args.question_only,
-                         qrels=args.qrels, bm25_index=args.bm25_index)
+                         qrels=args.qrels, bm25_index=args.bm25_index, duplicate_groups=args.duplicate_groups)
     stats = synthesize(inputs, out=args.out, config=config, stats_path=args.stats)
     guard.finish()
     if args.preview > 0:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 
 def register(sub) -> None:
+    from hopscotch.retriever.commands.audit_contamination import add_train_flags
     from hopscotch.retriever.training.trainer import build_arg_parser
 
     p = sub.add_parser("train", help="train a reasoning-aware dual encoder from a recipe",
@@ -15,11 +16,14 @@ def register(sub) -> None:
                                    "written to OUTPUT/final; OUTPUT/train_manifest.json records the run, and "
                                    "--resume continues only the same run.")
     build_arg_parser(p)
+    add_train_flags(p)  # --eval-sets, --allow-contamination, --max-contaminated
     p.set_defaults(func=run, stray_words="overrides")  # key=value may come before, between or after the flags
 
 
 def run(args) -> int:
+    from hopscotch.retriever.commands.audit_contamination import guard_training
     from hopscotch.retriever.training.trainer import train
 
+    guard_training(args)  # with --eval-sets: refuses contaminated training data (exit 2)
     print(train(args.recipe, args.output, args.overrides, resume=args.resume, overwrite=args.overwrite))
     return 0

@@ -112,16 +112,24 @@ class ResidualCodec:
         bits = np.unpackbits(buckets[:, :, None], axis=2)[:, :, 8 - self.nbits:]                   # [T, dim, nbits]
         return codes, np.packbits(bits.reshape(len(vectors), -1), axis=1)
 
+    @property
+    def byte_table(self) -> np.ndarray:
+        """``float32 [256, 8 // nbits]``: the residual values of the dimensions one packed byte holds (most
+        significant bits first, as :meth:`compress` packs them)."""
+        if getattr(self, "_table", None) is None:
+            per = 8 // self.nbits
+            shifts = 8 - self.nbits * (np.arange(per) + 1)
+            buckets = (np.arange(256)[:, None] >> shifts) & ((1 << self.nbits) - 1)
+            self._table = self.values[buckets].astype(np.float32)
+        return self._table
+
     def decompress(self, codes: np.ndarray, packed: np.ndarray) -> np.ndarray:
         """Unit-length float32 vectors ``[T, dim]``: centroid plus bucket values, renormalised."""
         codes = np.asarray(codes)
         if not len(codes):
             return np.zeros((0, self.dim), dtype=np.float32)
-        bits = np.unpackbits(np.asarray(packed, dtype=np.uint8), axis=1)[:, :self.dim * self.nbits]
-        bits = bits.reshape(len(codes), self.dim, self.nbits)
-        weights = (1 << np.arange(self.nbits - 1, -1, -1)).astype(np.uint8)
-        buckets = (bits * weights).sum(axis=2)
-        return _normalised(self.centroids[codes] + self.values[buckets])
+        residuals = self.byte_table[np.asarray(packed, dtype=np.uint8)].reshape(len(codes), -1)[:, :self.dim]
+        return _normalised(self.centroids[codes] + residuals)
 
     def to_json(self) -> dict:
         return {"nbits": self.nbits, "num_centroids": self.num_centroids, "dim": self.dim,

@@ -10,7 +10,8 @@ Candidate generation follows PLAID's first two stages, on the compressed index o
 
 then the caller scores those exactly on the decompressed token vectors (:meth:`MultiVectorStore.document_vectors`),
 e.g. with :meth:`hopscotch.retriever.searchers.rerank.MultiVectorReranker.scores`. Codes and residuals are memory-
-mapped; only the per-document token offsets (8 bytes a document) and the inverted file are held in RAM.
+mapped; the per-document token offsets (8 bytes a document), each document's distinct centroids (4 bytes each) and
+the inverted file are held in RAM.
 
 Example::
 
@@ -31,8 +32,17 @@ from hopscotch.retriever.index.layout import IndexMeta
 from hopscotch.retriever.index.multi_vector_build import IVF_FILE, IVF_OFFSETS_FILE, MV_DIR, mv_file, shard_tokens
 from hopscotch.retriever.index.multi_vector_codec import ResidualCodec
 
-#: document tokens scored per block in the centroid-interaction stage (bounds a [query tokens, block] matrix)
-TOKEN_BLOCK = 262_144
+TOKEN_BLOCK = 4_000_000   # query tokens x distinct centroids scored per block
+
+
+def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The concatenation of ``arange(s, e)`` for each pair, vectorised."""
+    lens = ends - starts
+    total = int(lens.sum())
+    if not total:
+        return np.zeros(0, dtype=np.int64)
+    shift = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens)
+    return np.arange(total, dtype=np.int64) + shift
 
 
 class MultiVectorStore:
@@ -48,24 +58,29 @@ class MultiVectorStore:
         self.codec = ResidualCodec.load(folder)
         self.ivf = np.load(folder / IVF_FILE, mmap_mode="r")
         self.ivf_offsets = np.load(folder / IVF_OFFSETS_FILE)
-        self.codes, self.residuals, starts = [], [], []
+        self.codes, self.residuals, self.token_offsets = [], [], []
+        doc_cents, doc_counts = [], []
+        C = self.codec.num_centroids
         for shard in range(self.meta.num_shards):
-            self.codes.append(np.load(mv_file(index_dir, shard, "codes.npy"), mmap_mode="r"))
+            codes = np.load(mv_file(index_dir, shard, "codes.npy"), mmap_mode="r")
+            self.codes.append(codes)
             self.residuals.append(np.load(mv_file(index_dir, shard, "residuals.npy"), mmap_mode="r"))
-            doclens = shard_tokens(index_dir, shard)[1]
+            doclens = np.asarray(shard_tokens(index_dir, shard)[1], dtype=np.int64)
             offsets = np.zeros(len(doclens) + 1, dtype=np.int64)
             np.cumsum(doclens, out=offsets[1:])
-            starts.append(offsets)
-        self.token_offsets = starts   # per shard: document i's tokens are codes[offsets[i]:offsets[i + 1]]
+            self.token_offsets.append(offsets)   # document i's tokens: codes[offsets[i]:offsets[i + 1]]
+            keys = np.unique(np.repeat(np.arange(len(doclens), dtype=np.int64), doclens) * C + np.asarray(codes))
+            doc_cents.append((keys % C).astype(np.int32))
+            doc_counts.append(np.bincount(keys // C, minlength=len(doclens)))
+        # each document's distinct centroids (CSR over global rows): what centroid interaction scores
+        self.doc_centroids = np.concatenate(doc_cents) if doc_cents else np.zeros(0, np.int32)
+        counts = np.concatenate(doc_counts) if doc_counts else np.zeros(0, np.int64)
+        self.doc_centroid_offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=self.doc_centroid_offsets[1:])
 
     @property
     def dim(self) -> int:
         return self.codec.dim
-
-    def _locate(self, row: int) -> tuple[int, int, int]:
-        shard, local = divmod(int(row), self.meta.shard_size)
-        offsets = self.token_offsets[shard]
-        return shard, int(offsets[local]), int(offsets[local + 1])
 
     def probe(self, query: np.ndarray, nprobe: int) -> np.ndarray:
         """Sorted unique rows of the documents in the inverted lists of each query token's ``nprobe`` best
@@ -77,25 +92,26 @@ class MultiVectorStore:
         return np.unique(np.concatenate(lists)) if lists else np.zeros(0, np.int64)
 
     def centroid_scores(self, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """PLAID's centroid interaction: MaxSim of ``query`` against each document's token centroids, float32."""
-        cscores = np.asarray(query, dtype=np.float32) @ self.codec.centroids.T      # [q, C]
+        """PLAID's centroid interaction: MaxSim of ``query`` against each document's distinct token centroids."""
+        import torch
+
+        cscores = torch.from_numpy(np.asarray(query, dtype=np.float32) @ self.codec.centroids.T)   # [q, C]
+        rows = np.asarray(rows, dtype=np.int64)
         out = np.zeros(len(rows), dtype=np.float32)
-        spans = [self._locate(r) for r in rows]
+        per_block = max(1, TOKEN_BLOCK // max(cscores.shape[0], 1))
         start = 0
         while start < len(rows):
-            stop, tokens = start, 0
-            while stop < len(rows) and (tokens == 0 or tokens + spans[stop][2] - spans[stop][1] <= TOKEN_BLOCK):
-                tokens += spans[stop][2] - spans[stop][1]
-                stop += 1
-            block = spans[start:stop]
-            codes = np.concatenate([self.codes[s][a:b] for s, a, b in block])
-            lens = np.array([b - a for _, a, b in block])
-            if len(codes):
-                sims = cscores[:, codes]                                        # [q, tokens]
-                heads = np.concatenate([[0], np.cumsum(lens)[:-1]])
-                present = lens > 0
-                best = np.maximum.reduceat(sims, heads[present], axis=1)       # [q, docs with tokens]
-                out[start:stop][present] = best.sum(axis=0)
+            starts = self.doc_centroid_offsets[rows[start:]]
+            ends = self.doc_centroid_offsets[rows[start:] + 1]
+            stop = start + max(1, int(np.searchsorted(np.cumsum(ends - starts), per_block, side="right")))
+            starts, ends = starts[:stop - start], ends[:stop - start]
+            cents = torch.from_numpy(self.doc_centroids[_ranges(starts, ends)].astype(np.int64))
+            if len(cents):
+                owner = torch.from_numpy(np.repeat(np.arange(stop - start), ends - starts))
+                sims = cscores[:, cents]                                                 # [q, distinct]
+                best = torch.full((sims.shape[0], stop - start), float("-inf"))
+                best.scatter_reduce_(1, owner.expand(sims.shape[0], -1), sims, "amax")
+                out[start:stop] = torch.where(torch.isinf(best), 0.0, best).sum(dim=0).numpy()
             start = stop
         return out
 
@@ -118,13 +134,21 @@ class MultiVectorStore:
         return rows[keep], approx[keep]
 
     def document_vectors(self, rows) -> list:
-        """The decompressed token vectors of each row, float32 tensors ``(n_tokens, dim)``."""
+        """The decompressed token vectors of each row, float32 tensors ``(n_tokens, dim)`` (one decompression per
+        shard for all the rows in it)."""
         import torch
 
-        out = []
-        for row in rows:
-            shard, a, b = self._locate(row)
-            out.append(torch.from_numpy(self.codec.decompress(self.codes[shard][a:b], self.residuals[shard][a:b])))
+        rows = np.asarray(rows, dtype=np.int64)
+        out: list = [None] * len(rows)
+        shards, local = np.divmod(rows, self.meta.shard_size)
+        for shard in np.unique(shards):
+            where = np.flatnonzero(shards == shard)
+            offsets = self.token_offsets[shard]
+            starts, ends = offsets[local[where]], offsets[local[where] + 1]
+            tokens = _ranges(starts, ends)
+            vectors = torch.from_numpy(self.codec.decompress(self.codes[shard][tokens], self.residuals[shard][tokens]))
+            for i, part in zip(where, torch.split(vectors, (ends - starts).tolist())):
+                out[i] = part
         return out
 
     def nbytes(self) -> dict[str, int]:

@@ -26,7 +26,7 @@ from pathlib import Path
 FULL_HASH_BYTES = 64 << 20   # files up to this size are hashed whole
 BLOCK = 1 << 20              # bytes per sampled block of a bigger file
 SAMPLES = 16                 # sampled blocks, the first at offset 0 and the last ending at the file's end
-_MODEL_SKIPPED_SUFFIXES = (".md",)  # model cards: rewriting one changes no number
+_MODEL_SKIPPED_SUFFIXES = (".md", "golden_vectors.json")  # model cards, golden probe vectors: change no number
 
 
 def file_fingerprint(path: str | os.PathLike, *, full_hash_bytes: int | None = None, block: int | None = None,
@@ -77,7 +77,8 @@ def path_fingerprint(path: str | os.PathLike) -> dict:
 def model_fingerprint(model_dir: str | os.PathLike) -> dict[str, dict]:
     """The files of a resolved model folder that decide its outputs (weights ``model.safetensors`` /
     ``pytorch_model.bin``, configs, tokenizer, pooling, a query tower), by relative path; model cards
-    (``*.md``) are left out. Big weight files are sampled (see :func:`file_fingerprint`)."""
+    (``*.md``) and golden probe vectors (``golden_vectors.json``) are left out. Big weight files are sampled
+    (see :func:`file_fingerprint`)."""
     return folder_fingerprint(model_dir, skip_suffixes=_MODEL_SKIPPED_SUFFIXES)
 
 

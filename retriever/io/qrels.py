@@ -239,9 +239,9 @@ class DuplicateGroups:
             by_root.setdefault(self._root(d), set()).add(d)
         return {d: members for members in by_root.values() if len(members) > 1 for d in members}
 
-    def expand(self, qrels: Qrels) -> Qrels:
-        """``qrels`` plus, for each relevant (grade > 0) document, its duplicates at its grade (the highest
-        grade wins where several reach one document; judged documents keep a higher grade of their own)."""
+    def same_documents(self):
+        """``f(docid) -> set``: the documents that count as ``docid`` (itself, its exact class, and the exact
+        classes of its direct near duplicates), as :meth:`expand` and ``synth --duplicate-groups`` use them."""
         exact = self.classes()
         same: dict[str, set[str]] = {}
 
@@ -255,6 +255,12 @@ class DuplicateGroups:
                 same[docid] = out
             return same[docid]
 
+        return duplicates
+
+    def expand(self, qrels: Qrels) -> Qrels:
+        """``qrels`` plus, for each relevant (grade > 0) document, its duplicates at its grade (the highest
+        grade wins where several reach one document; judged documents keep a higher grade of their own)."""
+        duplicates = self.same_documents()
         out: Qrels = {}
         for qid, docs in qrels.items():
             row = dict(docs)

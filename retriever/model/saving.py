@@ -10,6 +10,7 @@ Layout (the classic sentence-transformers files, which every sentence-transforme
       2_Normalize/                                      # when the model L2-normalises
       config_sentence_transformers.json                 # prompts: {"query": instruction, "document": prefix}
       hopscotch_config.json                             # pooling, lengths, instruction, temperature
+      golden_vectors.json                               # probe vectors at save time (hopscotch audit model)
       hopscotch_query_tokenizer.py                      # the query tokenizer (trust_remote_code only)
       README.md                                         # the model card
       query_encoder/                                    # only with separate towers: the query tower
@@ -47,6 +48,7 @@ from pathlib import Path
 import torch
 
 from hopscotch.retriever.model.config import HOPSCOTCH_CONFIG
+from hopscotch.retriever.model.golden import save_golden
 from hopscotch.retriever.model.loading import bundled_minilm_path, looks_like_hub_id
 from hopscotch.retriever.model.query_input import (
     FOCUS_QUESTION_WEIGHT,
@@ -249,6 +251,7 @@ def save_model(model, path: str | os.PathLike, training: dict | None = None) -> 
         saved = model.config_dict()
         saved["lora"] = {}  # the adapters are merged into the saved weights
         _write_json(tmp / HOPSCOTCH_CONFIG, saved)
+        save_golden(tmp, model)  # golden_vectors.json: what `hopscotch audit model` re-encodes
         info = training if training is not None else getattr(model, "training_info", None)
         (tmp / MODEL_CARD).write_text(model_card(c, path.name, base_model_name(model), info, shipped))
         old = None
@@ -274,6 +277,7 @@ def save_multi_vector(st_model, path: str | os.PathLike, config: dict) -> str:
     with atomic_folder(path) as build:
         st_model.save(str(build))
         _write_json(build / HOPSCOTCH_CONFIG, config)
+        save_golden(build, st_model, multi_vector=True)
     return str(path)
 
 
