@@ -7,13 +7,16 @@
 reused, or built when missing). Rows, each through the CLI in-process (``hopscotch index`` / ``search``):
 
 * the multi-vector model (``--mv``, ``scripts/train_agent_retriever.sh --multi-vector``): its full index
-  (PLAID-style, ``hopscotch index --model MV``) searched query-only and with ``--reasoning``; late fusion of the
-  two with ``w`` tuned on the tune questions; reranking BM25's top 100 (``--rerank-model``) query-only and with
-  ``--reasoning``; reranking the single-vector default hybrid's top 100; and its full index fused with BM25
-  (``--fusion`` not given);
+  (PLAID-style, ``hopscotch index --model MV``) searched query-only and with ``--reasoning``; reranking BM25's top
+  100 (``--rerank-model``) query-only, with ``--reasoning`` and with late fusion of the two (``--rerank-late-fusion
+  w``, w tuned on the tune questions); reranking the single-vector default hybrid's top 100; and its full index
+  fused with BM25 (``--fusion`` not given);
 * the untrained multi-vector MiniLM (random 384->128 projection) reranking BM25's top 100;
-* the sentence-transformers peer (``--peer``, ``scripts/st_multivector_peer.py``): full index and BM25 rerank.
+* the sentence-transformers peer (``--peer``, ``scripts/st_multivector_peer.py``) reranking BM25's top 100.
 
+Runs cover the test questions (late fusion also the tune ones). Default sets: those whose labels no retriever
+produced, HotpotQA and MuSiQue (``tongyi`` and ``tongyi_pages`` are pseudo-qrels of a query-only retriever, and
+``tongyi_pages``' pages are cut at the model's 160 tokens: ``--sets`` adds them).
 Rerank caches are seeded from each model's full index (``MultiVectorReranker.seed_cache``: the same vectors), so
 no document is encoded twice. Cells: nDCG@10 on test with its 95% CI and the paired randomisation p against the
 single-vector model's ``--reasoning`` defaults. Index and search wall times are recorded (2 CPU cores).
@@ -68,10 +71,22 @@ def seeded_cache(work: Path, name: str, label: str, model: str, index: Path) -> 
     return cache
 
 
+def split_queries(es, paths: dict, split: str) -> dict:
+    """``paths`` with ``queries`` cut to one split's qids (``test`` or ``tune``)."""
+    from hopscotch.retriever.io.common import write_jsonl
+
+    keep = set(getattr(es, split))
+    file = Path(paths["queries"]).with_name(f"queries_{split}.jsonl")
+    if not file.exists():
+        write_jsonl(file, [q for q in es.queries if q["_id"] in keep])
+    return {**paths, "queries": file}
+
+
 def run_set(work: Path, n: str, es, paths: dict, models: dict, trained: str) -> dict:
-    """Every run of one dev set: ``{row key: run path}``."""
+    """Every run of one dev set: ``{row key: run path}`` (test questions; late fusion also on tune)."""
     runs = work / "runs"
     corpus_name = es.index_name or n
+    test, tune = split_queries(es, paths, "test"), split_queries(es, paths, "tune")
     idx = build_indexes(work, corpus_name, es.corpus, {"trained": trained})
     out = {"bm25": search(runs / f"{n}.bm25.trec", paths, "--bm25", idx["bm25"])}
     out["sv"] = search(runs / f"{n}.trained.default.trec", paths, "--index", idx["trained"], "--model", trained,
@@ -81,43 +96,46 @@ def run_set(work: Path, n: str, es, paths: dict, models: dict, trained: str) -> 
     first_bm25 = ("--bm25", idx["bm25"], "--corpus", es.corpus)
     first_hybrid = ("--bm25", idx["bm25"], "--index", idx["trained"], "--model", trained, "--reasoning")
     for label, model in models.items():
-        if label != "mv_base":
+        index = None
+        if label == "mv":  # the others rerank only: their caches fill with BM25's candidates
             index = timed(f"index {label}", build_indexes, work, corpus_name, es.corpus, {label: model})[label]
-        else:  # rerank only: its cache is filled by encoding BM25's candidates
-            index = None
         cache = seeded_cache(work, corpus_name, label, model, index) if index else work / "rerank_cache" / \
             f"{corpus_name}.{label}"
         rr = ("--rerank-model", model, "--rerank-depth", K, "--rerank-cache", cache)
-        out[f"{label}-bm25rr-query"] = timed(f"rerank {label}", search, runs / f"{n}.{label}.bm25rr.query.trec", paths,
-                                            *first_bm25, *rr)
-        if label == "mv_base":
-            continue
-        out[f"{label}-full-query"] = timed(f"search {label}", search, runs / f"{n}.{label}.full.query.trec", paths,
-                                          "--index", index)
+        out[f"{label}-bm25rr-query"] = timed(f"rerank {label}", search, runs / f"{n}.{label}.bm25rr.query.test.trec",
+                                            test, *first_bm25, *rr)
         if label != "mv":
             continue
-        out["mv-full-reasoning"] = search(runs / f"{n}.mv.full.reasoning.trec", paths, "--index", index, "--reasoning")
-        for w in WEIGHTS[1:-1]:
-            out[f"mv-full-late{w:g}"] = search(runs / f"{n}.mv.full.late{w:g}.trec", paths, "--index", index,
-                                               "--reasoning", "--late-fusion", w)
-        out["mv-bm25rr-reasoning"] = search(runs / f"{n}.mv.bm25rr.reasoning.trec", paths, *first_bm25, *rr,
+        for key, flags in (("mv-full-query", ()), ("mv-full-reasoning", ("--reasoning",))):
+            out[key] = timed("search mv full index", search, runs / f"{n}.{key}.test.trec", test, "--index", index,
+                             *flags)
+        out["mv-bm25rr-reasoning"] = search(runs / f"{n}.mv.bm25rr.reasoning.test.trec", test, *first_bm25, *rr,
                                             "--reasoning")
-        out["mv-hybridrr-reasoning"] = search(runs / f"{n}.mv.hybridrr.reasoning.trec", paths, *first_hybrid, *rr)
-        out["mv-hybrid"] = fused(runs / f"{n}.mv.full.reasoning.hybrid-default.{_tag(None)}.trec", out["bm25"],
-                                 out["mv-full-reasoning"], _settings(None), es.tune + es.test)
+        for w in WEIGHTS[1:-1]:
+            for split, where in (("tune", tune), ("test", test)):
+                out[f"mv-bm25rr-late{w:g}" + ("-tune" if split == "tune" else "")] = search(
+                    runs / f"{n}.mv.bm25rr.late{w:g}.{split}.trec", where, *first_bm25, *rr, "--reasoning",
+                    "--rerank-late-fusion", w)
+        for split, where in (("tune", tune),):
+            out["mv-bm25rr-query-tune"] = search(runs / f"{n}.mv.bm25rr.query.tune.trec", where, *first_bm25, *rr)
+            out["mv-bm25rr-reasoning-tune"] = search(runs / f"{n}.mv.bm25rr.reasoning.tune.trec", where, *first_bm25,
+                                                     *rr, "--reasoning")
+        out["mv-hybridrr-reasoning"] = search(runs / f"{n}.mv.hybridrr.reasoning.test.trec", test, *first_hybrid, *rr)
+        out["mv-hybrid"] = fused(runs / f"{n}.mv.full.reasoning.hybrid-default.{_tag(None)}.test.trec", out["bm25"],
+                                 out["mv-full-reasoning"], _settings(None), es.test)
     return out
 
 
 ROWS = [("BM25", "bm25"), ("single-vector trained: `search --reasoning` defaults", "sv"),
         ("single-vector trained + BM25, `--fusion` not given", "sv-hybrid"),
         ("multi-vector untrained (random projection): rerank BM25 top 100, query", "mv_base-bm25rr-query"),
-        ("ST peer (MultiVectorEncoder, their trainer + MNRL): full index, query", "peer-full-query"),
-        ("ST peer: rerank BM25 top 100, query", "peer-bm25rr-query"),
+        ("ST peer (MultiVectorEncoder, their trainer + MNRL): rerank BM25 top 100, query", "peer-bm25rr-query"),
         ("multi-vector trained: full index, query", "mv-full-query"),
         ("multi-vector trained: full index, `--reasoning`", "mv-full-reasoning"),
-        *((f"multi-vector trained: full index, late fusion w={w:g}", f"mv-full-late{w:g}") for w in WEIGHTS[1:-1]),
         ("multi-vector trained: rerank BM25 top 100, query", "mv-bm25rr-query"),
         ("multi-vector trained: rerank BM25 top 100, `--reasoning`", "mv-bm25rr-reasoning"),
+        *((f"multi-vector trained: rerank BM25 top 100, `--reasoning --rerank-late-fusion {w:g}`",
+           f"mv-bm25rr-late{w:g}") for w in WEIGHTS[1:-1]),
         ("multi-vector trained: rerank the single-vector hybrid's top 100, `--reasoning`", "mv-hybridrr-reasoning"),
         ("multi-vector trained full index `--reasoning` + BM25, `--fusion` not given", "mv-hybrid")]
 
@@ -128,7 +146,8 @@ def main(argv=None) -> int:
     parser.add_argument("--trained", required=True, help="the single-vector agent model (train_agent_retriever.sh)")
     parser.add_argument("--mv", required=True, help="the multi-vector agent model (--multi-vector)")
     parser.add_argument("--peer", help="the sentence-transformers peer (scripts/st_multivector_peer.py)")
-    parser.add_argument("--sets", default="hotpotqa,musique,world,world_long,tongyi_utility,tongyi,tongyi_pages")
+    parser.add_argument("--sets", default="hotpotqa,musique,world,world_long,tongyi_utility",
+                        help="dev sets (default: those whose labels no retriever produced, and HotpotQA/MuSiQue)")
     parser.add_argument("--json")
     parser.add_argument("--docs", default=str(ROOT / "docs" / "benchmarks.md"))
     parser.add_argument("--no-docs", action="store_true")
@@ -153,8 +172,8 @@ def main(argv=None) -> int:
             test[n, key], tune[n, key] = _evaluate(run, es.qrels, es.test), _evaluate(run, es.qrels, es.tune)
     voters = [n for n, es in sets.items() if es.votes]
     by_w = {w: sum(tune[n, k].mean["ndcg@10"] for n in voters) / len(voters)
-            for w, k in [(0.0, "mv-full-query"), (1.0, "mv-full-reasoning"),
-                         *((w, f"mv-full-late{w:g}") for w in WEIGHTS[1:-1])]}
+            for w, k in [(0.0, "mv-bm25rr-query-tune"), (1.0, "mv-bm25rr-reasoning-tune"),
+                         *((w, f"mv-bm25rr-late{w:g}-tune") for w in WEIGHTS[1:-1])]}
     best_w = max(by_w, key=by_w.get)
     lines = ["| system | " + " | ".join(f"{TITLES[n]} ({len(es.test)})" for n, es in sets.items()) + " |",
              "|---" * (len(sets) + 1) + "|"]
@@ -176,7 +195,8 @@ def main(argv=None) -> int:
         line = [f"{TITLES[n]}:"]
         for what, a, b in (("mv --reasoning vs mv query-only", "mv-full-query", "mv-full-reasoning"),
                            ("mv --reasoning vs single-vector defaults", "sv", "mv-full-reasoning"),
-                           ("mv query vs ST peer query", "peer-full-query", "mv-full-query"),
+                           ("mv rerank query vs ST peer rerank query", "peer-bm25rr-query", "mv-bm25rr-query"),
+                           ("mv rerank --reasoning vs BM25", "bm25", "mv-bm25rr-reasoning"),
                            (f"mv hybrid vs the better component ({best})", best, "mv-hybrid")):
             if (n, a) in test and (n, b) in test:
                 c = compare_runs(test[n, a], test[n, b], "ndcg@10")

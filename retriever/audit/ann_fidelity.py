@@ -220,8 +220,11 @@ def _default_nprobe(index) -> int | None:
     """The nprobe an IVF index searches with when none is set (FAISS: 1), None for other indexes."""
     from hopscotch.retriever.index.faiss_spec import ivf_or_none
 
-    ivf = ivf_or_none(index.parts[0]) if index.parts else None
-    return None if ivf is None else int(ivf.nprobe)
+    try:
+        ivf = ivf_or_none(index.parts[0]) if index.parts else None
+        return None if ivf is None else int(ivf.nprobe)
+    except Exception:  # noqa: BLE001 - a GPU clone FAISS cannot downcast: the default goes unreported
+        return None
 
 
 def judge(sets: dict, opts: AnnOptions) -> tuple[str, list[str], dict]:
@@ -237,7 +240,8 @@ def judge(sets: dict, opts: AnnOptions) -> tuple[str, list[str], dict]:
             problems.append(f"recall@{k} of the real queries is {gap:.3f} below the documents' "
                             f"(> --max-gap {opts.max_gap:g})")
         if real["mean"] < opts.min_recall:
-            problems.append(f"recall@{k} of the real queries is {real['mean']:.3f} (< --min-recall {opts.min_recall:g})")
+            problems.append(f"recall@{k} of the real queries is {real['mean']:.3f} "
+                            f"(< --min-recall {opts.min_recall:g})")
     verdict = "ok" if not problems else ("fail" if opts.strict else "warning")
     return verdict, problems, gaps
 
@@ -249,7 +253,7 @@ def _report(index_dir, meta, index, searcher, sets: dict, opts: AnnOptions, reas
                                                ("refine", opts.refine if opts.refine > 1 else None)) if v is not None)
     summary = [f"index {index_dir}: FAISS {index.spec} ({index.layout}{', ' + params if params else ''}) over "
                f"{meta.num_docs:,} documents; model {searcher.settings.path}",
-               f"real queries: {note}, {'reasoning-aware (' + str(searcher.query_input) + ')' if reasoning else 'plain'}",
+               f"real queries: {note}, " + (f"reasoning-aware ({searcher.query_input})" if reasoning else "plain"),
                f"{'query set':<11}" + "".join(f"{'recall@' + str(k) + ' [95% CI]':>26}" for k in opts.ks)]
     for name, per_k in sets.items():
         cells = "".join(f"{per_k[k]['mean']:>10.3f} [{per_k[k]['ci95'][0]:.3f}, {per_k[k]['ci95'][1]:.3f}]"

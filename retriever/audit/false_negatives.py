@@ -10,9 +10,9 @@ else ``unknown``) is judged by three rules, none of which asks the oracle that l
   ``answer`` / ``answer_aliases`` fields, else from the ``--qa`` datasets (:func:`~hopscotch.data_synth.qa.load_qa`)
   by the row's ``question_id``, its ``query_id``, or the longest ``_``-prefix of the query id that is a
   question id (``5a8c..._turn3`` -> ``5a8c...``); a source with no answers is said to have none.
-* **near_duplicate**: word 3-gram Jaccard of the negative and a positive >= ``near_duplicate`` (0.8): the
-  shingles of :func:`hopscotch.data_synth.labels.shingles` (normalized words), so DR-Synth and this audit
-  count one thing.
+* **near_duplicate**: word 3-gram Jaccard of the negative and a positive (title and text) >= ``near_duplicate``
+  (0.8): the audits' one near-duplicate rule (:mod:`hopscotch.retriever.audit.minhash`: exact Jaccard of the
+  word 3-grams of the normal form), the shingles DR-Synth's guard uses too (:func:`hopscotch.data_synth.labels.shingles`).
 * **closer_to_positive** (with a second model, default the bundled MiniLM): the negative is closer to a
   positive than that positive is to the query, cosine ``sim(neg, pos) > sim(query, pos)`` for some positive
   (query: the tuple's plain query text; passages: ``title text``).
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hopscotch.data_synth.answers import AnswerMatcher, padded_normal_form
-from hopscotch.data_synth.labels import jaccard, shingles
+from hopscotch.retriever.audit.minhash import doc_text, jaccard, shingles
 from hopscotch.retriever.audit.report import AuditReport
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.tuples import Passage, TrainingTuple, parse_tuple
@@ -68,7 +68,7 @@ class Item:
     margin: float | None = None     # max over positives of sim(neg, pos) - sim(query, pos)
 
     def severity(self) -> tuple:
-        return (sum(r in STRONG_RULES for r in self.hits), len(self.hits), self.jaccard, self.margin or 0.0)
+        return (sum(r in STRONG_RULES for r in self.hits), len(self.hits), self.margin or 0.0, self.jaccard)
 
     def example(self) -> dict:
         return {"source": self.source, "oracle": self.oracle, "query_id": self.tup.query_id, "query": self.tup.query,
@@ -195,8 +195,8 @@ def judge_cheap(items: Sequence[Item], near_duplicate: float = 0.8) -> None:
             if found is not None:
                 item.hits.append("answer")
                 item.answer_found = found
-        mine = shingles(text)
-        item.jaccard = max(jaccard(mine, shingles(f"{p.title} {p.text}")) for p in item.tup.positives)
+        mine = shingles(doc_text(item.neg.title, item.neg.text))
+        item.jaccard = max(jaccard(mine, shingles(doc_text(p.title, p.text))) for p in item.tup.positives)
         if item.jaccard >= near_duplicate:
             item.hits.append("near_duplicate")
 
@@ -287,8 +287,8 @@ def audit_false_negatives(tuples: Sequence[str | os.PathLike], qa_dirs: Sequence
         verdict = "fail"
     elif any(v["any_rule_rate"] > max_rate for v in per["per_source"].values()):
         verdict = "warning"
-    summary = [f"{len(items)} negatives sampled (at most {sample} per source and oracle, seed {seed}) from "
-               f"{overall['negatives']:,} in {overall['tuples']:,} tuples; max rate {max_rate:g}",
+    summary = [(f"{len(items):,} negatives sampled (at most {sample} per source and oracle, seed {seed}) from "
+                f"{overall['negatives']:,} in {overall['tuples']:,} tuples; max rate {max_rate:g}"),
                "false negative = answer-bearing or near-duplicate of a positive"
                + (f"; suspect = closer to the positive than the query is under {model_name}" if with_model else
                   "; no second model (--model none)")]

@@ -83,7 +83,7 @@ def record_golden(path: str, device: str | None = None) -> dict:
         from hopscotch.retriever.model.dual_encoder import DualEncoder
 
         model = DualEncoder.from_pretrained(path, golden_config(path)).to(_device(device))
-        write_json(os.path.join(path, GOLDEN_FILE), golden_record(model))
+        write_json(os.path.join(path, GOLDEN_FILE), golden_record(model), indent=None)
     from hopscotch.retriever.model.golden import read_golden
 
     return read_golden(path)
@@ -147,7 +147,7 @@ def _st_vectors(path: str, probes: list[dict], settings: dict, device: str) -> t
     return np.stack(out), notes
 
 
-def _check(name: str, observed: np.ndarray, golden: np.ndarray, tol: float, probes: list[dict]) -> dict:
+def _check(observed: np.ndarray, golden: np.ndarray, tol: float, probes: list[dict]) -> dict:
     diffs = {p["name"]: max_diff(observed[i:i + 1], golden[i:i + 1]) for i, p in enumerate(probes)}
     worst = max(diffs.values())
     return {"status": "ok" if worst <= tol else "mismatch", "max_abs_diff": worst, "per_probe": diffs}
@@ -192,7 +192,7 @@ def audit_model(model: str | os.PathLike, url: str | None = None, write_golden: 
         observed["hopscotch-reload"] = reference.vectors(settings, changes)
     observed["sentence-transformers"], st_notes = _st_vectors(path, probes, settings, device)
     for name, vecs in observed.items():
-        paths[name] = _check(name, vecs, stored, tol_eff, probes)
+        paths[name] = _check(vecs, stored, tol_eff, probes)
         if paths[name]["status"] == "mismatch":
             rows = [i for i, p in enumerate(probes) if paths[name]["per_probe"][p["name"]] > tol_eff]
             paths[name]["probes"] = [probes[i]["name"] for i in rows]

@@ -24,7 +24,8 @@ import numpy as np
 #: how close a variation's vectors must be to a loader's to reproduce them (both fresh float32 encodings)
 MATCH_TOL = 1e-4
 MAX_PAIRS = 80
-_ST_MODES = (("cls", "pooling_mode_cls_token"), ("mean", "pooling_mode_mean_tokens"), ("last", "pooling_mode_lasttoken"))
+_ST_MODES = (("cls", "pooling_mode_cls_token"), ("mean", "pooling_mode_mean_tokens"),
+             ("last", "pooling_mode_lasttoken"))
 
 
 def _json(path: Path) -> dict:

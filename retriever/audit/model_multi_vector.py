@@ -1,5 +1,6 @@
 """Model conformance of a multi-vector folder: the token vectors of its golden probes re-encoded by
-``MultiVectorEncoder`` (the loader Hopscotch uses too: :func:`~hopscotch.retriever.model.multi_vector.load_multi_vector_model`).
+``MultiVectorEncoder`` (the loader Hopscotch uses too:
+:func:`~hopscotch.retriever.model.multi_vector.load_multi_vector_model`).
 
 No setting is varied here: a differing token count (the query length, the query expansion, the skiplist or the
 markers changed) or differing values (weights, projection, normalisation) is reported as it is.

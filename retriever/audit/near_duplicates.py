@@ -99,8 +99,8 @@ class StateFolder:
             old = json.loads(file.read_text(encoding="utf-8"))
             diffs = manifest_differences(old, json.loads(json.dumps(manifest)), first="corpus", then="then")
             if diffs:
-                raise UsageError(f"{self.folder}: a state folder of another corpus or settings ({'; '.join(diffs[:3])}); "
-                                 "use another --state folder or --fresh")
+                raise UsageError(f"{self.folder}: a state folder of another corpus or settings "
+                                 f"({'; '.join(diffs[:3])}); use another --state folder or --fresh")
         self.folder.mkdir(parents=True, exist_ok=True)
         write_json(file, manifest)
         self.chunk_size = chunk_size
@@ -134,38 +134,40 @@ class StateFolder:
 
 
 def _signature_chunks(state: StateFolder, on_chunk=None) -> tuple[int, int, int]:
-    """Stage 1: ``(documents, chunks, chunks computed now)``; ``on_chunk(k)`` after each new chunk is saved."""
-    done = json.loads((state.folder / "signatures.done").read_text()) if (state.folder / "signatures.done").is_file() \
-        else None
-    if done:
+    """Stage 1: ``(documents, chunks, chunks computed now)``; ``on_chunk(k)`` after each new chunk is saved.
+    Only :data:`SIGNATURE_BATCH` documents (and their shingle sets) are held at once; a chunk keeps its ids,
+    signatures and hashes until it is saved."""
+    done_file = state.folder / "signatures.done"
+    if done_file.is_file():
+        done = json.loads(done_file.read_text())
         return done["documents"], done["chunks"], 0
     docs = read_corpus(state.corpus)
     n_docs, k, computed = 0, 0, 0
     while True:
-        chunk = list(itertools.islice(docs, state.chunk_size))
-        if not chunk:
+        done = state.meta_path(k).is_file()
+        ids, sigs, hashes, nonempty = [], [], [], []
+        chunk = itertools.islice(docs, state.chunk_size)
+        while batch := list(itertools.islice(chunk, SIGNATURE_BATCH)):
+            ids.extend(d.docid for d in batch)
+            if not done:  # shingle sets of a few documents at a time
+                norms = [mh.normalize(document_text(d)) for d in batch]
+                sets = [mh.shingles(n, normalized=True) for n in norms]
+                sigs.append(mh.signatures(sets))
+                hashes.extend(mh.text_hash(n, normalized=True) for n in norms)
+                nonempty.extend(bool(x) for x in sets)
+        if not ids:
             break
-        n_docs += len(chunk)
-        ids = [d.docid for d in chunk]
-        if state.meta_path(k).is_file():
+        n_docs += len(ids)
+        if done:
             if state.chunk_ids(k) != ids:
                 raise UsageError(f"{state.folder}: chunk {k} was written for other documents; rerun with --fresh")
         else:
-            sigs = np.empty((len(chunk), mh.NUM_PERM), dtype=np.uint32)
-            hashes = np.empty(len(chunk), dtype=np.uint64)
-            nonempty = np.empty(len(chunk), dtype=bool)
-            for lo in range(0, len(chunk), SIGNATURE_BATCH):  # shingle sets of a few documents at a time
-                norms = [mh.normalize(document_text(d)) for d in chunk[lo:lo + SIGNATURE_BATCH]]
-                sets = [mh.shingles(n, normalized=True) for n in norms]
-                sigs[lo:lo + len(sets)] = mh.signatures(sets)
-                hashes[lo:lo + len(sets)] = [mh.text_hash(n, normalized=True) for n in norms]
-                nonempty[lo:lo + len(sets)] = [bool(x) for x in sets]
-            state.save_chunk(k, sigs, hashes, nonempty, ids)
+            state.save_chunk(k, np.concatenate(sigs), np.array(hashes, dtype=np.uint64), np.array(nonempty), ids)
             computed += 1
             if on_chunk is not None:
                 on_chunk(k)
         k += 1
-    write_json(state.folder / "signatures.done", {"documents": n_docs, "chunks": k})
+    write_json(done_file, {"documents": n_docs, "chunks": k})
     return n_docs, k, computed
 
 
@@ -215,7 +217,8 @@ def _candidates(state: StateFolder, cfg: NearDuplicateConfig, reps: np.ndarray) 
     return out
 
 
-def _verify(state: StateFolder, cfg: NearDuplicateConfig, i: np.ndarray, j: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _verify(state: StateFolder, cfg: NearDuplicateConfig, i: np.ndarray, j: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray]:
     """Stage 3: exact Jaccard of every candidate pair; ``(jaccard, batches)``."""
     order = np.argsort(np.maximum(i, j), kind="stable")
     jac = np.zeros(len(i))
@@ -284,13 +287,17 @@ def find_near_duplicates(corpus: str | os.PathLike, out: str | os.PathLike, stat
     started = time.perf_counter()
     folder = StateFolder(state, corpus, cfg.chunk_size, fresh)
     n_docs, n_chunks, computed = _signature_chunks(folder, on_chunk)
+    rss = {"signatures": rss_mb()}
     class_of, nonempty = _exact_classes(folder, n_chunks)
     reps = np.flatnonzero(nonempty & (class_of == np.arange(len(class_of))))
     cand = _candidates(folder, cfg, reps)
+    rss["candidates"] = rss_mb()
     jac, batches = _verify(folder, cfg, cand["i"], cand["j"])
+    rss["verification"] = rss_mb()
     keep = jac >= cfg.threshold
     near = [(int(a), int(b), float(x)) for a, b, x in zip(cand["i"][keep], cand["j"][keep], jac[keep])]
     n_rows = write_jsonl(out, _rows(folder, n_chunks, class_of, near))
+    rss["groups"] = rss_mb()
     in_exact = int(np.sum(np.bincount(class_of[nonempty])[class_of[nonempty]] > 1)) if nonempty.any() else 0
     n_classes = int(np.sum(np.bincount(class_of[nonempty]) > 1)) if nonempty.any() else 0
     bands, rows = (int(x) for x in cand["bands"])
@@ -300,7 +307,7 @@ def find_near_duplicates(corpus: str | os.PathLike, out: str | os.PathLike, stat
                "lsh_pairs": int(cand["lsh_pairs"]), "candidates_after_estimate": int(len(cand["i"])),
                "near_pairs": len(near), "rows_written": n_rows, "chunks": n_chunks, "chunks_computed_now": computed,
                "verify_batches": int(batches), "seconds": round(time.perf_counter() - started, 1),
-               "peak_rss_mb": round(rss_mb(), 1),
+               "peak_rss_mb": round(rss_mb(), 1), "peak_rss_mb_after": {k: round(v, 1) for k, v in rss.items()},
                "rule": {"shingles": f"word {mh.SHINGLE_WORDS}-grams of the normal form (title + text)",
                         "num_perm": mh.NUM_PERM, "seed": mh.SEED, "bands": bands, "rows": rows,
                         "estimate_slack": mh.ESTIMATE_SLACK, "threshold": cfg.threshold,

@@ -46,7 +46,7 @@ IVF_FILE, IVF_OFFSETS_FILE = "ivf.npy", "ivf_offsets.npy"
 class MultiVectorOptions:
     """:param nbits: bits per residual dimension (1, 2, 4 or 8); :param num_centroids: k-means centroids (None:
     :func:`~hopscotch.retriever.index.multi_vector_codec.default_num_centroids` of the token count);
-    :param sample_tokens: token vectors the codec is trained on (None: 256 per centroid, at most all);
+    :param sample_tokens: token vectors the codec is trained on (None: 64 per centroid, at most all);
     :param seed: of the sample and of k-means."""
 
     nbits: int = 2
@@ -93,7 +93,7 @@ def _train_codec(index_dir: Path, meta: IndexMeta, counts: list[int], opts: Mult
     folder = index_dir / MV_DIR
     total = sum(counts)
     centroids = opts.num_centroids or default_num_centroids(total)
-    sample = opts.sample_tokens or min(total, 256 * centroids)
+    sample = opts.sample_tokens or min(total, 64 * centroids)
     wanted = {"nbits": opts.nbits, "requested_centroids": centroids, "seed": opts.seed, "sample_tokens": sample,
               "encode_sha256": meta.encode_sha256, "num_tokens": total}
     saved = ResidualCodec.saved(folder)

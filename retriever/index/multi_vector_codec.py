@@ -75,9 +75,10 @@ class ResidualCodec:
         return int(self.centroids.shape[0])
 
     @classmethod
-    def train(cls, sample: np.ndarray, num_centroids: int, nbits: int = 2, seed: int = 13, niter: int = 20,
+    def train(cls, sample: np.ndarray, num_centroids: int, nbits: int = 2, seed: int = 13, niter: int = 4,
               verbose: bool = False) -> ResidualCodec:
-        """k-means centroids over ``sample`` (token vectors, ``[n, dim]``) and bucket cutoffs from its residuals."""
+        """k-means centroids over ``sample`` (token vectors, ``[n, dim]``; ``niter`` iterations, ColBERTv2's 4 by
+        default) and bucket cutoffs from its residuals."""
         import faiss
 
         if nbits not in NBITS:

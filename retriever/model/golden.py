@@ -101,7 +101,8 @@ def encode_probes(model, probes=PROBES, inputs: list[str] | None = None
     model.eval()
     try:
         with torch.no_grad(), _exact_float32():
-            for kind, tower, max_len in (("query", "query", c.query_max_len), ("document", "passage", c.passage_max_len)):
+            sides = (("query", "query", c.query_max_len), ("document", "passage", c.passage_max_len))
+            for kind, tower, max_len in sides:
                 rows = [i for i, p in enumerate(probes) if p["kind"] == kind]
                 if not rows:
                     continue
@@ -127,7 +128,8 @@ def golden_record(model, probes=PROBES) -> dict:
     settings = {k: v for k, v in asdict(model.config).items() if k != "lora"}
     settings.update(query_input=str(model.config.query_variant()), dtype=str(param.dtype).removeprefix("torch."),
                     device=param.device.type)
-    rows = [{**p, "input": text, "tokens": n, "vector": vec} for p, text, n, vec in zip(probes, inputs, tokens, vectors)]
+    rows = [{**p, "input": text, "tokens": n, "vector": vec}
+            for p, text, n, vec in zip(probes, inputs, tokens, vectors)]
     return {"version": GOLDEN_VERSION, "kind": "single_vector", "settings": settings,
             "versions": {"sentence_transformers": sentence_transformers.__version__,
                          "transformers": transformers.__version__, "torch": torch.__version__},
@@ -142,7 +144,7 @@ def write_golden(folder: str | os.PathLike, model) -> bool:
 
     if any(hasattr(p, "ds_id") for p in model.parameters()):
         return False
-    write_json(Path(folder) / GOLDEN_FILE, golden_record(model))
+    write_json(Path(folder) / GOLDEN_FILE, golden_record(model), indent=None)
     return True
 
 
@@ -165,13 +167,18 @@ def write_multi_vector_golden(folder: str | os.PathLike, st_model, probes=MULTI_
     from hopscotch.retriever.io.common import write_json
 
     rows = []
-    with torch.no_grad(), _exact_float32():
-        for p in probes:
-            encode = st_model.encode_query if p["kind"] == "query" else st_model.encode_document
-            (emb,) = encode([p["input"]], show_progress_bar=False)
-            emb = torch.as_tensor(emb).float().cpu()
-            rows.append({**p, "tokens": int(emb.shape[0]), "vectors": [[float(x) for x in row] for row in emb]})
-    write_json(Path(folder) / GOLDEN_FILE, {"version": GOLDEN_VERSION, "kind": "multi_vector", "probes": rows})
+    was_training = st_model.training  # encode() switches to eval mode: a mid-run save must not keep it there
+    try:
+        with torch.no_grad(), _exact_float32():
+            for p in probes:
+                encode = st_model.encode_query if p["kind"] == "query" else st_model.encode_document
+                (emb,) = encode([p["input"]], show_progress_bar=False)
+                emb = torch.as_tensor(emb).float().cpu()
+                rows.append({**p, "tokens": int(emb.shape[0]), "vectors": [[float(x) for x in row] for row in emb]})
+    finally:
+        st_model.train(was_training)
+    write_json(Path(folder) / GOLDEN_FILE, {"version": GOLDEN_VERSION, "kind": "multi_vector", "probes": rows},
+               indent=None)
 
 
 def read_golden(folder: str | os.PathLike) -> dict | None:

@@ -32,7 +32,8 @@ def eval_folder(tmp_path, name="dev"):
     folder.mkdir(parents=True)
     (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t, "answers": [a]}) + "\n"
                                                   for q, t, a in QUESTIONS))
-    (folder / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, (d, _) in GOLD.items()))
+    (folder / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\n"
+                                      + "".join(f"{q}\t{d}\t1\n" for q, (d, _) in GOLD.items()))
     docs = [{"_id": d, "title": "", "text": t} for d, t in GOLD.values()]
     docs += [{"_id": f"c{i}", "title": "", "text": f"clean document {i} about " + c} for i, c in enumerate(CLEAN)]
     (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
@@ -107,7 +108,8 @@ def test_without_a_corpus_shared_evidence_is_by_docid(tmp_path):
     folder = eval_folder(tmp_path)
     (folder / "corpus.jsonl").unlink()
     rows = clean_rows() + [tuple_row("idonly", "unrelated query words here", positive=("g3", "any text at all"))]
-    report = audit_contamination([load_eval_set(f"dev={folder}")], tuple_items(write_tuples(tmp_path / "t.jsonl", rows)))
+    tuples = write_tuples(tmp_path / "t.jsonl", rows)
+    report = audit_contamination([load_eval_set(f"dev={folder}")], tuple_items(tuples))
     ex = report.details["per_set"]["dev"]["examples"]["shared_evidence"]
     assert [(e["qid"], e["match"]) for e in ex] == [("e3", "docid")]
 

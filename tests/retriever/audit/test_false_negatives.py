@@ -9,12 +9,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from hopscotch.retriever.audit.false_negatives import (
-    audit_false_negatives,
-    question_of,
-    sample_negatives,
-    source_name,
-)
+from hopscotch.retriever.audit.false_negatives import audit_false_negatives, question_of, sample_negatives, source_name
 
 POSITIVE = ("Zorblat Institute was founded in 1887 by the shipbuilder Amara Venn. It lies in the city of Quellport "
             "on the northern coast, and its library holds the first charts of the Quell estuary.")
@@ -128,7 +123,7 @@ def test_sources_oracles_and_seeded_sampling(tmp_path):
     first, _ = sample_negatives([a], {}, 5, seed=3)
     again, _ = sample_negatives([a], {}, 5, seed=3)
     other, _ = sample_negatives([a], {}, 5, seed=4)
-    ids = lambda items: [i.neg.docid for i in items]  # noqa: E731
+    ids = lambda items: [i.neg.docid for i in items]
     assert ids(first) == ids(again) and ids(first) != ids(other)
 
 

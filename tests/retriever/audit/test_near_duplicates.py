@@ -87,7 +87,8 @@ def test_a_killed_run_resumes_from_its_chunks_to_the_same_groups(tmp_path):
     other = write_corpus(tmp_path / "other.jsonl", [("x", UNRELATED)])
     with pytest.raises(UsageError, match="another corpus"):
         find_near_duplicates(other, tmp_path / "o.jsonl", tmp_path / "state", cfg)
-    assert find_near_duplicates(other, tmp_path / "o.jsonl", tmp_path / "state", cfg, fresh=True).details["documents"] == 1
+    fresh = find_near_duplicates(other, tmp_path / "o.jsonl", tmp_path / "state", cfg, fresh=True)
+    assert fresh.details["documents"] == 1
 
 
 def test_numpy_bands_find_the_candidates_datasketch_lsh_finds():
@@ -136,7 +137,8 @@ def test_synth_takes_no_listed_duplicate_of_a_positive_as_a_negative(tmp_path):
     qa = tmp_path / "qa"
     qa.mkdir()
     write_corpus(qa / "corpus.jsonl", [("gold", PAGE), ("gold_footer", PAGE + footer), *others])
-    (qa / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "Which river does the Lumen Bridge cross?"}) + "\n")
+    query = {"_id": "q1", "text": "Which river does the Lumen Bridge cross?"}
+    (qa / "queries.jsonl").write_text(json.dumps(query) + "\n")
     (qa / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tgold\t1\n")
     assert 0.6 <= mh.jaccard(mh.shingles(PAGE), mh.shingles(PAGE + footer)) < 0.8
     find_near_duplicates(qa / "corpus.jsonl", tmp_path / "groups.jsonl", tmp_path / "state", NearDuplicateConfig(0.6))

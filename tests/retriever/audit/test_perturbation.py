@@ -130,20 +130,13 @@ def test_cli_qids_report_and_errors(cli, small_world, small_world_index, tmp_pat
     assert cli("audit", "perturbation", "--queries", queries, "--qrels", qrels)[0] == 2  # no searcher flags
 
 
-def test_hybrid_over_a_multi_vector_index(cli, small_world, tiny_bert_dir, tmp_path):
-    from hopscotch.retriever.model.multi_vector import build_multi_vector_model
-
-    build_multi_vector_model(tiny_bert_dir, dim=16, query_max_len=64, passage_max_len=48, seed=0,
-                             device="cpu").save(tmp_path / "mv")
-    corpus = small_world / "corpus.jsonl"
-    assert cli("bm25-index", "--corpus", corpus, "--out", tmp_path / "bm25")[0] == 0
-    assert cli("index", "--corpus", corpus, "--model", tmp_path / "mv", "--out", tmp_path / "idx",
-               "--shard-size", 128, "--mv-centroids", 16)[0] == 0
+def test_hybrid_searcher(cli, small_world, small_world_index, tmp_path):
     queries, qrels = _world_queries(small_world, tmp_path)
+    assert cli("bm25-index", "--corpus", small_world / "corpus.jsonl", "--out", tmp_path / "bm25")[0] == 0
     report = tmp_path / "r.json"
-    code, out, _ = cli("audit", "perturbation", "--queries", queries, "--qrels", qrels, "--bm25", tmp_path / "bm25",
-                       "--index", tmp_path / "idx", "--query-input", "reasoning", "--permutations", 500,
-                       "--report", report)
+    code, _, _ = cli("audit", "perturbation", "--queries", queries, "--qrels", qrels, "--bm25", tmp_path / "bm25",
+                     "--index", small_world_index, "--query-input", "reasoning", "--permutations", 500,
+                     "--report", report)
     details = json.loads(report.read_text())["details"]
     assert code == 0 and details["settings"]["searcher"] == "hybrid"
     assert details["conditions"]["swapped"]["changed_rankings"] > 0
