@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from agent_ablation import K, _evaluate, _settings, _tag, build_indexes, cell, fused, replace_section, search
+from agent_ablation import K, _cli, _evaluate, _settings, _tag, build_indexes, cell, fused, replace_section, search
 
 START, END = "<!-- mv-ablation:start -->", "<!-- mv-ablation:end -->"
 WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -57,6 +57,14 @@ def base_model(work: Path) -> str:
         build_multi_vector_model("minilm", dim=128, query_max_len=256, passage_max_len=160, seed=0,
                                  device="cpu").save(folder)
     return str(folder)
+
+
+def mv_index(work: Path, name: str, corpus: Path, model: str) -> Path:
+    """The multi-vector index of ``corpus`` (``hopscotch index`` resumes it, and refuses another model's folder;
+    never overwritten: a rerun after a kill keeps its shards)."""
+    out = work / "idx" / f"{name}.mv"
+    _cli("index", "--corpus", corpus, "--model", model, "--out", out, "--batch-size", 32, "--shard-size", 5000)
+    return out
 
 
 def seeded_cache(work: Path, name: str, label: str, model: str, index: Path) -> Path:
@@ -98,7 +106,7 @@ def run_set(work: Path, n: str, es, paths: dict, models: dict, trained: str) -> 
     for label, model in models.items():
         index = None
         if label == "mv":  # the others rerank only: their caches fill with BM25's candidates
-            index = timed(f"index {label}", build_indexes, work, corpus_name, es.corpus, {label: model})[label]
+            index = timed(f"index {label}", mv_index, work, corpus_name, es.corpus, model)
         cache = seeded_cache(work, corpus_name, label, model, index) if index else work / "rerank_cache" / \
             f"{corpus_name}.{label}"
         rr = ("--rerank-model", model, "--rerank-depth", K, "--rerank-cache", cache)
@@ -148,6 +156,7 @@ def main(argv=None) -> int:
     parser.add_argument("--peer", help="the sentence-transformers peer (scripts/st_multivector_peer.py)")
     parser.add_argument("--sets", default="hotpotqa,musique,world,world_long,tongyi_utility",
                         help="dev sets (default: those whose labels no retriever produced, and HotpotQA/MuSiQue)")
+    parser.add_argument("--no-base", action="store_true", help="skip the untrained multi-vector row")
     parser.add_argument("--json")
     parser.add_argument("--docs", default=str(ROOT / "docs" / "benchmarks.md"))
     parser.add_argument("--no-docs", action="store_true")
@@ -160,7 +169,7 @@ def main(argv=None) -> int:
     from hopscotch.retriever.io.runs import read_run
 
     work = Path(args.work)
-    models = {"mv": str(Path(args.mv).resolve()), "mv_base": base_model(work)}
+    models = {"mv": str(Path(args.mv).resolve())} | ({} if args.no_base else {"mv_base": base_model(work)})
     if args.peer:
         models["peer"] = str(Path(args.peer).resolve())
     sets = build_sets(work, [s for s in args.sets.split(",") if s])
