@@ -25,6 +25,7 @@ Example::
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 
@@ -161,6 +162,8 @@ def audit_model(model: str | os.PathLike, url: str | None = None, write_golden: 
     from hopscotch.retriever.model.loading import resolve_model_path
 
     path = resolve_model_path(model)
+    if not any((Path(path) / f).is_file() for f in ("config.json", "modules.json")):
+        raise UsageError(f"{path}: not a model folder (no config.json or modules.json)")
     golden = read_golden(path)
     wrote = False
     if write_golden:

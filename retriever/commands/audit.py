@@ -26,7 +26,7 @@ def register(sub) -> None:
                        description="Check one silent failure of training or evaluating a retriever; each audit "
                                    "writes a JSON report (--report) and prints a one-screen summary; exit 2 when "
                                    "it fails.")
-    kinds = p.add_subparsers(dest="audit_kind", metavar="KIND")
+    kinds = p.add_subparsers(dest="audit_kind", metavar="KIND", help="the audit to run (each has its own --help)")
     kinds.required = True
     for name in audit_modules():
         importlib.import_module(f"hopscotch.retriever.commands.{name}").register(kinds)

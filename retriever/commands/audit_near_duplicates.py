@@ -11,6 +11,9 @@ rerun with the same flags, resumes from ``--state`` (:mod:`hopscotch.retriever.a
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 from hopscotch.retriever.commands.audit_common import add_report_flag, finish
 from hopscotch.retriever.commands.flag_types import int_range, unit_interval
 
@@ -45,4 +48,11 @@ def run(args) -> int:
         raise UsageError("--threshold must be above 0")
     state = args.state or f"{args.out}.state"
     config = NearDuplicateConfig(args.threshold, args.chunk_size, args.max_bucket, args.verify_batch)
-    return finish(find_near_duplicates(args.corpus, args.out, state, config, fresh=args.fresh), args)
+    fresh_state = not Path(state).exists()
+    try:
+        report = find_near_duplicates(args.corpus, args.out, state, config, fresh=args.fresh)
+    except Exception:
+        if fresh_state:  # bad input found by this run: leave nothing behind (a killed run keeps its state)
+            shutil.rmtree(state, ignore_errors=True)
+        raise
+    return finish(report, args)

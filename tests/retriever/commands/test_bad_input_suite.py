@@ -86,6 +86,16 @@ TRAIN_RECIPE = str(Path(__file__).resolve().parents[3] / "recipes" / "minilm_hot
 
 # (command line, what the one stderr line must name); "id" is the first words
 CASES = [
+    # audit
+    ("audit contamination --tuples {bad}/missing.jsonl --eval dev={w}", "missing.jsonl"),
+    ("audit contamination --tuples {bad}/badline.jsonl --eval dev={w}", "badline.jsonl:1"),
+    ("audit contamination --queries {w}/queries.jsonl --eval dev={w} --threshold 1.5", "--threshold"),
+    ("audit near-duplicates --corpus {bad}/latin1.jsonl --out {out}/g.jsonl", "latin1.jsonl"),
+    ("audit near-duplicates --corpus {w}/corpus.jsonl --out {out}/g.jsonl --threshold nan", "--threshold"),
+    ("audit false-negatives --tuples {bad}/missing.jsonl", "missing.jsonl"),
+    ("audit perturbation --queries {bad}/latin1.jsonl --qrels {w}/qrels.tsv --bm25 {bm25}", "latin1.jsonl"),
+    ("audit ann-fidelity --index {dense} --queries {w}/queries.jsonl --k 0", "--k"),
+    ("audit model {bad}", "not a model folder"),
     # world
     ("world --out {out}/w --docs 0", "--docs"), ("world --out {out}/w --docs -1", "--docs"),
     ("world --out {out}/w --docs nan", "--docs"), (f"world --out {{out}}/w --docs {HUGE}", "--docs"),
