@@ -10,7 +10,9 @@ builds, under ``mv/``, every step resumable:
    of the token vectors and the residual buckets (``codec.json``, ``centroids.npy``);
 2. each shard's compressed tokens (``shard_XXXXX.codes.npy`` int32, ``shard_XXXXX.residuals.npy`` uint8), its
    ``shard_XXXXX.done.json`` marker written last and naming the codec it was compressed with;
-3. the inverted file centroid -> documents (``ivf.npy`` int64 rows grouped by centroid, ``ivf_offsets.npy``);
+3. the inverted file centroid -> documents (``ivf.npy`` int64 rows grouped by centroid, ``ivf_offsets.npy``) and,
+   from the same distinct (document, centroid) pairs, each shard's document -> centroids table
+   (``shard_XXXXX.doc_centroids.npy``, ``shard_XXXXX.doc_centroid_counts.npy``);
 
 and records ``multi_vector`` in ``index.json`` (what :class:`~hopscotch.retriever.index.multi_vector_store.MultiVectorStore`
 reads). A rerun skips every finished step; a codec trained with other settings (``nbits``, centroids) recompresses.
@@ -40,6 +42,7 @@ from hopscotch.retriever.io.common import write_json
 MV_DIR = "mv"
 TOKEN_FILES = ("tok.npy", "doclens.npy")
 IVF_FILE, IVF_OFFSETS_FILE = "ivf.npy", "ivf_offsets.npy"
+IVF_FORMAT = 2  # 2: the per-shard document -> centroids tables are written with the inverted file
 
 
 @dataclass
@@ -136,18 +139,25 @@ def _compress_shards(index_dir: Path, meta: IndexMeta, codec: ResidualCodec, key
 
 
 def _build_ivf(index_dir: Path, meta: IndexMeta, codec: ResidualCodec) -> tuple[np.ndarray, np.ndarray]:
-    """Per centroid, the global rows of the documents holding a token assigned to it (each once, ascending)."""
-    pairs = []
+    """The distinct (document, centroid) pairs of every shard, written per shard document-major
+    (``shard_XXXXX.doc_centroids.npy`` int32 and ``.doc_centroid_counts.npy``: what centroid interaction scores),
+    and the same pairs centroid-major: per centroid, the global rows of its documents (ascending)."""
+    C = codec.num_centroids
+    cents, rows = [], []
     for shard in range(meta.num_shards):
         _, doclens = shard_tokens(index_dir, shard)
-        codes = np.load(mv_file(index_dir, shard, "codes.npy"))
-        rows = np.repeat(np.arange(len(doclens), dtype=np.int64) + shard * meta.shard_size, doclens)
-        pairs.append(np.unique(codes.astype(np.int64) * (meta.num_docs + 1) + rows))
-    keys = np.unique(np.concatenate(pairs)) if pairs else np.zeros(0, np.int64)
-    centroid, rows = np.divmod(keys, meta.num_docs + 1)
-    offsets = np.zeros(codec.num_centroids + 1, dtype=np.int64)
-    np.cumsum(np.bincount(centroid, minlength=codec.num_centroids), out=offsets[1:])
-    return rows.astype(np.int64), offsets
+        local = np.repeat(np.arange(len(doclens), dtype=np.int64), doclens)
+        keys = np.unique(local * C + np.load(mv_file(index_dir, shard, "codes.npy")))
+        counts = np.bincount(keys // C, minlength=len(doclens))
+        save_npy(mv_file(index_dir, shard, "doc_centroids.npy"), (keys % C).astype(np.int32))
+        save_npy(mv_file(index_dir, shard, "doc_centroid_counts.npy"), counts.astype(np.int64))
+        cents.append((keys % C).astype(np.int32))
+        rows.append(keys // C + shard * meta.shard_size)
+    cent = np.concatenate(cents) if cents else np.zeros(0, np.int32)
+    order = np.argsort(cent, kind="stable")  # rows ascend within each shard and shards in order: stays sorted
+    offsets = np.zeros(C + 1, dtype=np.int64)
+    np.cumsum(np.bincount(cent, minlength=C), out=offsets[1:])
+    return (np.concatenate(rows)[order] if rows else np.zeros(0, np.int64)), offsets
 
 
 def build_multi_vector_index(index_dir: str | os.PathLike, meta: IndexMeta,
@@ -171,7 +181,8 @@ def build_multi_vector_index(index_dir: str | os.PathLike, meta: IndexMeta,
     _compress_shards(index_dir, meta, codec, key, opts.show_progress)
     ivf_done = index_dir / MV_DIR / "ivf.done.json"
     try:
-        fresh = json.loads(ivf_done.read_text()).get("codec") == key
+        fresh = json.loads(ivf_done.read_text()).get("codec") == key and \
+            json.loads(ivf_done.read_text()).get("format") == IVF_FORMAT
     except (OSError, ValueError):
         fresh = False
     if not fresh:
@@ -179,7 +190,7 @@ def build_multi_vector_index(index_dir: str | os.PathLike, meta: IndexMeta,
         rows, offsets = _build_ivf(index_dir, meta, codec)
         save_npy(index_dir / MV_DIR / IVF_FILE, rows)
         save_npy(index_dir / MV_DIR / IVF_OFFSETS_FILE, offsets)
-        write_json(ivf_done, {"codec": key, "entries": int(len(rows))})
+        write_json(ivf_done, {"codec": key, "entries": int(len(rows)), "format": IVF_FORMAT})
     total = sum(counts)
     meta.multi_vector = {"dir": MV_DIR, "codec": key, "nbits": codec.nbits, "num_centroids": codec.num_centroids,
                          "dim": codec.dim, "num_tokens": total, "tokens_per_doc": round(total / meta.num_docs, 2),

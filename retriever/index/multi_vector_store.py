@@ -60,19 +60,17 @@ class MultiVectorStore:
         self.ivf_offsets = np.load(folder / IVF_OFFSETS_FILE)
         self.codes, self.residuals, self.token_offsets = [], [], []
         doc_cents, doc_counts = [], []
-        C = self.codec.num_centroids
         for shard in range(self.meta.num_shards):
-            codes = np.load(mv_file(index_dir, shard, "codes.npy"), mmap_mode="r")
-            self.codes.append(codes)
+            self.codes.append(np.load(mv_file(index_dir, shard, "codes.npy"), mmap_mode="r"))
             self.residuals.append(np.load(mv_file(index_dir, shard, "residuals.npy"), mmap_mode="r"))
             doclens = np.asarray(shard_tokens(index_dir, shard)[1], dtype=np.int64)
             offsets = np.zeros(len(doclens) + 1, dtype=np.int64)
             np.cumsum(doclens, out=offsets[1:])
             self.token_offsets.append(offsets)   # document i's tokens: codes[offsets[i]:offsets[i + 1]]
-            keys = np.unique(np.repeat(np.arange(len(doclens), dtype=np.int64), doclens) * C + np.asarray(codes))
-            doc_cents.append((keys % C).astype(np.int32))
-            doc_counts.append(np.bincount(keys // C, minlength=len(doclens)))
-        # each document's distinct centroids (CSR over global rows): what centroid interaction scores
+            doc_cents.append(np.load(mv_file(index_dir, shard, "doc_centroids.npy")))
+            doc_counts.append(np.load(mv_file(index_dir, shard, "doc_centroid_counts.npy")))
+        # each document's distinct centroids (CSR over global rows, built with the inverted file): what centroid
+        # interaction scores
         self.doc_centroids = np.concatenate(doc_cents) if doc_cents else np.zeros(0, np.int32)
         counts = np.concatenate(doc_counts) if doc_counts else np.zeros(0, np.int64)
         self.doc_centroid_offsets = np.zeros(len(counts) + 1, dtype=np.int64)

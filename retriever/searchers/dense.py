@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.arg_types import positive_int
@@ -20,8 +18,8 @@ from hopscotch.retriever.searchers.base import (
     flag,
     per_query,
 )
+from hopscotch.retriever.searchers.index_documents import IndexFolderDocuments
 from hopscotch.retriever.searchers.rerank import add_rerank_options
-from hopscotch.retriever.searchers.bm25 import lookup_document
 from hopscotch.retriever.searchers.registry import register_searcher
 
 
@@ -60,7 +58,7 @@ class DenseOptions:
 
 
 @register_searcher("dense")
-class DenseSearcher(BaseSearcher):
+class DenseSearcher(IndexFolderDocuments, BaseSearcher):
     """:param index_dir: a finished index folder
     :param model: encoder for queries; default the model recorded in the index
     :param options: a :class:`DenseOptions`, or its fields as keywords (``DenseSearcher(d, nprobe=64)``)
@@ -122,7 +120,6 @@ class DenseSearcher(BaseSearcher):
         self.late_fusion = checked_weight(self.settings.late_fusion if own else opts.late_fusion, "--late-fusion")
         self.late_fusion_max_words = checked_count(
             self.settings.late_fusion_max_words if own else opts.late_fusion_max_words, "--late-fusion-max-words")
-        self._docstore = None
 
     @classmethod
     def parse_args(cls, parser) -> None:
@@ -201,17 +198,6 @@ class DenseSearcher(BaseSearcher):
             return self.query_input.uses_reasoning
         return bool(self.settings.trained and self.settings.reasoning_aware)
 
-    @property
-    def has_documents(self) -> bool:
-        return bool(self.meta.docstore)
-
-    @property
-    def docstore(self):
-        if self._docstore is None and self.meta.docstore:
-            from hopscotch.retriever.index.docstore import DocStore
-            self._docstore = DocStore(self.index_dir, self.meta)
-        return self._docstore
-
     def query_texts(self, queries: Sequence[str], reasonings=None, reasoning_aware=False) -> list[str]:
         from hopscotch.retriever.model.query_template import format_queries
 
@@ -274,13 +260,6 @@ class DenseSearcher(BaseSearcher):
                                                             refine=self.refine),
                               ids.docid, ids.meta.num_docs, emb, k)
         return [best_per_document(main, extra, k) for main, extra in zip(out, hits)]
-
-    def get_document(self, docid: str) -> dict[str, Any] | None:
-        store = self.docstore
-        if store is None:
-            print(f"warning: {self.index_dir} has no docstore", file=sys.stderr)
-            return None
-        return lookup_document(store, docid)
 
 
 def _window_index(index_dir, meta, opts: DenseOptions):

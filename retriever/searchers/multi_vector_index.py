@@ -16,21 +16,19 @@ Example::
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, per_query
-from hopscotch.retriever.searchers.bm25 import lookup_document
+from hopscotch.retriever.searchers.index_documents import IndexFolderDocuments
 
 DEFAULT_NPROBE = 4
 DEFAULT_CANDIDATES = 256
 
 
-class MultiVectorIndexSearcher(BaseSearcher):
+class MultiVectorIndexSearcher(IndexFolderDocuments, BaseSearcher):
     """:param index_dir: a finished multi-vector index folder; :param model: the query encoder (default: the
     index's model); :param nprobe: centroids probed per query token; :param candidates: documents kept by
     centroid interaction and scored exactly; :param query_input, late_fusion: as for the reranker."""
@@ -58,7 +56,6 @@ class MultiVectorIndexSearcher(BaseSearcher):
                              f"{self.store.dim}-d ones (built with {self.meta.model})")
         self._query_input_given = query_input is not None
         self.ids = ShardIds(index_dir, self.meta)
-        self._docstore = None
 
     @property
     def query_input(self):
@@ -82,7 +79,7 @@ class MultiVectorIndexSearcher(BaseSearcher):
         aware = per_query(reasoning_aware, len(queries), "reasoning_aware")
         out = []
         w = 1.0 if self.late_fusion is None else self.late_fusion
-        for q_main, q_plain in self.scorer._query_vectors(list(queries), reasonings, aware):
+        for q_main, q_plain in self.scorer.query_vectors(list(queries), reasonings, aware):
             rows, _ = self.store.candidates(q_main.numpy(), self.nprobe, max(self.candidates, k),
                                             plain=None if q_plain is None else q_plain.numpy(), weight=w)
             if not len(rows):
@@ -92,23 +89,6 @@ class MultiVectorIndexSearcher(BaseSearcher):
             order = np.argsort(-np.asarray(scores), kind="stable")[:k]
             out.append([(self.ids.docid(rows[i]), float(scores[i])) for i in order])
         return out
-
-    @property
-    def has_documents(self) -> bool:
-        return bool(self.meta.docstore)
-
-    @property
-    def docstore(self):
-        if self._docstore is None and self.meta.docstore:
-            from hopscotch.retriever.index.docstore import DocStore
-            self._docstore = DocStore(self.index_dir, self.meta)
-        return self._docstore
-
-    def get_document(self, docid: str) -> dict[str, Any] | None:
-        if self.docstore is None:
-            print(f"warning: {self.index_dir} has no docstore", file=sys.stderr)
-            return None
-        return lookup_document(self.docstore, docid)
 
 
 def is_multi_vector_index(index_dir: str | os.PathLike) -> bool:

@@ -152,7 +152,7 @@ class MultiVectorReranker:
         return added
 
     # -- scoring ---------------------------------------------------------------------------------
-    def _query_vectors(self, queries, reasonings, aware):
+    def query_vectors(self, queries, reasonings, aware):
         """Per query ``(q_main, q_plain)``: the encoding in use and, under late fusion, the query-only one."""
         model = self.model
         main = model.encode_queries(queries, reasonings, self.query_input, aware, batch_size=self.batch_size)
@@ -198,7 +198,7 @@ class MultiVectorReranker:
             rows = range(start, min(n, start + QUERY_CHUNK))
             lists = [[d for d, _ in candidates[i][:depth]] for i in rows]
             vectors = self.document_vectors([d for ids in lists for d in ids], fetch)
-            encodings = self._query_vectors([queries[i] for i in rows], [reasonings[i] for i in rows],
+            encodings = self.query_vectors([queries[i] for i in rows], [reasonings[i] for i in rows],
                                             [bool(aware[i]) for i in rows])
             for ids, (q_main, q_plain) in zip(lists, encodings):
                 scores = self.scores(q_main, q_plain, [vectors[d] for d in ids])
