@@ -29,10 +29,15 @@ context fields (:mod:`hopscotch.retriever.model.query_input` turns them into the
 
 Parallel queries share their call's context: one is not a prior query of another. Steps without an
 explicit number are numbered 1, 2, ... per question in file order.
+
+The generic format's one writer sits beside its reader: :func:`trace_line` (one step as a JSON line, keys in
+:data:`TRACE_KEYS` order) and :func:`write_trace_file` (a whole file, atomically); the embedded world's
+``traces.jsonl`` and the agent experiments' training traces are written through them.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -41,8 +46,8 @@ from pathlib import Path
 from hopscotch.data_synth.trace_step import TraceStep
 from hopscotch.retriever.errors import FormatError
 from hopscotch.retriever.io.agent_runs import is_search_tool
+from hopscotch.retriever.io.common import atomic_write, read_jsonl
 from hopscotch.retriever.io.common import parse_nested as _parse_nested
-from hopscotch.retriever.io.common import read_jsonl
 from hopscotch.retriever.io.queries import parse_context_fields
 from hopscotch.retriever.model.query_input import clip_text
 
@@ -304,3 +309,32 @@ def detect_format(obj: dict) -> str | None:
     if "query" in obj and any(k in obj for k in ("question_id", "qid", "query_id")):
         return "generic"
     return None
+
+
+#: the generic trace format's keys, in the order :func:`trace_line` writes them
+TRACE_KEYS = ("question_id", "step", "reasoning", "query", "current_reasoning", "prior_queries", "prior_results",
+              "gold_docids")
+_ABSENT = object()
+
+
+def trace_line(question_id: str, step: int, reasoning: str, query: str, current_reasoning=_ABSENT,
+               prior_queries=_ABSENT, prior_results=_ABSENT, gold_docids=_ABSENT) -> str:
+    """One step of the generic format (what :func:`read_generic` reads) as a JSON line ending in a newline:
+    keys in :data:`TRACE_KEYS` order, non-ASCII kept. A field left out is not written (a None is written as
+    null); tuples are written as lists."""
+    row = {"question_id": question_id, "step": step, "reasoning": reasoning, "query": query}
+    given = {"current_reasoning": current_reasoning, "prior_queries": prior_queries, "prior_results": prior_results,
+             "gold_docids": gold_docids}
+    row.update((k, list(v) if isinstance(v, tuple) else v) for k, v in given.items() if v is not _ABSENT)
+    return json.dumps(row, ensure_ascii=False) + "\n"
+
+
+def write_trace_file(path, steps: Iterable[dict]) -> int:
+    """Atomically write ``steps`` (mappings of :func:`trace_line`'s arguments) as a generic trace file;
+    returns the number of steps."""
+    n = 0
+    with atomic_write(path) as fh:
+        for step in steps:
+            fh.write(trace_line(**step))
+            n += 1
+    return n

@@ -333,6 +333,7 @@ def build_world(seed: int = 13, docs: int = 2000, questions: int = 200) -> World
 
 def write_world(world: World, out: str | Path) -> dict:
     """Write ``corpus.jsonl``, ``queries.jsonl``, ``qrels.tsv``, ``traces.jsonl`` and ``world.json``."""
+    from hopscotch.data_synth.trace_readers import write_trace_file
     from hopscotch.retriever.io.common import atomic_write, write_json, write_jsonl
 
     out = Path(out)
@@ -343,7 +344,7 @@ def write_world(world: World, out: str | Path) -> dict:
         fh.write("query-id\tcorpus-id\tscore\n")
         for q in world.questions:
             fh.writelines(f"{q['_id']}\t{d}\t1\n" for d in q["gold_docids"])
-    write_jsonl(out / "traces.jsonl", world.traces)
+    write_trace_file(out / "traces.jsonl", world.traces)
     stats = {"seed": world.seed, "entities": len(world.entities), "documents": len(world.documents),
              "questions": len(world.questions), "trace_steps": len(world.traces),
              "hops": {str(h): sum(q["hops"] == h for q in world.questions) for h in (2, 3, 4)}, **world.extra_stats}

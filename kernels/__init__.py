@@ -4,7 +4,8 @@
   gradients tile by tile, ``O((B + N) d)`` memory. On CPU tensors it falls back to the reference with
   a one-time warning, unless ``TRITON_INTERPRET=1`` runs the kernels in Triton's interpreter.
 * :func:`reference_infonce_loss` -- the same loss in plain PyTorch (:mod:`hopscotch.kernels.reference`).
-* :func:`select_infonce_loss` -- the trainer's default: fused on CUDA, reference elsewhere.
+* :func:`select_infonce_loss` -- the one choice between the two, which the trainer's loss makes through it:
+  fused on CUDA, reference elsewhere, or the ``impl`` asked for (:mod:`hopscotch.kernels.select`).
 * :func:`maxsim_infonce_loss`, :func:`reference_maxsim_infonce_loss`, :func:`select_maxsim_infonce_loss` --
   the same three for late interaction: InfoNCE over MaxSim scores of token embeddings
   (:mod:`hopscotch.kernels.maxsim`, :mod:`hopscotch.kernels.maxsim_reference`); the fused one never builds
@@ -45,16 +46,20 @@ def reference_infonce_loss(q, p, labels, temperature, exclude=None):
 
 
 def select_infonce_loss(device, impl: str = "auto"):
-    """Return the loss function to use for tensors on ``device``.
+    """Return the loss function to use for tensors on ``device``: the one place that picks between the fused
+    kernel and the reference (by :func:`hopscotch.kernels.select.choose_impl`); the trainer's loss calls it.
 
     Args:
         device: a ``torch.device`` or string such as ``"cuda:0"`` or ``"cpu"``.
-        impl: ``"auto"`` (fused on CUDA, reference otherwise), ``"fused"`` or ``"reference"``.
+        impl: ``"auto"`` (fused on CUDA, reference otherwise), ``"fused"`` (the reference, with a one-time
+            warning, where Triton cannot run: CPU without ``TRITON_INTERPRET=1``) or ``"reference"``.
 
     Returns:
         :func:`infonce_loss` or :func:`reference_infonce_loss`.
     """
-    return _select(device, impl, infonce_loss, reference_infonce_loss)
+    from .select import choose_impl
+
+    return infonce_loss if choose_impl(device, impl, "infonce_loss") == "fused" else reference_infonce_loss
 
 
 def maxsim_infonce_loss(q, p, labels, temperature, exclude=None, *, q_mask=None, p_mask=None, **options):
@@ -75,16 +80,7 @@ def reference_maxsim_infonce_loss(q, p, labels, temperature, exclude=None, *, q_
 def select_maxsim_infonce_loss(device, impl: str = "auto"):
     """:func:`maxsim_infonce_loss` or :func:`reference_maxsim_infonce_loss`, by the rule of
     :func:`select_infonce_loss` (``impl`` ``"auto"``: fused on CUDA, reference otherwise)."""
-    return _select(device, impl, maxsim_infonce_loss, reference_maxsim_infonce_loss)
+    from .select import choose_impl
 
-
-def _select(device, impl: str, fused, reference):
-    import torch
-
-    if impl == "fused":
-        return fused
-    if impl == "reference":
-        return reference
-    if impl != "auto":
-        raise ValueError(f"impl: expected 'auto', 'fused' or 'reference', got {impl!r}")
-    return fused if torch.device(device).type == "cuda" else reference
+    fused = choose_impl(device, impl, "maxsim_infonce_loss") == "fused"
+    return maxsim_infonce_loss if fused else reference_maxsim_infonce_loss

@@ -1,6 +1,7 @@
 """Accuracy of an InfoNCE implementation against the float64 reference: fixed cases and a random sweep.
 
-One definition of "matches", used by the tests, ``scripts/gpu_check.sh`` and the command line:
+One definition of "matches", used by the tests, ``scripts/gpu_check.sh``, the kernel bench's check
+(:mod:`hopscotch.kernels.bench`, ``scripts/bench_kernel.py``) and the command line:
 
 * the loss: relative error ``|a - b| / |b| <= 1e-5`` in fp32, or ``|a - b| <= 1e-7`` where the
   float64 loss is below ``1e-3`` (a loss near zero is exact to that absolute error; relative error
@@ -86,12 +87,22 @@ class Case:
 def draw_case(seed: int) -> Case:
     """The case drawn from ``seed`` (float32 CPU tensors; the same seed always gives the same case)."""
     rng = random.Random(seed)
-    gen = torch.Generator().manual_seed(seed)
     num_q, num_p, dim = rng.choice(_SHAPES)
     temperature = rng.choice(_TEMPERATURES)
     exclusion = rng.choice(("none", "ids", "dense"))
     dominant = rng.random() < 0.5
     closeness = rng.choice((0.05, 0.3, 0.6))
+    return make_case(seed, num_q, num_p, dim, temperature, exclusion, dominant=dominant, closeness=closeness)
+
+
+def make_case(seed: int, num_q: int, num_p: int, dim: int, temperature: float, exclusion: str = "none", *,
+              dominant: bool = False, closeness: float = 0.3) -> Case:
+    """A case of the given shape from ``seed`` (float32 CPU tensors): unit-norm ``q`` and ``p``, random
+    labels, and ``exclude`` by ``exclusion``: ``none``, ``ids`` (docids, a third as many as passages, so
+    duplicates of positives), ``dense`` (a random mask, 90% with ``dominant`` else 30%) or
+    ``all-but-positive`` (every passage masked: the loss is exactly 0). ``dominant``: each positive a near
+    copy of its query (noise ``closeness``), the near-zero-loss rows."""
+    gen = torch.Generator().manual_seed(seed)
     q = torch.nn.functional.normalize(torch.randn(num_q, dim, generator=gen), dim=-1)
     p = torch.nn.functional.normalize(torch.randn(num_p, dim, generator=gen), dim=-1)
     labels = torch.randint(0, num_p, (num_q,), generator=gen)
@@ -104,6 +115,10 @@ def draw_case(seed: int) -> Case:
         exclude = (p_ids[labels], p_ids)
     elif exclusion == "dense":
         exclude = torch.rand(num_q, num_p, generator=gen) < (0.9 if dominant else 0.3)
+    elif exclusion == "all-but-positive":
+        exclude = torch.ones(num_q, num_p, dtype=torch.bool)
+    elif exclusion != "none":
+        raise ValueError(f"exclusion {exclusion!r}: expected none, ids, dense or all-but-positive")
     kind = f"exclude={exclusion}" + (" dominant-positive" if dominant else "")
     return Case(seed, q, p, labels, temperature, exclude, kind)
 
@@ -138,6 +153,13 @@ class Errors:
     details: Dict[str, float] = field(default_factory=dict)
 
 
+def relative_error(value: torch.Tensor, truth: torch.Tensor) -> float:
+    """``||value - truth||_F / ||truth||_F`` in float64 (0 when both are zero, inf when only ``truth`` is)."""
+    value, truth = value.detach().cpu().double(), truth.detach().cpu().double()
+    diff, scale = (value - truth).norm().item(), truth.norm().item()
+    return diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf)
+
+
 def _error(value: torch.Tensor, truth: torch.Tensor, dtype, near_zero_loss: bool) -> tuple:
     """``(relative error, absolute error, within bounds)``: relative bound, or the absolute bound
     where the loss (or the value itself) is near zero."""
@@ -146,18 +168,23 @@ def _error(value: torch.Tensor, truth: torch.Tensor, dtype, near_zero_loss: bool
     if not torch.isfinite(value).all():
         return math.inf, math.inf, False
     diff = (value - truth).norm().item()
-    scale = truth.norm().item()
-    rel = diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf)
-    ok = rel <= rel_bound or ((near_zero_loss or scale < small) and diff <= abs_bound)
+    rel = relative_error(value, truth)
+    ok = rel <= rel_bound or ((near_zero_loss or truth.norm().item() < small) and diff <= abs_bound)
     return rel, diff, ok
+
+
+def reference_grads(case: Case, dtype=torch.float32) -> tuple:
+    """``(loss, dq, dp)`` of the float64 reference on the case's inputs rounded to ``dtype``: the truth
+    :func:`compare` grades against."""
+    rounded = Case(case.seed, case.q.to(dtype).double(), case.p.to(dtype).double(), case.labels,
+                   case.temperature, case.exclude, case.kind)
+    return loss_and_grads(reference_infonce_loss, rounded, torch.float64)
 
 
 def compare(fn: Callable, case: Case, dtype=torch.float32, device="cpu", **options) -> Errors:
     """Run ``fn`` on ``case`` in ``dtype`` and compare with the float64 reference on the same inputs."""
-    rounded = Case(case.seed, case.q.to(dtype).double(), case.p.to(dtype).double(), case.labels,
-                   case.temperature, case.exclude, case.kind)
-    truth = loss_and_grads(reference_infonce_loss, rounded, torch.float64)
-    return grade(case.describe(), loss_and_grads(fn, case, dtype, device, **options), truth, dtype)
+    return grade(case.describe(), loss_and_grads(fn, case, dtype, device, **options), reference_grads(case, dtype),
+                 dtype)
 
 
 def grade(label: str, got: tuple, truth: tuple, dtype) -> Errors:

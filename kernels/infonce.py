@@ -17,7 +17,8 @@ Two backward variants, same results:
 
 On CPU the kernels run in Triton's interpreter while ``TRITON_INTERPRET=1`` is set (tests do that;
 the kernels are redefined when the variable changes, even after ``import triton``). Without it, CPU
-tensors fall back to :func:`hopscotch.kernels.reference.infonce_loss` with a one-time warning.
+tensors fall back to :func:`hopscotch.kernels.reference.infonce_loss` with a one-time warning, by the rule
+of :func:`hopscotch.kernels.select.choose_impl`.
 
 Example::
 
@@ -36,8 +37,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import math
-import os
-import warnings
 from dataclasses import dataclass
 from typing import Optional
 
@@ -45,13 +44,13 @@ import torch
 
 from .exclusion import ExcludeArg, ExcludeSpec, check_inputs, normalize_exclude
 from .reference import infonce_loss as reference_infonce_loss
+from .select import choose_impl, interpreter_enabled
 
 LOG2E = 1.0 / math.log(2.0)
 LN2 = math.log(2.0)
 #: Elements of the ``B x chunk_size`` buffer of ``backward="chunked"`` (128 MiB in bf16).
 CHUNK_ELEMENTS = 64 * 1024 * 1024
 _EXCLUDE_MODES = {"none": 0, "ids": 1, "dense": 2}
-_warned_cpu = False
 
 
 @dataclass(frozen=True)
@@ -87,17 +86,6 @@ class KernelConfig:
                 f"KernelConfig.split_size: expected a positive multiple of block_m={self.block_m} and "
                 f"block_n={self.block_n}, got {self.split_size}"
             )
-
-
-def interpreter_enabled() -> bool:
-    """True when ``TRITON_INTERPRET=1``: Triton kernels then run on CPU tensors, slowly."""
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
-
-
-def fused_available(device: torch.device | str) -> bool:
-    """True when :func:`infonce_loss` runs the Triton kernels for tensors on ``device``."""
-    device = torch.device(device)
-    return device.type == "cuda" or (device.type == "cpu" and interpreter_enabled())
 
 
 def _kernel_module():
@@ -140,7 +128,6 @@ def infonce_loss(
         A float32 scalar. Scores, log-sum-exp and gradient accumulators are fp32 for every input
         dtype; the gradients of ``q`` and ``p`` come back in the input dtype.
     """
-    global _warned_cpu
     t = check_inputs(q, p, labels, temperature)
     spec = normalize_exclude(exclude, labels, q.shape[0], p.shape[0])
     if isinstance(temperature, torch.Tensor) and temperature.requires_grad:
@@ -150,11 +137,7 @@ def infonce_loss(
         raise ValueError(f"backward: expected 'fused' or 'chunked', got {backward!r}")
     if chunk_size is not None and chunk_size < 1:
         raise ValueError(f"chunk_size: expected a positive integer, got {chunk_size}")
-    if not fused_available(q.device):
-        if not _warned_cpu:
-            warnings.warn(f"hopscotch.kernels.infonce_loss: no Triton for device {q.device} (set TRITON_INTERPRET=1 "
-                          "to run the kernels on CPU); using the PyTorch reference", stacklevel=2)
-            _warned_cpu = True
+    if choose_impl(q.device, "fused", "infonce_loss") == "reference":  # no Triton here (CPU, no interpreter)
         return reference_infonce_loss(q, p, labels, temperature, exclude)
     if q.dtype == torch.float64:
         raise TypeError("q, p: the fused kernel takes float16, bfloat16 or float32; use "

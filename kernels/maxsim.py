@@ -21,7 +21,8 @@ twice): ``4 Lp`` times less (720 x for ``Lp = 180``). The token-similarity FLOPs
 are done once in the forward and once more by the one-hot ``dp`` product; ``dq`` is a gather.
 
 On CPU the kernels run in Triton's interpreter while ``TRITON_INTERPRET=1`` is set (tests); without
-it CPU tensors fall back to the reference with a one-time warning, as :func:`hopscotch.kernels.infonce_loss`.
+it CPU tensors fall back to the reference with a one-time warning, as :func:`hopscotch.kernels.infonce_loss`
+(both by :func:`hopscotch.kernels.select.choose_impl`).
 
 Example::
 
@@ -42,18 +43,16 @@ from __future__ import annotations
 import contextlib
 import importlib
 import math
-import warnings
 from dataclasses import dataclass
 from typing import Optional
 
 import torch
 
 from .exclusion import ExcludeArg, ExcludeSpec, normalize_exclude
-from .infonce import LOG2E, _EXCLUDE_MODES, _merge_splits, _precision, fused_available, interpreter_enabled
+from .infonce import LOG2E, _EXCLUDE_MODES, _merge_splits, _precision
 from .maxsim_reference import check_maxsim_inputs
 from .maxsim_reference import maxsim_infonce_loss as reference_maxsim_infonce_loss
-
-_warned_cpu = False
+from .select import choose_impl, interpreter_enabled
 
 
 @dataclass(frozen=True)
@@ -143,17 +142,12 @@ def maxsim_infonce_loss(
     Returns:
         A float32 scalar; the gradients of ``q`` and ``p`` come back in their dtype.
     """
-    global _warned_cpu
     t, q_mask, p_mask = check_maxsim_inputs(q, p, labels, temperature, q_mask, p_mask)
     spec = normalize_exclude(exclude, labels, q.shape[0], p.shape[0])
     if isinstance(temperature, torch.Tensor) and temperature.requires_grad:
         raise ValueError("temperature: the fused loss takes a fixed temperature; use "
                          "hopscotch.kernels.reference_maxsim_infonce_loss for a learnable one")
-    if not fused_available(q.device):
-        if not _warned_cpu:
-            warnings.warn(f"hopscotch.kernels.maxsim_infonce_loss: no Triton for device {q.device} (set "
-                          "TRITON_INTERPRET=1 to run the kernels on CPU); using the PyTorch reference", stacklevel=2)
-            _warned_cpu = True
+    if choose_impl(q.device, "fused", "maxsim_infonce_loss") == "reference":  # no Triton here
         return reference_maxsim_infonce_loss(q, p, labels, temperature, exclude, q_mask=q_mask, p_mask=p_mask)
     if q.dtype == torch.float64:
         raise TypeError("q, p: the fused kernel takes float16, bfloat16 or float32; use "

@@ -4,390 +4,31 @@ hybrid, on four dev sets of held-out questions; regenerates the table in docs/be
     .venv/bin/python scripts/agent_ablation.py --work /tmp/hopscotch-ablation [--trained /tmp/agent_run/final]
         [--json ablation.json] [--sets hotpotqa,musique,world,tongyi,tongyi_pages] [--no-docs]
 
-Dev sets: :mod:`agent_eval_sets` (test = held-out questions of ``scripts/agent_splits.py``; the Tongyi set's
-qrels are pseudo-labels). Everything runs through the CLI (``hopscotch index``, ``bm25-index``, ``search``,
-``tune-fusion``) in-process; indexes and runs are cached under ``--work`` (delete a file to redo it), so
-every number can be reproduced with the printed commands. Tuned on the ``tune`` questions only (each
-source's dev questions in ``scripts/agent_splits.py``, which training never sees): each model's default
-variant (the reasoning variant with the best mean nDCG@10 over the tune slices), the late-fusion weight
-``w`` (one per model, same criterion) and the BM25 + dense fusion (``hopscotch tune-fusion --dev-qids``, per
-set and model). Cells: nDCG@10 on test with its 95% CI, and the paired randomisation p against the same
-model's query-only row (BM25: against base query-only).
+Dev sets: :mod:`hopscotch.data_synth.agent.eval_sets` (test = held-out questions of
+:mod:`hopscotch.data_synth.agent.splits`; the Tongyi set's qrels are pseudo-labels). Everything runs through
+the CLI (``hopscotch index``, ``bm25-index``, ``search``, ``tune-fusion``) in-process; indexes and runs are
+cached under ``--work`` (delete a file to redo it), so every number can be reproduced with the printed
+commands. Tuned on the ``tune`` questions only (each source's dev questions, which training never sees): each
+model's default variant (the reasoning variant with the best mean nDCG@10 over the tune slices), the
+late-fusion weight ``w`` (one per model, same criterion) and the BM25 + dense fusion (``hopscotch tune-fusion
+--dev-qids``, per set and model). Cells: nDCG@10 on test with its 95% CI, and the paired randomisation p
+against the same model's query-only row (BM25: against base query-only).
+
+A thin driver: the ablation is :mod:`hopscotch.retriever.experiments.agent_ablation` (its runs
+``.ablation_runs``, its table, docs section and plot ``.ablation_report``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from pathlib import Path
 
+from hopscotch.data_synth.agent.eval_sets import SET_NAMES
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-
-START, END = "<!-- agent-ablation:start -->", "<!-- agent-ablation:end -->"
-SET_NAMES = ("hotpotqa", "musique", "world", "world_long", "tongyi_utility", "tongyi", "tongyi_pages")
-TAIL = 128  # half of MiniLM's 256-token query budget: the latest reasoning, with room for the query
-VARIANTS = ("query", "prior_queries", "reasoning", "current_reasoning", f"reasoning_tail:{TAIL}", "with_documents",
-            f"reasoning_focus:{TAIL}")
-HYBRIDS = ("interp", "rrf", "adaptive")   # `--fusion METHOD` rows, each at its defaults, beside `--fusion` alone
-WEIGHTS = tuple(i / 10 for i in range(11))
-K = 100
-
-
-def replace_section(text: str, section: str, start: str = START, end: str = END) -> str:
-    """``text`` with the part between the markers (default: the ablation's) replaced by ``section`` (markers
-    kept); appended at the end, markers included, when the markers are absent."""
-    block = f"{start}\n{section.strip()}\n{end}"
-    if start in text and end in text and text.index(start) < text.index(end):
-        return text[:text.index(start)] + block + text[text.index(end) + len(end):]
-    return text.rstrip("\n") + ("\n\n" if text.strip() else "") + block + "\n"
-
-
-def cell(c: dict | None) -> str:
-    if not c:
-        return "—"
-    out = f"{c['mean']:.3f} ± {c['ci95']:.3f}"
-    if c.get("p") is not None:
-        out += f" (p={c['p']:.3f}{'*' if c['p'] < 0.05 else ''})"
-    return out
-
-
-def render_table(result: dict) -> str:
-    """The markdown section: a table (rows x dev sets), the tuned settings, the acceptance checks."""
-    sets = result["sets"]
-    head = "| system | " + " | ".join(f"{s['title']} ({s['test_steps']})" for s in sets.values()) + " |"
-    lines = [head, "|---" * (len(sets) + 1) + "|"]
-    for row in result["rows"]:
-        lines.append(f"| {row['label']} | " + " | ".join(cell(row["cells"].get(name)) for name in sets) + " |")
-    notes = [f"* **{s['title']}** (labels: {s.get('labels', 'see note')}"
-             + ("" if s.get("votes", True) else "; does not vote on reasoning defaults") + f"): {s['note']}"
-             for s in sets.values()]
-    tuned = [f"* {m}: `search --reasoning` defaults only (query-only and default rows; `--full-base` for all)"
-             if t.get("w") is None else f"* {m}: default variant `{t['variant']}`, late-fusion w = {t['w']:g}"
-             + (f" (the model's own recorded variant: `{t['recorded_variant']}`)" if t.get("recorded_variant") else "")
-             for m, t in result.get("tuned", {}).items()]
-    checks = []
-    for name, c in result.get("checks", {}).items():
-        checks.append(f"* {sets[name]['title']}: " + "; ".join(c))
-    return "\n".join([
-        "### Agent-retrieval ablation (issues 9, 22)", "",
-        (f"Generated by `{result.get('command', 'scripts/agent_ablation.py')}`. nDCG@10 on held-out (test) "
-        "questions with its 95% CI; `p`: paired randomisation test against the same model's query-only row "
-        "(BM25: against base query-only); `*` p < 0.05. Column headers give the number of test steps. "
-        "Tuning (default variant, late-fusion w, hybrid) used dev questions only, which no model trained on; "
-        "the default variant and w are chosen on the sets whose labels no retriever's ranking produced."), "",
-        *lines, "", "Dev sets:", *notes, "", "Tuned on the tune questions:", *tuned, "",
-        "Acceptance checks (issues 9, 22):", *checks, "",
-        (f"Timings of this invocation (seconds; indexes and runs cached under --work are reused, a cold run with "
-        f"--trained on 2 CPU cores takes about 25 minutes): {result.get('timings', {})}"), ""])
-
-
-def _cli(*argv) -> None:
-    from hopscotch.retriever.cli import main
-
-    argv = [str(a) for a in argv]
-    print("$ hopscotch " + " ".join(argv), file=sys.stderr, flush=True)
-    code = main(argv)
-    if code != 0:
-        raise SystemExit(f"hopscotch {' '.join(argv)} failed with exit code {code}")
-
-
-def build_indexes(work: Path, name: str, corpus: Path, models: dict[str, str]) -> dict[str, Path]:
-    out = {"bm25": work / "idx" / f"{name}.bm25"}
-    if not (out["bm25"] / "docids.txt").exists():
-        _cli("bm25-index", "--corpus", corpus, "--out", out["bm25"])
-    for label, model in models.items():
-        out[label] = work / "idx" / f"{name}.{label}"
-        done = out[label] / ".done"
-        if not done.exists() or done.read_text().strip() != str(model):
-            _cli("index", "--corpus", corpus, "--model", model, "--out", out[label], "--batch-size", 32,
-                 "--shard-size", 5000, "--overwrite")
-            done.write_text(model + "\n")
-    return out
-
-
-def search(run: Path, paths: dict, *flags) -> Path:
-    if not run.exists():
-        tmp = run.with_suffix(".part")
-        _cli("search", "--queries", paths["queries"], "--k", K, "--out", tmp, *flags)
-        tmp.rename(run)
-    return run
-
-
-def late_fusion_runs(index: Path, model: str, variant: str, queries: list, gate: int | None = None,
-                     encoder=None, weights=WEIGHTS, k: int = K) -> tuple[dict, object]:
-    """``{w: {qid: {docid: score}}}`` of ``w * q_variant + (1 - w) * q_query`` for every w in ``weights``,
-    and the encoder used: the dense searcher's own late fusion with the two encodings computed once, its
-    passage windows and, with ``gate``, its word gate (longer contexts are searched with the query alone at
-    every w): what ``--late-fusion w [--late-fusion-max-words gate]`` searches with."""
-    from hopscotch.retriever.model.query_input import ReasoningContext
-    from hopscotch.retriever.searchers import build_searcher
-
-    texts, contexts = [q.text for q in queries], [ReasoningContext.of(q) for q in queries]
-    emb = {}
-    for w in (1.0, 0.0):
-        searcher = build_searcher("dense", index=index, model=model, query_input=variant, late_fusion=w,
-                                  late_fusion_max_words=gate, encoder=encoder)
-        encoder = searcher.encoder
-        emb[w] = searcher.query_embeddings(texts, contexts, True)
-    runs = {}
-    for w in weights:
-        ranked = searcher.search_embeddings(w * emb[1.0] + (1 - w) * emb[0.0], k)
-        runs[w] = {q.qid: dict(hits) for q, hits in zip(queries, ranked)}
-    return runs, encoder
-
-
-def tune_late_fusion(paths: dict, index: Path, model: str, variant: str, encoders: dict, label: str) -> dict:
-    """Tune-slice runs of :func:`late_fusion_runs` with the model's recorded word gate."""
-    from hopscotch.retriever.io.queries import read_queries
-    from hopscotch.retriever.model.config import model_settings
-
-    tune = set(paths["tune"].read_text().split())
-    queries = [q for q in read_queries(paths["queries"]) if q.qid in tune]
-    gate = model_settings(model).late_fusion_max_words
-    runs, encoders[label] = late_fusion_runs(index, model, variant, queries, gate, encoders.get(label))
-    return runs
-
-
-def _evaluate(run: dict, qrels: dict, qids: list[str]):
-    from hopscotch.retriever.evaluation.metrics import evaluate
-
-    return evaluate({q: run.get(q, {}) for q in qids}, {q: qrels[q] for q in qids}, ["ndcg@10"])
-
-
-def _safe(variant: str) -> str:
-    return variant.replace(":", "")
-
-
-def fused(run: Path, sparse: Path, dense: Path, settings, qids: list[str]) -> Path:
-    """``run``: ``settings`` applied to the cached BM25 and dense runs (each cut to depth K), as
-    ``hopscotch search --bm25 ... --index ... --depth K`` fuses them; written once (delete it to redo)."""
-    from hopscotch.retriever.io.runs import read_run, write_run
-    from hopscotch.retriever.searchers.fusion_tuning import fuse_runs
-
-    if not run.exists():
-        tmp = run.with_suffix(".part")
-        write_run(tmp, fuse_runs(read_run(sparse), read_run(dense), settings, qids, k=K, depth=K), tag="hybrid")
-        tmp.rename(run)
-    return run
-
-
-def _settings(method: str | None):
-    from hopscotch.retriever.searchers.fusion import default_settings
-
-    return default_settings(method)
-
-
-def _tag(method: str | None) -> str:
-    """A file-name tag of the settings ``--fusion METHOD`` (None: no --fusion) applies today, so that a run
-    cached under --work is redone when a default moves."""
-    import hashlib
-
-    from hopscotch.retriever.searchers import fusion
-
-    settings = fusion.default_settings(method)
-    return hashlib.sha256(json.dumps(settings.to_json(), sort_keys=True).encode()).hexdigest()[:8]
-
-
-def _choose(scores: dict) -> object:
-    """The key with the best mean score over the dev sets (first in order among equals)."""
-    return max(scores, key=lambda key: sum(scores[key]) / len(scores[key]))
-
-
-def run_ablation(work: Path, names: list[str], models: dict[str, str], full_base: bool = True) -> dict:
-    from agent_eval_sets import TITLES, build_sets
-
-    from hopscotch.retriever.evaluation.metrics import compare_runs
-    from hopscotch.retriever.io.runs import read_run
-
-    timings, clock = {}, time.perf_counter()
-
-    def lap(stage: str) -> None:
-        nonlocal clock
-        timings[stage] = round(time.perf_counter() - clock, 1)
-        clock = time.perf_counter()
-
-    sets = build_sets(work, names)
-    paths = {n: es.write(work / "sets" / n) for n, es in sets.items()}
-    lap("sets_s")
-    idx = {n: build_indexes(work, es.index_name or n, es.corpus, models) for n, es in sets.items()}
-    lap("index_s")
-    runs, test, tune = {}, {}, {}
-    short = {m for m in models if m == "base" and not full_base and len(models) > 1}  # query + defaults only
-
-    def variants_of(m: str) -> tuple[str, ...]:
-        return ("query",) if m in short else VARIANTS
-
-    for n, es in sets.items():
-        runs[n, "bm25"] = search(work / "runs" / f"{n}.bm25.trec", paths[n], "--bm25", idx[n]["bm25"])
-        for m, model in models.items():
-            for v in variants_of(m):
-                runs[n, m, v] = search(work / "runs" / f"{n}.{m}.{_safe(v)}.trec", paths[n], "--index", idx[n][m],
-                                       "--model", model, "--query-input", v)
-            # what `hopscotch search --reasoning` does with the model's recorded defaults (variant, late
-            # fusion, word gate); and the two hybrid defaults over it
-            runs[n, m, "default"] = search(work / "runs" / f"{n}.{m}.default.trec", paths[n], "--index", idx[n][m],
-                                           "--model", model, "--reasoning")
-            # the same, scoring each document by its first window only (an index without windows: identical)
-            if m not in short:
-                runs[n, m, "first-window"] = search(work / "runs" / f"{n}.{m}.default.first-window.trec",
-                                                    paths[n], "--index", idx[n][m], "--model", model, "--reasoning",
-                                                    "--first-windows-only")
-            # the hybrids over it: fused in-process from the two cached runs (`hopscotch search --bm25 --index
-            # --fusion ...` fuses the same two depth-K lists: tests/retriever/searchers/test_searchers.py)
-            for method in (*HYBRIDS, None):
-                label = method or "default"
-                runs[n, m, f"hybrid-{label}"] = fused(
-                    work / "runs" / f"{n}.{m}.default.hybrid-{label}.{_tag(method)}.trec", runs[n, "bm25"],
-                    runs[n, m, "default"], _settings(method), es.tune + es.test)
-        for key in [k for k in runs if k[0] == n]:
-            run = read_run(runs[key])
-            test[key], tune[key] = _evaluate(run, es.qrels, es.test), _evaluate(run, es.qrels, es.tune)
-    lap("search_s")
-    tuned, encoders = {}, {}
-    voters = [n for n, es in sets.items() if es.votes] or list(sets)
-    for m, model in models.items():
-        if m in short:   # an untrained model's `--reasoning` is the `reasoning` variant: its default row
-            tuned[m] = {"variant": "default", "w": None, "voters": voters}
-            continue
-        variant = _choose({v: [tune[n, m, v].mean["ndcg@10"] for n in voters] for v in VARIANTS[1:]})
-        by_w: dict[float, list[float]] = {w: [] for w in reversed(WEIGHTS)}
-        for n, es in sets.items():
-            for w, run in tune_late_fusion(paths[n], idx[n][m], model, variant, encoders, m).items():
-                if n in voters:
-                    by_w[w].append(_evaluate(run, es.qrels, es.tune).mean["ndcg@10"])
-        w = _choose(by_w)
-        from hopscotch.retriever.model.config import model_settings
-
-        recorded = model_settings(model).query_input
-        tuned[m] = {"variant": variant, "w": w, "recorded_variant": recorded and str(recorded), "voters": voters,
-                    "tune_ndcg@10_by_w": {str(k): v for k, v in by_w.items()},
-                    "tune_ndcg@10_by_variant": {v: [round(tune[n, m, v].mean["ndcg@10"], 4) for n in sets]
-                                                for v in VARIANTS}}
-        for n, es in sets.items():
-            key = (n, m, "late")
-            runs[key] = search(work / "runs" / f"{n}.{m}.late{w:g}.{_safe(variant)}.trec", paths[n], "--index",
-                               idx[n][m], "--model", model, "--query-input", variant, "--late-fusion", w)
-            test[key] = _evaluate(read_run(runs[key]), es.qrels, es.test)
-    lap("late_fusion_s")
-    fusion = {}
-    for n, es in sets.items():
-        for m, model in models.items():
-            config = work / "fusion" / f"{n}.{m}.default.json"
-            if not config.exists():
-                config.parent.mkdir(parents=True, exist_ok=True)
-                _cli("tune-fusion", "--sparse", runs[n, "bm25"], "--dense", runs[n, m, "default"],
-                     "--qrels", paths[n]["qrels"], "--dev-qids", paths[n]["tune"], "--k", K, "--depth", K,
-                     "--out", config)
-            fusion[n, m] = json.loads(config.read_text())
-            key = (n, m, "hybrid")
-            from hopscotch.retriever.searchers.fusion import read_fusion_config
-
-            runs[key] = fused(work / "runs" / f"{n}.{m}.default.hybrid-tuned.trec", runs[n, "bm25"],
-                              runs[n, m, "default"], read_fusion_config(config), es.tune + es.test)
-            test[key] = _evaluate(read_run(runs[key]), es.qrels, es.test)
-    lap("hybrid_s")
-
-    def row(label: str, model: str, key_of, against_of) -> dict:
-        cells = {}
-        for n in sets:
-            r, a = test[key_of(n)], test[against_of(n)] if against_of else None
-            p = None if a is None or key_of(n) == against_of(n) else \
-                compare_runs(a, r, "ndcg@10").p_randomization
-            cells[n] = {"mean": r.mean["ndcg@10"], "ci95": r.ci95["ndcg@10"], "p": p}
-        return {"label": label, "model": model, "cells": cells}
-
-    rows = []
-    for m, model in models.items():
-        t = tuned[m]
-        for v in variants_of(m):
-            label = f"{m}: {v}" + (" (default)" if v == t["variant"] else "")
-            rows.append(row(label, m, lambda n, v=v, m=m: (n, m, v), lambda n, m=m: (n, m, "query")))
-        if m not in short:
-            rows.append(row(f"{m}: late fusion w={t['w']:g} ({t['variant']} + query)", m,
-                            lambda n, m=m: (n, m, "late"), lambda n, m=m: (n, m, "query")))
-        rows.append(row(f"{m}: `search --reasoning` defaults ({_recorded(model)})", m,
-                        lambda n, m=m: (n, m, "default"), lambda n, m=m: (n, m, "query")))
-        if m not in short:
-            rows.append(row(f"{m}: the same defaults, first window only (`--first-windows-only`)", m,
-                            lambda n, m=m: (n, m, "first-window"), lambda n, m=m: (n, m, "query")))
-    rows.append(row("BM25", "-", lambda n: (n, "bm25"), lambda n: (n, "base", "query")))
-    for m in models:
-        rows.append(row(f"hybrid: BM25 + {m} defaults, `--fusion` not given ({_default_label()})", m,
-                        lambda n, m=m: (n, m, "hybrid-default"), lambda n, m=m: (n, m, "query")))
-        for method in HYBRIDS:
-            rows.append(row(f"hybrid: BM25 + {m} defaults, `--fusion {method}` defaults", m,
-                            lambda n, m=m, method=method: (n, m, f"hybrid-{method}"), lambda n, m=m: (n, m, "query")))
-        rows.append(row(f"hybrid: BM25 + {m} defaults (fusion tuned per set)", m,
-                        lambda n, m=m: (n, m, "hybrid"), lambda n, m=m: (n, m, "query")))
-    checks = {n: acceptance(n, test, tuned, models) for n in sets}
-    for n, c in checks.items():
-        print(f"acceptance {n}: " + "; ".join(c))
-    lap("report_s")
-    return {"sets": {n: {"title": TITLES[n], "note": es.note, "labels": es.labels, "votes": es.votes, **es.counts}
-                     for n, es in sets.items()},
-            "rows": rows, "tuned": tuned, "checks": checks, "timings": timings,
-            "fusion": {f"{n}/{m}": {k: v for k, v in f.items() if k not in ("grid", "test")}
-                       for (n, m), f in fusion.items()},
-            "runs": {"/".join(map(str, k)): str(v) for k, v in runs.items()}}
-
-
-def _default_label() -> str:
-    from hopscotch.retriever.searchers.fusion import default_settings
-
-    return default_settings().describe()
-
-
-def _recorded(model: str) -> str:
-    """The model's recorded `search --reasoning` defaults, in words."""
-    from hopscotch.retriever.model.config import model_settings
-
-    s = model_settings(model)
-    if not s.trained:
-        return "an untrained model: `reasoning`"
-    out = f"`{s.query_input}`"
-    if s.late_fusion is not None:
-        out += f", late fusion w={s.late_fusion:g}"
-    if s.late_fusion_max_words is not None:
-        out += f", query alone over {s.late_fusion_max_words} words"
-    if s.passage_windows and s.passage_windows > 1:
-        out += f", pages as up to {s.passage_windows} windows"
-    return out
-
-
-def _verdict(a, b, metric: str = "ndcg@10") -> str:
-    """``>=`` holds when the mean is not lower (equal means tie); the paired test says whether it is significant."""
-    from hopscotch.retriever.evaluation.metrics import compare_runs
-
-    c = compare_runs(a, b, metric)
-    holds = "YES" if c.delta >= 0 else "no"
-    sig = "significant" if c.p_randomization < 0.05 else "not significant"
-    return (f"{holds} ({c.mean_b:.3f} vs {c.mean_a:.3f}, delta {c.delta:+.3f}, p={c.p_randomization:.3f}, "
-            f"{sig})")
-
-
-def acceptance(n: str, test: dict, tuned: dict, models: dict) -> list[str]:
-    """Issue 9's checks on one dev set: the (trained) default beats its query-only row and base; the
-    hybrid beats the better (on test) of BM25 and the same model's default dense run."""
-    m = "trained" if "trained" in models else "base"
-    out = [f"{m} defaults >= {m} query-only: {_verdict(test[n, m, 'query'], test[n, m, 'default'])}",
-           (f"{m} defaults >= the same, first window only: "
-            f"{_verdict(test[n, m, 'first-window'], test[n, m, 'default'])}")]
-    if m == "trained":
-        out.append(f"trained defaults >= base `{tuned['base']['variant']}`: "
-                   f"{_verdict(test[n, 'base', tuned['base']['variant']], test[n, m, 'default'])}"
-                   if tuned["base"]["variant"] != "default" else
-                   f"trained defaults >= base defaults: {_verdict(test[n, 'base', 'default'], test[n, m, 'default'])}")
-        out.append(f"trained defaults >= base query-only: {_verdict(test[n, 'base', 'query'], test[n, m, 'default'])}")
-    dense, bm25 = test[n, m, "default"], test[n, "bm25"]
-    better, label = (bm25, "BM25") if bm25.mean["ndcg@10"] >= dense.mean["ndcg@10"] else (dense, f"{m} dense")
-    for key, what in (("hybrid-default", "--fusion not given"), ("hybrid", "tuned"),
-                      *((f"hybrid-{h}", f"--fusion {h} defaults") for h in HYBRIDS)):
-        out.append(f"hybrid ({m}, {what}) >= the better of BM25 and dense ({label}): {_verdict(better, test[n, m, key])}")
-    return out
 
 
 def main(argv=None) -> int:
@@ -409,6 +50,10 @@ def main(argv=None) -> int:
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     import torch
 
+    from hopscotch.retriever.experiments.ablation_report import plot, render_table, update_section
+    from hopscotch.retriever.experiments.agent_ablation import run_ablation
+    from hopscotch.retriever.io.common import write_json
+
     torch.set_num_threads(args.threads)
     models = {"base": "minilm"} | ({"trained": str(Path(args.trained).resolve())} if args.trained else {})
     command = "python scripts/agent_ablation.py" + (" --trained DIR" if args.trained else "")
@@ -418,43 +63,13 @@ def main(argv=None) -> int:
     section = render_table(result)
     print(section)
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2))
+        write_json(args.json, result)
     if not args.no_docs:
         docs = Path(args.docs)
-        docs.write_text(replace_section(docs.read_text() if docs.exists() else "", section))
+        update_section(docs, section)
         print(f"updated {docs}")
         print(plot(result, Path(args.plot)))
     return 0
-
-
-def plot(result: dict, path: Path) -> str:
-    """A bar chart of nDCG@10 (95% CI) per system, one panel per dev set; says why when it cannot."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        return f"no plot: matplotlib is not installed ({exc}); pip install 'matplotlib>=3.8'"
-    sets, rows = result["sets"], result["rows"]
-    fig, axes = plt.subplots(1, len(sets), figsize=(4.2 * len(sets), 0.32 * len(rows) + 1.6), sharey=True,
-                             squeeze=False)
-    labels = [r["label"] for r in rows]
-    for ax, name in zip(axes[0], sets):
-        means = [r["cells"].get(name, {}).get("mean", 0.0) for r in rows]
-        cis = [r["cells"].get(name, {}).get("ci95", 0.0) for r in rows]
-        colors = ["tab:gray" if r["model"] == "-" else "tab:blue" if r["model"] == "base" else "tab:orange"
-                  for r in rows]
-        ax.barh(range(len(rows)), means, xerr=cis, color=colors, capsize=2)
-        ax.set_title(sets[name]["title"], fontsize=9)
-        ax.set_xlabel("nDCG@10 (test)")
-    axes[0][0].invert_yaxis()  # the panels share the y axis: invert it once (first row on top)
-    axes[0][0].set_yticks(range(len(rows)), labels, fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return f"plot written to {path}"
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ where BM25 is. Every set votes: the pseudo-qrel Tongyi sets favour the agent's d
 exactly the list a maximin default must not lose to there, and the sets with exact or utility labels are
 the ones where BM25 can be the stronger half. ``--split test`` only reports (the defaults are never chosen on
 it), with the paired test of each default against each set's better component.
+
+A thin driver: the grid, the table and the report are :mod:`hopscotch.retriever.experiments.fusion_defaults`.
 """
 
 from __future__ import annotations
@@ -23,104 +25,21 @@ import argparse
 import sys
 from pathlib import Path
 
-SETS = ("hotpotqa", "musique", "world", "world_long", "tongyi_utility", "tongyi", "tongyi_pages")
-
-
-def grid() -> list:
-    """``tune-fusion``'s grid, both normalisations, plain and weighted RRF, and adaptive fusion."""
-    from hopscotch.retriever.searchers.fusion_tuning import fusion_grid
-
-    weights = [i / 10 for i in range(11)]
-    return fusion_grid(weights, (5.0, 10.0, 20.0, 60.0), ((1.0, 1.0), (0.5, 1.0), (1.0, 0.5)),
-                       adapts=(0.25, 0.5, 1.0, 2.0, 4.0), shifts=(-1.0, 0.0, 0.5, 1.0, 1.5, 2.0, 3.0))
-
-
-def table(work: Path, split: str, sets=SETS, settings_list=None):
-    """``({setting label: {set: nDCG@10}}, {set: {"bm25"|"dense": nDCG@10}}, {label: {set: per-query}},
-    {set: {"bm25"|"dense": per-query}}, {label: settings})`` on ``split``'s questions of each set."""
-    from hopscotch.retriever.evaluation.metrics import evaluate
-    from hopscotch.retriever.io.qrels import read_qrels
-    from hopscotch.retriever.io.runs import read_run
-    from hopscotch.retriever.searchers.fusion_tuning import fuse_runs
-
-    scores: dict[str, dict[str, float]] = {}
-    per_query: dict[str, dict[str, object]] = {}
-    components: dict[str, dict[str, float]] = {}
-    component_pq: dict[str, dict[str, object]] = {}
-    by_label = {}
-    for name in sets:
-        folder = work / "sets" / name
-        qids = (folder / f"{split}_qids.txt").read_text().split()
-        qrels = read_qrels(folder / "qrels.tsv")
-        judged = {q: qrels[q] for q in qids if q in qrels}
-        sparse = read_run(work / "runs" / f"{name}.bm25.trec")
-        dense = read_run(work / "runs" / f"{name}.trained.default.trec")
-        for label, run in (("bm25", sparse), ("dense", dense)):
-            result = evaluate({q: dict(sorted(run.get(q, {}).items(), key=lambda kv: (-kv[1], kv[0]))[:100])
-                               for q in qids}, judged, ["ndcg@10"])
-            components.setdefault(name, {})[label] = result.mean["ndcg@10"]
-            component_pq.setdefault(name, {})[label] = result
-        for settings in settings_list or grid():
-            run = fuse_runs(sparse, dense, settings, qids, k=100, depth=100)
-            result = evaluate({q: run.get(q, {}) for q in qids}, judged, ["ndcg@10"])
-            label = settings.describe()
-            by_label[label] = settings
-            scores.setdefault(label, {})[name] = result.mean["ndcg@10"]
-            per_query.setdefault(label, {})[name] = result
-    return scores, components, per_query, component_pq, by_label
-
-
-def deltas(scores: dict, components: dict) -> dict[str, dict[str, float]]:
-    """``{setting: {set: score - the better component's score}}``."""
-    return {label: {n: v - max(components[n].values()) for n, v in by_set.items()} for label, by_set in scores.items()}
+from hopscotch.data_synth.agent.eval_sets import SET_NAMES
 
 
 def main(argv=None) -> int:
-    from hopscotch.retriever.evaluation.metrics import compare_runs
-    from hopscotch.retriever.searchers.fusion import DEFAULT_ADAPTIVE, DEFAULT_INTERP, DEFAULT_RRF, default_settings
-    from hopscotch.retriever.searchers.fusion_tuning import maximin
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--work", default="/tmp/hopscotch-ablation", help="the ablation's cache folder")
     parser.add_argument("--split", choices=("tune", "test"), default="tune")
-    parser.add_argument("--sets", default=",".join(SETS), help="dev sets (each must be in the ablation's cache)")
+    parser.add_argument("--sets", default=",".join(SET_NAMES), help="dev sets (each must be in the ablation's cache)")
     parser.add_argument("--top", type=int, default=12, help="rows to print (the defaults are always printed)")
     args = parser.parse_args(argv)
+    from hopscotch.retriever.experiments.fusion_defaults import report
+
     sets = [s.strip() for s in args.sets.split(",") if s.strip()]
-    scores, components, per_query, component_pq, by_label = table(Path(args.work), args.split, sets)
-    d = deltas(scores, components)
-    worst = {label: min(v.values()) for label, v in d.items()}
-    mean = {label: sum(v.values()) / len(v) for label, v in scores.items()}
-    ranked = sorted(d, key=lambda label: (-worst[label], -mean[label]))
-    defaults = {s.describe(): m for m, s in (("interp", DEFAULT_INTERP), ("rrf", DEFAULT_RRF),
-                                             ("adaptive", DEFAULT_ADAPTIVE))}
-    default = default_settings().describe()
-    print(f"better component per set ({args.split}): " + ", ".join(
-        f"{n} {max(c, key=c.get)} {max(c.values()):.3f}" for n, c in components.items()))
-    print(f"| setting | worst delta | {args.split} mean | " + " | ".join(sets) + " |")
-    print("|---" * (len(sets) + 3) + "|")
-    for label in [r for i, r in enumerate(ranked) if i < args.top or r in defaults]:
-        mark = (" (default)" if label == default else "") + (f" (--fusion {defaults[label]})" if label in defaults else "")
-        print(f"| {label}{mark} | {worst[label]:+.4f} | {mean[label]:.4f} | "
-              + " | ".join(f"{scores[label][n]:.3f} ({d[label][n]:+.3f})" for n in sets) + " |")
-    for method in ("interp", "rrf", "adaptive"):
-        pick, low = maximin({label: v for label, v in d.items() if by_label[label].method == method})
-        print(f"maximin {method}: {pick} (worst per-set delta {low:+.4f}, mean {mean[pick]:.4f})")
-    pick, low = maximin(d)
-    print(f"maximin over every setting: {pick} (worst per-set delta {low:+.4f})"
-          + ("" if args.split == "tune" else " (held out: reported, never chosen on)"))
-    oracle = {}
-    for n in sets:
-        b, dn = component_pq[n]["bm25"].per_query, component_pq[n]["dense"].per_query
-        values = [max(b[q]["ndcg@10"], dn[q]["ndcg@10"]) for q in b]
-        oracle[n] = sum(values) / len(values)
-    print("per-query oracle (the better list for each query; needs labels, a ceiling for per-query choice): "
-          + ", ".join(f"{n} {v:.3f}" for n, v in oracle.items()))
-    print(f"paired tests of the default `--fusion` ({default}) against each set's better component ({args.split}):")
-    for n in sets:
-        better = max(components[n], key=components[n].get)
-        c = compare_runs(component_pq[n][better], per_query[default][n], "ndcg@10")
-        print(f"  {n}: {c.mean_b:.4f} vs {better} {c.mean_a:.4f}, delta {c.delta:+.4f}, p = {c.p_randomization:.3f}")
+    for line in report(Path(args.work), args.split, sets, args.top):
+        print(line)
     return 0
 
 

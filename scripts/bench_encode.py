@@ -20,17 +20,15 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from hopscotch.retriever.benchmarks.common import add_run_options, md_table, run_json, shared_data_dir
 
-from bench_common import add_run_options  # noqa: E402  (scripts/ is on sys.path when run as a script)
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_hopscotch(args) -> dict:
@@ -73,7 +71,7 @@ def child(args) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--corpus", default=str(ROOT.parent / "shared" / "data" / "hotpotqa_ircot" / "corpus.jsonl"))
+    p.add_argument("--corpus", default=str(shared_data_dir(ROOT) / "hotpotqa_ircot" / "corpus.jsonl"))
     p.add_argument("--docs", type=int, default=1000, help="first N documents of the corpus")
     p.add_argument("--model", default="minilm")
     p.add_argument("--batch-size", type=int, default=64)
@@ -102,12 +100,7 @@ def main() -> None:
     timings = {"hopscotch": [], "st": []}
     for rep in range(args.repeats):
         for which in ("hopscotch", "st") if rep % 2 == 0 else ("st", "hopscotch"):
-            t0 = time.perf_counter()
-            proc = subprocess.run(base + ["--which", which], capture_output=True, text=True, env=env)
-            wall = time.perf_counter() - t0
-            if proc.returncode:
-                raise SystemExit(f"{which} failed:\n{proc.stderr[-3000:]}")
-            out = json.loads(proc.stdout.strip().splitlines()[-1])
+            out, wall = run_json(base + ["--which", which], env=env, what=which)
             timings[which].append({**out, "process_seconds": wall})
             print(f"[{which} #{rep}] {out['docs'] / out['seconds']:.1f} docs/s in the call, "
                   f"{wall:.1f}s whole process", file=sys.stderr, flush=True)
@@ -127,9 +120,9 @@ def main() -> None:
                "ratio": med["hopscotch"] / med["st"], "min_cosine": float(cos.min()), "runs": timings}
     print(f"\n{n} documents, {args.model}, batch {args.batch_size}, max length {args.max_length}, "
           f"{args.threads} threads, median of {args.repeats}")
-    print("| encoder | docs/s (timed call) | whole process (s) |\n|---|---|---|")
-    print(f"| hopscotch encode_corpus (sharded, to disk) | {med['hopscotch']:.1f} | {med_proc['hopscotch']:.1f} |")
-    print(f"| SentenceTransformer.encode (in memory) | {med['st']:.1f} | {med_proc['st']:.1f} |")
+    print(md_table(["encoder", "docs/s (timed call)", "whole process (s)"],
+                   [["hopscotch encode_corpus (sharded, to disk)", f"{med['hopscotch']:.1f}", f"{med_proc['hopscotch']:.1f}"],
+                    ["SentenceTransformer.encode (in memory)", f"{med['st']:.1f}", f"{med_proc['st']:.1f}"]]))
     print(f"ratio {summary['ratio']:.2f}x; embeddings agree to cosine >= {cos.min():.5f}")
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=2))

@@ -7,10 +7,12 @@ Each stage runs in its own process (whole-process wall time and peak RSS are rec
 3. ``search`` load each index with :class:`hopscotch.retriever.index.faiss_index.ShardedFaissIndex` and time 1,000 queries at
    k=100 (median of ``--repeats`` runs), Flat first, as the reference for recall@100.
 
-The vectors are not plain Gaussian: cluster centres and within-cluster offsets are drawn along a random
-rotation with a power-law spectrum (eigenvalue i ~ i^-0.8, like sentence embeddings, whose variance
-concentrates in a few dozen directions), cluster sizes follow a Zipf law, and everything is
-L2-normalised. Queries are fresh draws from the same process.
+The vectors (:func:`hopscotch.retriever.benchmarks.vectors.clustered_vectors`) are not plain Gaussian:
+cluster centres and within-cluster offsets are drawn along a random rotation with a power-law spectrum
+(eigenvalue i ~ i^-0.8, like sentence embeddings, whose variance concentrates in a few dozen directions),
+cluster sizes follow a Zipf law, and everything is L2-normalised. Queries are fresh draws from the same
+process. recall@100 is :func:`hopscotch.retriever.evaluation.ann_recall.recall_at` (FAISS's -1 padding is
+never a hit; the denominator is Flat's neighbours).
 
     flock /tmp/hopscotch-heavy.lock .venv/bin/python scripts/bench_index.py            # ~6 minutes on 2 cores
     .venv/bin/python scripts/bench_index.py --docs 100000 --specs IVF256,PQ64           # quick look
@@ -21,41 +23,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench_common import add_run_options  # noqa: E402  (scripts/ is on sys.path when run as a script)
-
-
-def clustered_vectors(n: int, dim: int, clusters: int, seed: int, chunk: int = 100_000):
-    """Yield float32 chunks of ``n`` unit vectors with cluster structure (see the module docstring)."""
-    rng = np.random.default_rng(seed)
-    basis, _ = np.linalg.qr(np.random.default_rng(1234).standard_normal((dim, dim)))
-    spectrum = np.arange(1, dim + 1, dtype=np.float64) ** -0.8
-    shape = (np.sqrt(spectrum)[:, None] * basis.T).astype(np.float32)   # z @ shape ~ N(0, Q diag(s) Q^T)
-    crng = np.random.default_rng(99)                                    # the same centres for base and queries
-    centres = (crng.standard_normal((clusters, dim)).astype(np.float32) @ shape) * 2.0
-    sizes = 1.0 / np.arange(1, clusters + 1) ** 0.7
-    probs = sizes / sizes.sum()
-    for start in range(0, n, chunk):
-        m = min(chunk, n - start)
-        which = rng.choice(clusters, size=m, p=probs)
-        x = centres[which] + rng.standard_normal((m, dim)).astype(np.float32) @ shape
-        x /= np.linalg.norm(x, axis=1, keepdims=True)
-        yield x
-
-
-def peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+from hopscotch.retriever.benchmarks.common import add_run_options, folder_bytes, md_table, peak_rss_mib, run_json
+from hopscotch.retriever.benchmarks.vectors import clustered_vectors
+from hopscotch.retriever.evaluation.ann_recall import recall_at
 
 
 def stage_data(args) -> dict:
@@ -77,10 +54,6 @@ def stage_data(args) -> dict:
     queries = next(clustered_vectors(args.queries, args.dim, args.clusters, seed=1, chunk=args.queries))
     np.save(Path(args.work) / "queries.npy", queries)
     return {"seconds": time.perf_counter() - t0, "peak_rss_mib": peak_rss_mib()}
-
-
-def folder_bytes(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
 def stage_build(args) -> dict:
@@ -122,18 +95,10 @@ def run_stage(stage: str, args, spec: str | None = None) -> dict:
            "--dim", str(args.dim), "--clusters", str(args.clusters), "--queries", str(args.queries),
            "--shard-size", str(args.shard_size), "--repeats", str(args.repeats), "--spec", spec or "Flat",
            "--settings", *args.settings] + (["--train-size", str(args.train_size)] if args.train_size else [])
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode:
-        raise SystemExit(f"stage {stage} failed:\n{proc.stderr[-3000:]}")
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    out["process_seconds"] = time.perf_counter() - t0
+    out, seconds = run_json(cmd, what=f"stage {stage}")
+    out["process_seconds"] = seconds
     print(f"[{stage} {spec or ''}] {json.dumps(out)}", file=sys.stderr, flush=True)
     return out
-
-
-def recall_at(rows: np.ndarray, truth: np.ndarray) -> float:
-    return float(np.mean([len(set(a[a >= 0]) & set(b[b >= 0])) / len(b[b >= 0]) for a, b in zip(rows, truth)]))
 
 
 def main() -> None:
@@ -179,9 +144,9 @@ def main() -> None:
         print(f"\n{spec}: build {build['seconds']:.1f}s, peak RSS {build['peak_rss_mib']:,.0f} MiB, index "
               f"{build['index_bytes'] / 2**20:,.1f} MiB on disk (shards {build['shard_bytes'] / 2**20:,.1f} MiB); "
               f"search peak RSS {ivf['peak_rss_mib']:,.0f} MiB")
-        print("| nprobe | refine | q/s | x Flat | recall@100 vs Flat |\n|---|---|---|---|---|")
-        for r in rows:
-            print(f"| {r['nprobe']} | {r['refine']} | {r['qps']:,.0f} | {r['speedup']:.1f}x | {r['recall@100']:.3f} |")
+        print(md_table(["nprobe", "refine", "q/s", "x Flat", "recall@100 vs Flat"],
+                       [[r["nprobe"], r["refine"], f"{r['qps']:,.0f}", f"{r['speedup']:.1f}x", f"{r['recall@100']:.3f}"]
+                        for r in rows]))
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=2))
     if not args.keep:

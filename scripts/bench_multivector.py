@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -27,19 +26,15 @@ import time
 from itertools import islice
 from pathlib import Path
 
+from hopscotch.retriever.benchmarks.common import folder_bytes, md_table, shared_data_dir, timed
+
 ROOT = Path(__file__).resolve().parents[1]
 HOP = [sys.executable, "-m", "hopscotch.retriever.cli"]
 
 
-def folder_bytes(path: Path, pattern: str = "**/*") -> int:
-    return sum(p.stat().st_size for p in path.glob(pattern) if p.is_file())
-
-
 def build(model: str, corpus: Path, out: Path) -> float:
-    t0 = time.perf_counter()
-    subprocess.run([*HOP, "index", "--corpus", str(corpus), "--model", model, "--out", str(out), "--overwrite",
-                    "--batch-size", "32"], check=True, capture_output=True)
-    return time.perf_counter() - t0
+    return timed([*HOP, "index", "--corpus", str(corpus), "--model", model, "--out", str(out), "--overwrite",
+                  "--batch-size", "32"])
 
 
 def qps(searcher, queries: list[str], repeats: int, **kw) -> float:
@@ -56,13 +51,13 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--sv", required=True)
     p.add_argument("--mv", required=True)
-    p.add_argument("--data", default=os.environ.get("HOPSCOTCH_DATA", str(ROOT.parent / "shared" / "data")))
+    p.add_argument("--data", default=str(shared_data_dir(ROOT)))
     p.add_argument("--docs", type=int, default=1000)
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--work", default="/tmp/bench_mv")
     args = p.parse_args(argv)
-    from hopscotch.retriever.io.common import write_jsonl
+    from hopscotch.retriever.io.common import read_jsonl, write_jsonl
     from hopscotch.retriever.searchers import build_searcher
     from hopscotch.retriever.searchers.rerank import MultiVectorReranker, RerankedSearcher
 
@@ -70,14 +65,8 @@ def main(argv=None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     src = Path(args.data) / "hotpotqa_ircot"
     corpus = work / "corpus.jsonl"
-    with open(src / "corpus.jsonl") as fh:
-        write_jsonl(corpus, [json.loads(line) for line in islice(fh, args.docs)])
-    queries = []
-    with open(src / "queries.jsonl") as fh:
-        for line in fh:
-            queries.append(json.loads(line)["text"])
-            if len(queries) == args.queries:
-                break
+    write_jsonl(corpus, [doc for _, doc in islice(read_jsonl(src / "corpus.jsonl"), args.docs)])
+    queries = [q["text"] for _, q in islice(read_jsonl(src / "queries.jsonl"), args.queries)]
     seconds = {}
     for label, model in (("single-vector", args.sv), ("multi-vector", args.mv)):
         seconds[label] = [build(model, corpus, work / label) for _ in range(args.repeats)]
@@ -104,11 +93,10 @@ def main(argv=None) -> int:
         ("bytes per document: stored vectors", f"{folder_bytes(sv_dir / 'shards', '*.emb.npy') / n:,.0f} (float16)",
          f"{folder_bytes(mv_dir / 'shards', '*.tok.npy') / n:,.0f} (float16 tokens, {meta['tokens_per_doc']} a doc)"),
     ]
-    lines = ["| measure | single-vector (MiniLM, 384-d) | multi-vector (MiniLM, 128-d tokens) |", "|---|---|---|",
-             *(f"| {a} | {b} | {c} |" for a, b, c in rows), "",
-             "| search (in-process, models loaded, 10 hits) | queries/s (median of "
-             f"{args.repeats}) |", "|---|---|", *(f"| {k} | {v:.1f} |" for k, v in speed.items())]
-    print("\n".join(lines))
+    print(md_table(["measure", "single-vector (MiniLM, 384-d)", "multi-vector (MiniLM, 128-d tokens)"], rows))
+    print()
+    print(md_table(["search (in-process, models loaded, 10 hits)", f"queries/s (median of {args.repeats})"],
+                   [(k, f"{v:.1f}") for k, v in speed.items()]))
     return 0
 
 

@@ -11,11 +11,12 @@ import argparse
 import json
 import os
 import random
-import resource
 import subprocess
 import sys
 import tempfile
 import time
+
+from hopscotch.retriever.benchmarks.common import peak_rss_mib
 
 COUNT = """
 import sys
@@ -48,12 +49,11 @@ def make_corpus(path: str, lines: int) -> None:
             fh.write(json.dumps({"_id": f"d{i}", "title": f"title {i}", "text": text}) + "\n")
 
 
-def measure(code: str, *args: str) -> tuple[float, float, str]:
+def run_measured(code: str, *args: str) -> tuple[float, float, str]:
     t = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True)
     elapsed = time.perf_counter() - t
-    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return elapsed, peak_kb / 1024, proc.stdout.strip()
+    return elapsed, peak_rss_mib(children=True), proc.stdout.strip()
 
 
 def main() -> None:
@@ -67,8 +67,8 @@ def main() -> None:
         make_corpus(corpus, args.lines)
     size_mb = os.path.getsize(corpus) / 2**20
     # RUSAGE_CHILDREN is a max over all children so far: measure the lighter job first
-    t_count, rss_count, out_count = measure(COUNT, corpus)
-    t_shard, rss_shard, out_shard = measure(SHARD, corpus, os.path.join(tmp, "shards"), "100000")
+    t_count, rss_count, out_count = run_measured(COUNT, corpus)
+    t_shard, rss_shard, out_shard = run_measured(SHARD, corpus, os.path.join(tmp, "shards"), "100000")
     print(f"corpus: {args.lines:,} lines, {size_mb:.0f} MiB")
     print(f"count : {out_count} docs in {t_count:.1f}s, peak RSS {rss_count:.0f} MiB")
     print(f"shard : {out_shard.split()[0]} docs -> {out_shard.split()[1]} shards in {t_shard:.1f}s, "

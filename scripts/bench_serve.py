@@ -26,9 +26,6 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
 
 def load(server, queries: list[str], total: int, threads: int, hits: int) -> dict:
     import requests

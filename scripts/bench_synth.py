@@ -25,18 +25,18 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from hopscotch.retriever.benchmarks.common import shared_data_dir, timed
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def shared_data(arg: str | None) -> Path:
-    for cand in [arg, os.environ.get("HOPSCOTCH_DATA"), ROOT.parent / "shared" / "data"]:
+    for cand in [arg, shared_data_dir(ROOT)]:
         if cand and Path(cand).is_dir():
             return Path(cand)
     sys.exit("shared data not found: pass --data or set HOPSCOTCH_DATA")
@@ -79,12 +79,6 @@ def naive_label(qa_dir: Path, traces: Path, out: Path, seed: int = 13, depth: in
 
 # -- throughput --------------------------------------------------------------------------------------------
 
-def timed(cmd: list[str], env: dict) -> float:
-    t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - t0
-
-
 def throughput(data: Path, runs: int, tmp: Path) -> dict:
     root = data / "hotpotqa_ircot"
     env = {**os.environ, "OMP_NUM_THREADS": "2", "HF_HUB_OFFLINE": "1"}
@@ -112,24 +106,25 @@ def throughput(data: Path, runs: int, tmp: Path) -> dict:
 
 def world_case(tmp: Path) -> tuple[Path, Path, dict]:
     from hopscotch.data_synth.world import build_world, write_world
+    from hopscotch.retriever.io.common import read_jsonl, write_jsonl
 
     folder = tmp / "world"
     write_world(build_world(seed=13, docs=2000, questions=200), folder)
     truth, rows = {}, []
-    for line in (folder / "traces.jsonl").read_text().splitlines():
-        t = json.loads(line)
+    for _, t in read_jsonl(folder / "traces.jsonl"):
         truth[f"{t['question_id']}_turn{t['step']}"] = set(t.pop("gold_docids"))
         rows.append(t)
     traces = tmp / "world_traces_without_step_gold.jsonl"
-    traces.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_jsonl(traces, rows)
     return folder, traces, truth
 
 
 def musique_case(data: Path, tmp: Path) -> tuple[Path, Path, dict]:
+    from hopscotch.retriever.io.common import read_jsonl, write_jsonl
+
     root = data / "musique_hipporag"
     rows, truth, answers = [], {}, {}
-    for line in (root / "subquestion_pairs.jsonl").read_text().splitlines():
-        r = json.loads(line)
+    for _, r in read_jsonl(root / "subquestion_pairs.jsonl"):
         prev = answers.setdefault(r["qid"], [])
         query = r["subquestion"]
         for k in range(len(prev), 0, -1):
@@ -139,7 +134,7 @@ def musique_case(data: Path, tmp: Path) -> tuple[Path, Path, dict]:
         truth[f"{r['qid']}_turn{r['hop']}"] = {r["positive"]}
         prev.append((query, r["subanswer"]))
     traces = tmp / "musique_subquestion_traces.jsonl"
-    traces.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    write_jsonl(traces, rows)
     return root, traces, truth
 
 
@@ -162,7 +157,9 @@ def bm25_gold_accuracy(qa_dir: Path, traces: Path, truth: dict) -> float:
 
 
 def accuracy(path: Path, truth: dict) -> float:
-    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    from hopscotch.retriever.io.common import read_jsonl
+
+    rows = [r for _, r in read_jsonl(path)]
     return sum(r["positive_passages"][0]["docid"] in truth[r["query_id"]] for r in rows) / len(truth)
 
 

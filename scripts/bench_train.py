@@ -2,10 +2,11 @@
 
     flock /tmp/hopscotch-heavy.lock .venv/bin/python scripts/bench_train.py --json /tmp/bench_train.json
 
-Same model (bundled all-MiniLM-L6-v2), same tuples (DR-Synth, HotpotQA questions 1-380; built by
-``scripts/train_quality.py`` unless ``--tuples``), same batches in the same order (Hopscotch's epoch-0
-plan; sentence-transformers reads them sequentially), same group (1 positive + G-1 hard negatives per
-query: MNRL's ``anchor, positive, negative_1..`` columns), same max length for queries and passages,
+Same model (bundled all-MiniLM-L6-v2), same tuples (DR-Synth, HotpotQA questions 1-380; built as
+``scripts/train_quality.py`` builds them, by :mod:`hopscotch.retriever.experiments.train_quality`, unless
+``--tuples``), same batches in the same order (Hopscotch's epoch-0 plan; sentence-transformers reads them
+sequentially), same group (1 positive + G-1 hard negatives per query: MNRL's ``anchor, positive,
+negative_1..`` columns), same max length for queries and passages,
 same temperature (MNRL scale 20 = 1/0.05), same optimizer settings, 2 threads.
 
 ``hopscotch-unchunked`` is an ablation: one forward per side instead of length-sorted sub-batches
@@ -22,14 +23,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from hopscotch.retriever.benchmarks.common import run_json
+
 SYSTEMS = ["sentence-transformers", "hopscotch", "hopscotch-unchunked"]
 
 
@@ -140,8 +140,7 @@ def main(argv=None) -> int:
         worker(args)
         return 0
     if not args.tuples:
-        sys.path.insert(0, str(ROOT / "scripts"))
-        from train_quality import build_tuples, split_questions
+        from hopscotch.retriever.experiments.train_quality import build_tuples, split_questions
 
         args.tuples = str(build_tuples(Path(args.work), split_questions()[0]))
     systems = [s for s in args.systems.split(",") if s]
@@ -152,13 +151,7 @@ def main(argv=None) -> int:
                 f"--{k}={v}" for k, v in (("batch", args.batch), ("group", args.group), ("max-len", args.max_len),
                                           ("chunk", args.chunk), ("steps", args.steps), ("warmup", args.warmup),
                                           ("threads", args.threads))]
-            started = time.perf_counter()
-            proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-            wall = time.perf_counter() - started
-            line = next((l for l in proc.stdout.splitlines() if l.startswith("BENCH ")), None)
-            if proc.returncode != 0 or line is None:
-                raise SystemExit(f"{system} failed:\n{proc.stderr[-3000:]}")
-            measured = json.loads(line[6:])
+            measured, wall = run_json(cmd, prefix="BENCH ", what=system)
             steps = measured["step_seconds"]
             results[system]["steps"].extend(steps)
             results[system]["cpu"].extend(measured["step_cpu_seconds"])

@@ -1,8 +1,10 @@
 #!/usr/bin/env python
 """One check of every GPU path of Hopscotch, under 8 minutes on one H200: ``bash scripts/gpu_check.sh OUT.md``.
 
-Sections (each in its own process, with a hard time budget; a section that fails or runs out of
-time records FAIL with a one-line reason and the others still run):
+Sections (each the script ``scripts/gpu_check_<name>.py`` run as its own process, with a hard time
+budget; a section that fails or runs out of time records FAIL with a one-line reason and the others
+still run; the rows, deadlines and section entry point they share are
+:mod:`hopscotch.retriever.benchmarks.gpu_check`):
 
 1. ``kernel`` (180 s) -- fused InfoNCE kernel vs reference: accuracy sweeps (fp32 / bf16 / fp16 x
    exclusion none / ids / dense x backward fused / chunked), ``scripts/bench_kernel.py``'s check and its
@@ -34,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib
 import os
 import platform
 import signal
@@ -42,23 +43,24 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hopscotch.retriever.benchmarks.common import md_row
+from hopscotch.retriever.benchmarks.gpu_check import one_line, read_records
 
-from gpu_check_common import ROOT, Deadline, Recorder, md_row, one_line, read_records
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = Path(__file__).resolve().parent
 
-#: (name, title, module, function, budget in seconds on the GPU)
+#: (name, title, budget in seconds on the GPU): section ``name`` is ``scripts/gpu_check_<name>.py``, whose
+#: ``run_<name>(rec, device, deadline, **SIZES[size])`` runs under ``section_main``
 SECTIONS = [
-    ("kernel", "fused InfoNCE kernel vs reference, bench vs torch", "gpu_check_kernel", "run_kernel", 180),
-    ("encode", "CUDA encoding: encode_corpus vs SentenceTransformer.encode", "gpu_check_encode", "run_encode", 40),
-    ("faiss", "IVF-PQ: faiss-gpu vs faiss-cpu", "gpu_check_faiss", "run_faiss", 65),
-    ("train", "MiniLM recipe, 30 steps: fused vs reference loss", "gpu_check_train", "run_train", 65),
-    ("qwen", "Qwen3-Embedding-4B-sized LoRA step: fused vs reference", "gpu_check_qwen", "run_qwen", 85),
+    ("kernel", "fused InfoNCE kernel vs reference, bench vs torch", 180),
+    ("encode", "CUDA encoding: encode_corpus vs SentenceTransformer.encode", 40),
+    ("faiss", "IVF-PQ: faiss-gpu vs faiss-cpu", 65),
+    ("train", "MiniLM recipe, 30 steps: fused vs reference loss", 65),
+    ("qwen", "Qwen3-Embedding-4B-sized LoRA step: fused vs reference", 85),
 ]
 GRACE_S = 5.0      # a section process is killed this long after its budget
-MARGIN_S = 10.0    # a section stops starting new work this long before its budget
 HEADER = ["section", "item", "value", "status"]
 _RUNNING: list = []  # the section process now running, for the SIGTERM handler
 
@@ -83,29 +85,12 @@ def parse_args(argv=None):
     parser.add_argument("--cpu-smoke", action="store_true", help="every section on CPU with tiny sizes")
     parser.add_argument("--sections", nargs="+", choices=[s[0] for s in SECTIONS], help="run only these")
     parser.add_argument("--budget-scale", type=float, help="multiply every budget (default 1; 4 with --cpu-smoke)")
-    parser.add_argument("--section", help=argparse.SUPPRESS)  # internal: run one section in this process
-    parser.add_argument("--device", default="cuda", help=argparse.SUPPRESS)
-    parser.add_argument("--size", default="full", choices=["full", "tiny"], help=argparse.SUPPRESS)
-    parser.add_argument("--rows", help=argparse.SUPPRESS)
-    parser.add_argument("--budget-s", type=float, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
-def run_section(name: str, device: str, size: str, rows: str | None, budget_s: float | None) -> int:
-    """Run one section here (the child process's job); 1 when it failed."""
-    _, _, module_name, function, _ = next(s for s in SECTIONS if s[0] == name)
-    rec = Recorder(name, rows)
-    deadline = Deadline.after(None if budget_s is None else max(1.0, budget_s - MARGIN_S))
-    try:
-        module = importlib.import_module(module_name)
-        getattr(module, function)(rec, device=device, deadline=deadline, **module.SIZES[size])
-    except Exception as exc:  # noqa: BLE001 -- the reason goes in the table; the traceback to stderr
-        traceback.print_exc()
-        why = "timed out: the section's time budget is spent" if isinstance(exc, TimeoutError) else exc
-        rec.row("error", f"{type(exc).__name__}: {why}", "FAIL")
-    if not rec.rows:
-        rec.row("error", "the section reported nothing", "FAIL")
-    return 1 if rec.failed else 0
+def section_script(name: str) -> Path:
+    """The script of section ``name``."""
+    return SCRIPTS / f"gpu_check_{name}.py"
 
 
 def section_env(device: str) -> dict:
@@ -121,8 +106,8 @@ def spawn_section(name: str, budget: float, device: str, size: str, rows: Path) 
     """Run a section in a child process with a hard time limit; its rows (plus a FAIL row when it timed
     out or died), its detail blocks and its seconds."""
     rows.unlink(missing_ok=True)
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--section", name, "--device", device, "--size", size,
-           "--rows", str(rows), "--budget-s", str(budget)]
+    cmd = [sys.executable, str(section_script(name)), "--device", device, "--size", size, "--rows", str(rows),
+           "--budget-s", str(budget)]
     start = time.time()
     proc = subprocess.Popen(cmd, env=section_env(device), start_new_session=True)
     _RUNNING[:] = [proc]
@@ -203,8 +188,6 @@ def final_line(args, failed: bool) -> tuple[str, int]:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    if args.section:
-        return run_section(args.section, args.device, args.size, args.rows, args.budget_s)
     signal.signal(signal.SIGTERM, _stop)
     cuda = cuda_available()
     if not (cuda or args.dry_run or args.cpu_smoke):
@@ -219,7 +202,7 @@ def main(argv=None) -> int:
     print("\n".join(env_lines) + "\n\n" + md_row(HEADER) + "\n" + md_row(["---"] * len(HEADER)), flush=True)
     done = []
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as work:
-        for name, title, _, _, budget in SECTIONS:
+        for name, title, budget in SECTIONS:
             if args.sections and name not in args.sections:
                 continue
             if args.dry_run:

@@ -15,12 +15,14 @@ end: the row passes when every pair's cosine is at least 0.99 (mean at least 0.9
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from gpu_check_common import Deadline, synchronize
+
+from hopscotch.retriever.benchmarks.gpu_check import Deadline, section_main, synchronize
 
 SIZES = {
     "full": {"docs": 20000, "batch_size": 256, "max_length": 256, "repeats": 2, "precision": "fp16"},
@@ -113,3 +115,7 @@ def run_encode(rec, device: str = "cuda", deadline: Deadline | None = None, docs
     ok = len(cos) == len(texts) and float(cos.min()) >= 0.99 and float(cos.mean()) >= 0.999
     rec.row("encode agreement (cosine of each document's two embeddings)",
             f"min {cos.min():.5f}, mean {cos.mean():.5f} over {len(cos):,} docs", "PASS" if ok else "FAIL")
+
+
+if __name__ == "__main__":
+    sys.exit(section_main('encode', run_encode, SIZES))

@@ -1,6 +1,7 @@
 """GPU check, section 3: IVF-PQ built and searched with faiss-gpu against faiss-cpu in the same run.
 
-The vectors are ``scripts/bench_index.py``'s clustered unit vectors (Zipf cluster sizes, power-law
+The vectors are ``scripts/bench_index.py``'s clustered unit vectors
+(:func:`hopscotch.retriever.benchmarks.vectors.clustered_vectors`) (Zipf cluster sizes, power-law
 spectrum; 1,000,000 x 384 by default); the queries fresh draws from the same process. The index is
 made by :func:`hopscotch.retriever.index.faiss_index.make_index` (inner product, no polysemous
 training), trained on a sample, filled, then searched at ``k = 100``. The exact top-100 comes from a
@@ -14,10 +15,14 @@ On CPU (``--cpu-smoke``) the "gpu" side is a second CPU index, to exercise the c
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 import numpy as np
-from gpu_check_common import Deadline, ensure_paths
+
+from hopscotch.retriever.benchmarks.gpu_check import Deadline, section_main
+from hopscotch.retriever.benchmarks.vectors import clustered_vectors
+from hopscotch.retriever.evaluation.ann_recall import recall_at
 
 SIZES = {
     "full": {"vectors": 1_000_000, "dim": 384, "clusters": 4096, "queries": 1000, "spec": "IVF2048,PQ64",
@@ -37,9 +42,6 @@ def faiss_gpu_status(faiss) -> str | None:
 
 
 def make_data(vectors: int, dim: int, clusters: int, queries: int) -> tuple[np.ndarray, np.ndarray]:
-    ensure_paths()
-    from bench_index import clustered_vectors
-
     base = np.concatenate(list(clustered_vectors(vectors, dim, clusters, seed=0)))
     query = next(clustered_vectors(queries, dim, clusters, seed=1, chunk=queries))
     return np.ascontiguousarray(base), np.ascontiguousarray(query)
@@ -60,10 +62,6 @@ def exact_topk(base: np.ndarray, query: np.ndarray, k: int, device: str, chunk: 
             i = torch.gather(torch.cat([best_i, i], 1), 1, pick)
         best_s, best_i = s, i
     return best_i.cpu().numpy()
-
-
-def recall_at(rows: np.ndarray, truth: np.ndarray) -> float:
-    return float(np.mean([len(set(a[a >= 0]) & set(b)) / len(b) for a, b in zip(rows, truth)]))
 
 
 def build_and_search(faiss, side: str, base, query, truth, spec: str, train_size: int, nprobe: int, k: int) -> dict:
@@ -126,3 +124,7 @@ def run_faiss(rec, device: str = "cuda", deadline: Deadline | None = None, vecto
         rec.row("faiss gpu vs cpu", f"build {cpu['build'] / gpu['build']:.1f}x faster, search "
                 f"{gpu['qps'] / cpu['qps']:.1f}x q/s, recall@100 {gpu['recall']:.3f} vs {cpu['recall']:.3f}",
                 "PASS" if ok else "FAIL")
+
+
+if __name__ == "__main__":
+    sys.exit(section_main('faiss', run_faiss, SIZES))

@@ -3,13 +3,15 @@
 1. accuracy: :func:`hopscotch.kernels.accuracy.sweep` of ``hopscotch.kernels.infonce_loss`` against float64,
    one row per dtype (fp32 / bf16 / fp16) x exclusion kind (none / ids / dense) x backward variant
    (fused / chunked); each row checks the fixed seeds of that kind plus fresh ones. On CUDA the tiles
-   are fixed (64 x 64, as bench_kernel's check) so that the many small shapes compile once each; the
+   are fixed (64 x 64, as the kernel bench's check) so that the many small shapes compile once each; the
    rows run in parallel worker processes because Triton compilation is CPU-bound.
 2. the autotuned kernels at the loss shapes of sections 4 and 5 (:data:`TRAINING_SHAPES`), and
-   ``scripts/bench_kernel.py``'s check (odd shapes with fixed tiles, bench-sized shapes with the
-   autotuned kernels, the all-but-positive row), one case per worker, at the same time.
-3. ``scripts/bench_kernel.py``'s bench table (bf16, ``N = 8 B``, d 384 / 1024, B up to 16,384): fused and
-   chunked against torch ``matmul`` + ``cross_entropy``, time and extra memory, in this process.
+   ``scripts/bench_kernel.py``'s check (:func:`hopscotch.kernels.bench.run_check`: odd shapes with fixed
+   tiles, bench-sized shapes with the autotuned kernels, the all-but-positive row), one case per worker,
+   at the same time.
+3. ``scripts/bench_kernel.py``'s bench table (:func:`hopscotch.kernels.bench.run_bench`: bf16, ``N = 8 B``,
+   d 384 / 1024, B up to 16,384): fused and chunked against torch ``matmul`` + ``cross_entropy``, time and
+   extra memory, in this process.
 4. MaxSim (late interaction): :mod:`hopscotch.kernels.maxsim_accuracy` sweeps of
    ``hopscotch.kernels.maxsim_infonce_loss`` against float64 (fp32: fixed and fresh cases, bf16: fixed;
    ragged masks, docid / dense exclusion, gathered passages) in the worker pool with the checks of 1 and
@@ -26,11 +28,12 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
-from gpu_check_common import Deadline, ensure_paths
+from hopscotch.retriever.benchmarks.gpu_check import Deadline, section_main
 
 DTYPES = ("fp32", "bf16", "fp16")
 KINDS = ("none", "ids", "dense")
@@ -197,14 +200,13 @@ def maxsim_warm_task(device: str, batch: int, lengths, group: int, passage_len: 
 
 
 def bench_check_task(device: str, index: int) -> tuple[bool, str]:
-    """Worker: case ``index`` of ``bench_kernel.run_check`` (whether it passed, the table it printed)."""
-    ensure_paths()
-    import bench_kernel
-    import torch
+    """Worker: case ``index`` of :func:`hopscotch.kernels.bench.run_check` (whether it passed, the table it
+    printed)."""
+    from hopscotch.kernels.bench import run_check
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        ok = bench_kernel.run_check(torch.device(device), dry_run=not device.startswith("cuda"), only=[index])
+        ok = run_check(device, dry_run=not device.startswith("cuda"), only=[index])
     return ok, out.getvalue()
 
 
@@ -227,10 +229,9 @@ def run_checks(rec, device: str, deadline: Deadline, seeds: dict, workers: int, 
                training_shapes=(), maxsim: dict | None = None) -> None:
     """Accuracy rows and bench_kernel's check cases, in parallel worker processes (spawned: CUDA-safe):
     Triton compiles one kernel at a time per process, so the compilation spreads over the CPU cores."""
-    ensure_paths()
-    import bench_kernel
+    from hopscotch.kernels.bench import check_cases
 
-    cases = len(bench_kernel.check_cases(dry_run=not device.startswith("cuda"))) if bench_check else 0
+    cases = len(check_cases(dry_run=not device.startswith("cuda"))) if bench_check else 0
     workers = max(1, min(workers, os.cpu_count() or 1))
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
     try:
@@ -282,7 +283,7 @@ class _Lines(io.StringIO):
         return super().write(text)
 
 
-def bench_row(rec, line: str) -> None:
+def bench_table_row(rec, line: str) -> None:
     """One summary row per row of bench_kernel's bench table."""
     cells = [c.strip() for c in line.strip().strip("|").split("|")]
     if len(cells) != 13 or not cells[0].isdigit():
@@ -293,19 +294,16 @@ def bench_row(rec, line: str) -> None:
             f"fused {f_mib} ({f_mx}) / chunked {c_mib} ({c_mx})", "FAIL" if "OOM" in (f_ms, c_ms) else "INFO")
 
 
-def run_bench(rec, device: str, deadline: Deadline, bench_sizes, bench_dims, reps: int, warmup: int) -> None:
-    """bench_kernel's time / memory table, its budget what is left of this section's; an OOM of the
+def run_bench_table(rec, device: str, deadline: Deadline, bench_sizes, bench_dims, reps: int, warmup: int) -> None:
+    """The kernel bench's time / memory table (:func:`hopscotch.kernels.bench.run_bench`, as
+    ``scripts/bench_kernel.py`` prints it), its budget what is left of this section's; an OOM of the
     fused or chunked loss fails (torch's own OOM at the largest sizes is expected)."""
-    ensure_paths()
-    import bench_kernel
-    import torch
+    from hopscotch.kernels import bench
 
-    argv = ["--device", "cuda" if device.startswith("cuda") else "cpu", "--sizes", *map(str, bench_sizes),
-            "--dims", *map(str, bench_dims), "--reps", str(reps), "--warmup", str(warmup)]
-    args = bench_kernel.parse_args(argv)
-    out = _Lines(lambda line: bench_row(rec, line))
+    out = _Lines(lambda line: bench_table_row(rec, line))
     with contextlib.redirect_stdout(out):
-        bench_kernel.run_bench(torch.device(device), args, deadline=time.perf_counter() + max(0.0, deadline.left() - 5))
+        bench.run_bench("cuda" if device.startswith("cuda") else "cpu", bench_sizes, bench_dims, reps=reps,
+                        warmup=warmup, deadline=time.perf_counter() + max(0.0, deadline.left() - 5))
     rec.detail("### bench_kernel.py bench\n" + out.getvalue().strip())
 
 
@@ -314,10 +312,9 @@ def run_maxsim_bench(rec, device: str, deadline: Deadline, batch: int, lengths, 
     """Part 4's timing: the fused MaxSim loss against the reference, forward + backward in bf16, one row
     per query length; FAIL when the fused loss runs out of memory or disagrees with the reference
     beyond the bf16 bounds (1e-2 relative for the loss and each gradient)."""
-    ensure_paths()
-    import bench_kernel
     import torch
 
+    from hopscotch.kernels.bench import measure
     from hopscotch.kernels.maxsim import maxsim_infonce_loss
     from hopscotch.kernels.maxsim_reference import maxsim_infonce_loss as reference
 
@@ -340,7 +337,7 @@ def run_maxsim_bench(rec, device: str, deadline: Deadline, batch: int, lengths, 
 
             try:
                 outputs[name] = step()
-                results[name] = bench_kernel._measure(torch, torch.device(device), step, reps, warmup)
+                results[name] = measure(device, step, reps, warmup)
             except torch.cuda.OutOfMemoryError:
                 results[name] = "OOM"
             if device.startswith("cuda"):
@@ -350,37 +347,22 @@ def run_maxsim_bench(rec, device: str, deadline: Deadline, batch: int, lengths, 
 
 
 def _maxsim_disagrees(outputs: dict) -> bool:
+    from hopscotch.kernels.accuracy import relative_error
+
     if len(outputs) < 2:
         return False
-    return max(_relative(a, b) for a, b in zip(outputs["fused"], outputs["reference"])) > 1e-2
-
-
-def _relative(a, b) -> float:
-    a, b = a.double(), b.double()
-    return (a - b).norm().item() / max(b.norm().item(), 1e-30)
+    return max(relative_error(a, b) for a, b in zip(outputs["fused"], outputs["reference"])) > 1e-2
 
 
 def _maxsim_value(results: dict, outputs: dict) -> str:
-    def ms(name):
-        value = results.get(name)
-        return f"{value[0]:.2f}" if isinstance(value, tuple) else str(value)
+    from hopscotch.kernels.accuracy import relative_error
+    from hopscotch.kernels.bench import fmt_mib, fmt_ms, fmt_ratio
 
-    def mib(name):
-        value = results.get(name)
-        if not isinstance(value, tuple):
-            return str(value)
-        return "n/a" if value[1] is None else f"{value[1] / 2**20:.0f}"
-
-    def ratio(slot):
-        a, b = results.get("fused"), results.get("reference")
-        if not (isinstance(a, tuple) and isinstance(b, tuple)) or a[slot] is None or not b[slot]:
-            return "-"
-        return f"{a[slot] / b[slot]:.2f}x"
-
-    text = (f"ms reference {ms('reference')} / fused {ms('fused')} ({ratio(0)}); extra MiB reference "
-            f"{mib('reference')} / fused {mib('fused')} ({ratio(1)})")
+    ref, fused = results.get("reference"), results.get("fused")
+    text = (f"ms reference {fmt_ms(ref)} / fused {fmt_ms(fused)} ({fmt_ratio(fused, ref, 0)}); extra MiB reference "
+            f"{fmt_mib(ref)} / fused {fmt_mib(fused)} ({fmt_ratio(fused, ref, 1)})")
     if len(outputs) == 2:
-        errors = [_relative(a, b) for a, b in zip(outputs["fused"], outputs["reference"])]
+        errors = [relative_error(a, b) for a, b in zip(outputs["fused"], outputs["reference"])]
         text += "; rel. diff loss {:.1e}, dq {:.1e}, dp {:.1e}".format(*errors)
     return text
 
@@ -400,4 +382,8 @@ def run_kernel(rec, device: str = "cuda", deadline: Deadline | None = None, fres
     if deadline.passed():
         rec.row("bench", "skipped: the section's time budget was spent by the checks", "INFO")
         return
-    run_bench(rec, device, deadline, bench_sizes, bench_dims, reps, warmup)
+    run_bench_table(rec, device, deadline, bench_sizes, bench_dims, reps, warmup)
+
+
+if __name__ == "__main__":
+    sys.exit(section_main("kernel", run_kernel, SIZES))

@@ -19,9 +19,11 @@ two losses of the same step agree within 1e-3 (times the loss, if above 1).
 
 from __future__ import annotations
 
+import sys
 import time
 
-from gpu_check_common import Deadline, fmt_gib, peak_gib, reset_peak, synchronize
+from hopscotch.retriever.benchmarks.gpu_check import (Deadline, fmt_gib, peak_gib, reset_peak, section_main,
+                                                   synchronize)
 
 #: Qwen/Qwen3-Embedding-4B's config.json (architecture values).
 QWEN3_EMBEDDING_4B = {
@@ -150,3 +152,7 @@ def run_qwen(rec, device: str = "cuda", deadline: Deadline | None = None, model:
     memory = "" if ref["peak"] is None else f"; peak memory fused / reference {fused['peak'] / ref['peak']:.3f}x"
     rec.row("qwen3 fused vs reference", f"loss diff {max(diffs):.1e}; s/step fused / reference "
             f"{fused['s_per_step'] / ref['s_per_step']:.2f}x{memory}", "PASS" if ok else "FAIL")
+
+
+if __name__ == "__main__":
+    sys.exit(section_main('qwen', run_qwen, SIZES))

@@ -11,11 +11,14 @@ compilation and autotuning). The section passes when every step's two losses agr
 
 from __future__ import annotations
 
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from gpu_check_common import ROOT, Deadline
+from hopscotch.retriever.benchmarks.gpu_check import Deadline, section_main
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SIZES = {
     "full": {"steps": 30, "batch_size": 32, "docs": 2000, "questions": 400, "query_max_len": 128,
@@ -89,3 +92,7 @@ def run_train(rec, device: str = "cuda", deadline: Deadline | None = None, steps
     rec.row(f"train loss curves fused vs reference (per step, tol {tol:g})",
             f"max abs diff {max(diffs, default=float('nan')):.2e} at step {worst + 1} of {len(diffs)}; "
             f"samples/s fused / reference {fused_rate / ref_rate:.2f}x", "PASS" if ok else "FAIL")
+
+
+if __name__ == "__main__":
+    sys.exit(section_main('train', run_train, SIZES))

@@ -8,13 +8,14 @@
 # same tuples; the default is recipes/minilm_agent.yaml.
 #
 # On a fresh clone beside ../shared (or with $HOPSCOTCH_DATA pointing at shared/data); runs setup.sh first.
-# Only the train questions of scripts/agent_splits.py are used (its dev questions, which tune the defaults,
+# Only the train questions of data_synth/agent/splits.py are used (its dev questions, which tune the defaults,
 # and its test questions are never trained on); no BrowseComp-Plus or cmass data.
 #
 #  1. scripts/agent_data.py writes trace files of the train questions to OUT/data/:
 #     HotpotQA IRCoT cot_steps (380 questions), MuSiQue hops as one step per hop (50 questions; query = the
 #     sub-question with #k resolved, reasoning = the question and the earlier hops' sub-questions/answers,
-#     gold = the hop's paragraph), Tongyi-DeepResearch search steps (9 trajectories).
+#     gold = the hop's paragraph), Tongyi-DeepResearch search steps (8 train trajectories: trajectory 5
+#     is left out, see TRAIN_EXCLUDED in data_synth/agent/splits.py).
 #  2. `hopscotch synth` (lexical oracle, 2 workers) labels each source; the world (seed 13, 3,000 docs,
 #     300 questions) is generated and its first 220 questions labelled.
 #     Labels: HotpotQA, MuSiQue and the world have gold documents (HotpotQA: the question's supporting
@@ -22,7 +23,13 @@
 #     have no answers and no qrels: they get DISTILLATION labels, the top 3 documents the agent's own
 #     retriever returned for that call are the step's gold and the lexical oracle picks the one the query
 #     matches best as the positive; no hard negative is ever a document any call of the question returned.
-#  3. train.py with recipes/minilm_agent.yaml: the query-input mixture {query, current_reasoning,
+#  3. decontamination: every evaluation set of the ablation (data_synth/agent/eval_sets.py: held-out
+#     questions, tune and test) is written to OUT/data/eval/sets/, and `hopscotch audit contamination --clean`
+#     writes OUT/data/clean/ = the tuple files without any tuple that asks, near-duplicates or quotes an
+#     evaluation question or has an evaluation qrel document as a positive (removals listed in
+#     OUT/data/clean/decontamination.json; the cleaned files audit to zero: OUT/data/contamination.json).
+#     train.py gets the same sets as --eval-sets, so it refuses to start on contaminated data.
+#  4. train.py with recipes/minilm_agent.yaml: the query-input mixture {query, current_reasoning,
 #     reasoning, empty_reasoning} (uniform, one seeded draw per tuple per epoch), query_max_len 256,
 #     100 steps of 32 queries; OUT/final is the WiSE-FT mix 0.7 * fine-tuned + 0.3 * all-MiniLM-L6-v2
 #     (train.wise_ft_alpha, chosen by scripts/agent_wise_ft.py; train.wise_ft_alpha=1 keeps the plain
@@ -77,13 +84,29 @@ synth "$T/musique_tuples.jsonl" --qa "$D/musique_hipporag" --traces "$T/musique_
 synth "$T/tongyi_tuples.jsonl" --qa "$D/qampari_tongyi" --corpus "$D/qampari_tongyi/doc_snippets.jsonl" \
   --qrels "$T/tongyi_qrels.tsv" --traces "$T/tongyi_traces.jsonl" --trace-format generic --depth 100
 synth "$T/world_tuples.jsonl" --qa "$T/world" --traces "$T/world/traces.jsonl" --trace-format world \
-  --max-questions "$("$PY" -c 'import sys; sys.path.insert(0, "scripts"); from agent_splits import WORLD; print(WORLD["train"])')"
+  --max-questions "$("$PY" -c 'from hopscotch.data_synth.agent.splits import WORLD; print(WORLD["train"])')"
 for f in hotpot musique tongyi world; do
   echo "tuples $f: $(wc -l < "$T/${f}_tuples.jsonl")"
 done
+
+# 3. decontamination against every dev set (each step written once; the report is the last file written)
+if [[ ! -f "$T/eval/specs.txt" ]]; then
+  mkdir -p "$T/eval"
+  "$PY" scripts/agent_eval_sets.py --write "$T/eval" > "$T/eval/specs.txt.tmp"
+  mv "$T/eval/specs.txt.tmp" "$T/eval/specs.txt"
+fi
+mapfile -t SPECS < "$T/eval/specs.txt"
+if [[ ! -f "$T/contamination.json" ]]; then
+  EVALS=()
+  for s in "${SPECS[@]}"; do EVALS+=(--eval "$s"); done
+  "$HOP" audit contamination "${EVALS[@]}" --tuples "$T/hotpot_tuples.jsonl" --tuples "$T/musique_tuples.jsonl" \
+    --tuples "$T/tongyi_tuples.jsonl" --tuples "$T/world_tuples.jsonl" --clean "$T/clean" \
+    --report "$T/contamination.json.tmp"
+  mv "$T/contamination.json.tmp" "$T/contamination.json"
+fi
 echo "data ready after $((SECONDS - started)) s"
 
-# 3. training (resumes from OUT/checkpoint-*; nothing to do when OUT/final is complete)
+# 4. training (resumes from OUT/checkpoint-*; nothing to do when OUT/final is complete)
 if [[ -f "$OUT/train_summary.json" && -f "$OUT/final/hopscotch_config.json" ]]; then
   echo "already trained: $OUT/final"
   exit 0
@@ -93,6 +116,9 @@ RESUME=()
 if compgen -G "$OUT/checkpoint-*" > /dev/null || [[ -f "$OUT/train_manifest.json" ]]; then
   RESUME=(--resume)
 fi
-"$PY" train.py --recipe "$RECIPE" --output "$OUT" "${RESUME[@]}" \
-  "data.train=[$T/hotpot_tuples.jsonl,$T/musique_tuples.jsonl,$T/tongyi_tuples.jsonl,$T/world_tuples.jsonl]" "$@"
+EVAL_SETS=()
+for s in "${SPECS[@]}"; do EVAL_SETS+=(--eval-sets "$s"); done
+C="$T/clean"
+"$HOP" train --recipe "$RECIPE" --output "$OUT" "${RESUME[@]}" "${EVAL_SETS[@]}" \
+  "data.train=[$C/hotpot_tuples.jsonl,$C/musique_tuples.jsonl,$C/tongyi_tuples.jsonl,$C/world_tuples.jsonl]" "$@"
 echo "trained in $((SECONDS - started)) s: $OUT/final"

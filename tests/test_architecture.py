@@ -4,10 +4,16 @@ down a fixed order of layers, and the module import graph has no cycle.
 Layers, bottom first (a module may import its own layer and the layers below it):
 
     kernels < errors < io < model, evaluation < training, index < searchers < serving
-            < data_synth < audit < commands, cli
+            < data_synth < audit < commands, cli < experiments < benchmarks
 
 ``data_synth`` sits above ``retriever``'s library layers (it uses formats, BM25 and encoding) and below
 the CLI, so the CLI's imports of ``data_synth`` are the one arrow from ``retriever`` to ``data_synth``.
+``experiments`` (``hopscotch.retriever.experiments``, what the ablation scripts of ``scripts/`` drive) sits
+above the CLI: the ablations run the CLI in-process and read the agent dev sets of ``data_synth``; no library
+module imports it. It has a layer of its own although ``hopscotch.retriever`` (the package itself) is in the
+CLI's layer: the longest matching prefix decides a module's layer.
+``benchmarks`` (``hopscotch.retriever.benchmarks``: what the benchmark and GPU-check scripts share) sits on
+top as well: a benchmark may drive anything, and nothing in the package imports a benchmark.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ LAYERS = [
     ("hopscotch.data_synth",),
     ("hopscotch.retriever.audit",),
     ("hopscotch.retriever.commands", "hopscotch.retriever.cli", "hopscotch.retriever"),
+    ("hopscotch.retriever.experiments",),
+    ("hopscotch.retriever.benchmarks",),
 ]
 
 
@@ -160,3 +168,81 @@ def _sets_environment(node: ast.AST) -> bool:
         return any(isinstance(t, ast.Subscript) and ast.unparse(t.value) == "os.environ" for t in targets)
     return isinstance(node, ast.Call) and ast.unparse(node.func) in (
         "os.environ.setdefault", "os.putenv", "os.environ.update")
+
+
+# ------------------------------------------------------------------------------------------ scripts/ (issue 26)
+# scripts/ holds thin drivers (argument parsing, printing, timing a peer) over the package: the top of the
+# layers. They import the installed package and third-party libraries, never each other (no sys.path games),
+# read and write files through hopscotch.retriever.io, and define no function the package already has.
+
+SCRIPTS = sorted((ROOT / "scripts").glob("*.py"))
+SCRIPT_NAMES = {p.stem for p in SCRIPTS}
+DRIVER_NAMES = {"main", "parse_args", "build_parser", "run"}   # every driver has its own; not package helpers
+
+
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), str(path))
+
+
+def _package_functions() -> dict[str, str]:
+    """Public module-level function names of the package -> the first module that defines one."""
+    found: dict[str, str] = {}
+    for module, path in MODULES.items():
+        for node in _tree(path).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_"):
+                found.setdefault(node.name, module)
+    return found
+
+
+def test_scripts_are_found():
+    assert len(SCRIPTS) > 10 and "train_agent_retriever" not in SCRIPT_NAMES  # .sh drivers are not parsed
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)
+def test_a_script_never_edits_sys_path_nor_imports_another_script(path):
+    bad = []
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("sys.path.insert", "sys.path.append",
+                                                                      "sys.path.extend", "site.addsitedir"):
+            bad.append(f"{path.name}:{node.lineno}: {ast.unparse(node.func)}")
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                 else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+        bad += [f"{path.name}:{node.lineno}: imports the script {n!r}" for n in names
+                if n.split(".")[0] in SCRIPT_NAMES or n.startswith("scripts")]
+        if isinstance(node, ast.ImportFrom) and node.level:
+            bad.append(f"{path.name}:{node.lineno}: a relative import")
+    assert not bad, bad
+
+
+def test_the_package_never_imports_scripts():
+    up = sorted(f"{m}: {n}" for m, path in MODULES.items() for node in ast.walk(_tree(path))
+                for n in ([a.name for a in node.names] if isinstance(node, ast.Import)
+                          else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                if n.split(".")[0] in SCRIPT_NAMES | {"scripts"})
+    assert not up, up
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)
+def test_a_script_defines_no_function_the_package_has(path):
+    package = _package_functions()
+    copies = [f"{path.name}:{node.lineno}: def {node.name} (the package has {package[node.name.lstrip('_')]})"
+              for node in _tree(path).body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+              and node.name not in DRIVER_NAMES and node.name.lstrip("_") in package]
+    assert not copies, copies
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)
+def test_a_script_has_no_jsonl_reader_nor_atomic_writer_of_its_own(path):
+    """Files are read with ``io.common`` (``read_jsonl``: FILE:LINE errors) and written with ``io.common`` /
+    ``io.atomic`` (temp file, then rename): no ``json.loads`` in a loop over lines, no rename of a temp file."""
+    bad = []
+    tree = _tree(path)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("os.replace", "os.rename", "shutil.move"):
+            bad.append(f"{path.name}:{node.lineno}: {ast.unparse(node.func)} (use hopscotch.retriever.io.common"
+                       ".atomic_write / write_jsonl / write_json)")
+        if isinstance(node, (ast.For, ast.comprehension, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Call) and ast.unparse(inner.func) == "json.loads":
+                    bad.append(f"{path.name}:{inner.lineno}: json.loads in a loop (use io.common.read_jsonl)")
+    assert not sorted(set(bad)), sorted(set(bad))

@@ -16,7 +16,8 @@ with a 95% t-interval over the queries, on three query sets:
 * ``random``: seeded random unit vectors (no structure at all: context, never the control).
 
 A hit is an ANN row whose exact score reaches the exact k-th score (ties at the cut count as hits, so an exact
-index scores 1.0 whatever order it breaks ties in). Rule: a ``warning`` (``fail`` with ``strict``) when, at any
+index scores 1.0 whatever order it breaks ties in; FAISS's ``-1`` padding is never a hit): the tie-aware rule of
+:mod:`hopscotch.retriever.evaluation.ann_recall`, the one recall@k of the code base. Rule: a ``warning`` (``fail`` with ``strict``) when, at any
 k, the real queries' recall is below the documents' by more than ``max_gap``, or below ``min_recall``.
 
 Only the index's main rows are audited; the extra passage windows of an index built with ``--windows`` are
@@ -37,9 +38,7 @@ import numpy as np
 
 from hopscotch.retriever.audit.report import AuditReport
 from hopscotch.retriever.errors import UsageError
-
-#: a score within this of the exact k-th score is a tie at the cut (float32 inner products computed two ways)
-TIE_EPS = 1e-5
+from hopscotch.retriever.evaluation.ann_recall import recall_per_query
 
 
 @dataclass
@@ -111,23 +110,18 @@ def ann_search(index, queries: np.ndarray, k: int, opts: AnnOptions, exclude: np
     return out
 
 
-def recalls(index_dir, meta, queries: np.ndarray, ann_rows: np.ndarray, exact_scores: np.ndarray,
-            ks: tuple[int, ...]) -> dict[int, np.ndarray]:
+def recalls(index_dir, meta, queries: np.ndarray, ann_rows: np.ndarray, exact_rows: np.ndarray,
+            exact_scores: np.ndarray, ks: tuple[int, ...]) -> dict[int, np.ndarray]:
     """Per-query recall@k for each k: the share of the exact top-k that the ANN top-k holds, a tie at the exact
-    k-th score counting as a hit (module doc)."""
+    k-th score counting as a hit (:func:`hopscotch.retriever.evaluation.ann_recall.recall_per_query` with the
+    ANN rows' exact scores)."""
     from hopscotch.retriever.index.layout import embedding_rows
 
     depth = ann_rows.shape[1]
     vecs = embedding_rows(index_dir, meta, ann_rows).reshape(len(ann_rows), depth, -1)
     ann_exact = np.einsum("nkd,nd->nk", vecs, np.asarray(queries, np.float32))
-    ann_exact = np.where(ann_rows >= 0, ann_exact, -np.inf)
-    out = {}
-    for k in ks:
-        kth = exact_scores[:, k - 1:k]
-        found = np.isfinite(exact_scores[:, :k]).sum(1).clip(min=1)
-        hits = (ann_exact[:, :k] >= kth - TIE_EPS).sum(1)
-        out[k] = np.minimum(hits, found) / found
-    return out
+    return {k: recall_per_query(ann_rows, exact_rows, k, ann_scores=ann_exact, truth_scores=exact_scores)
+            for k in ks}
 
 
 def summarize(values: np.ndarray) -> dict:
@@ -144,9 +138,9 @@ def measure(index_dir, meta, index, queries: np.ndarray, opts: AnnOptions, exclu
             ) -> dict[int, dict]:
     """Recall@k (each of ``opts.ks``) of ``index`` against exact search for one set of query vectors."""
     top = max(opts.ks)
-    exact_scores, _ = exact_search(index_dir, meta, queries, top, exclude)
+    exact_scores, exact_rows = exact_search(index_dir, meta, queries, top, exclude)
     ann_rows = ann_search(index, queries, top, opts, exclude)
-    per_k = recalls(index_dir, meta, queries, ann_rows, exact_scores, opts.ks)
+    per_k = recalls(index_dir, meta, queries, ann_rows, exact_rows, exact_scores, opts.ks)
     return {k: summarize(v) for k, v in per_k.items()}
 
 

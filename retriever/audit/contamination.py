@@ -178,51 +178,82 @@ class _EvidenceIndex:
         return [(i, how, j) for i, (how, j) in sorted(out.items())], collisions
 
 
+class ContaminationChecker:
+    """Every hit of one training item against the evaluation side (module doc); a text or passage seen before
+    is answered from a cache, so cumulative reasoning or a positive shared by many tuples is checked once."""
+
+    def __init__(self, eval_sets: Sequence[EvalSet], threshold: float = mh.DEFAULT_THRESHOLD,
+                 count_answers: bool = False):
+        self.index = _EvalIndex(eval_sets, threshold)
+        self.counted = (*QUESTION_KINDS, "shared_evidence", *(("answer_overlap",) if count_answers else ()))
+        self._texts: dict[tuple[bool, int], list[tuple[int, str, dict]]] = {}
+        self._passages: dict[tuple[str, int], tuple[list, list[int]]] = {}
+
+    @property
+    def distinct_passages(self) -> int:
+        return len(self._passages)
+
+    def _text_hits(self, where: str, text: str) -> list[tuple[int, str, dict]]:
+        key = (where == "reasoning", mh.text_hash(text))
+        if key not in self._texts:
+            found = [(i, "contained_question", {}) for i in self.index.contained(text)]
+            if where != "reasoning":
+                found += [(i, "answer_overlap", {"answer": a}) for i, a in self.index.answer_hits(text)]
+            self._texts[key] = found
+        return self._texts[key]
+
+    def passage_hits(self, docid: str, title: str, text: str) -> tuple[list[tuple[int, str, float]], list[int]]:
+        key = (docid, mh.text_hash(mh.doc_text(title, text)))
+        if key not in self._passages:
+            self._passages[key] = self.index.evidence.hits(docid, title, text)
+        return self._passages[key]
+
+    def hits(self, item: TrainingItem) -> tuple[list[tuple[int, str, str, str, dict]], list[tuple[int, str]]]:
+        """``([(question, kind, where, training text, extra)], [(question, docid) of docid collisions])``."""
+        out: list[tuple[int, str, str, str, dict]] = []
+        if item.query:
+            for kind, i, j in self.index.question_hits(item.query):
+                out.append((i, kind, "query", item.query, {"jaccard": round(j, 4)}))
+        texts = [("query", item.query), ("reasoning", item.reasoning)]
+        for where, text in texts + [("passage", mh.doc_text(p[1], p[2])) for p in item.passages]:
+            if text:
+                out.extend((i, kind, where, text, extra) for i, kind, extra in self._text_hits(where, text))
+        clashes: list[tuple[int, str]] = []
+        for docid, title, text in item.passages:
+            found, collided = self.passage_hits(docid, title, text)
+            for i, how, j in found:
+                out.append((i, "shared_evidence", "passage", text, {"docid": docid, "match": how,
+                                                                   "jaccard": round(j, 4)}))
+            clashes.extend((i, docid) for i in collided)
+        return out, clashes
+
+    def counted_hits(self, item: TrainingItem) -> list[tuple[int, str]]:
+        """``(question, kind)`` of the hits that make ``item`` contaminated (the counted kinds)."""
+        return [(i, kind) for i, kind, *_ in self.hits(item)[0] if kind in self.counted]
+
+
 def audit_contamination(eval_sets: Sequence[EvalSet], training: Iterable[TrainingItem], *,
                         threshold: float = mh.DEFAULT_THRESHOLD, max_contaminated: int = 0,
                         count_answers: bool = False, examples: int = 5, training_label: str = "training data"
                         ) -> AuditReport:
     """Compare ``training`` with ``eval_sets`` (module doc); the report holds per-set counts and examples."""
-    index = _EvalIndex(eval_sets, threshold)
+    checker = ContaminationChecker(eval_sets, threshold, count_answers)
+    index = checker.index
     hits: dict[int, dict[str, dict]] = {}      # question -> kind -> first example
     collisions: dict[int, dict] = {}
-    seen_passages: set[tuple[str, int]] = set()
-    seen_texts: set[tuple[bool, int]] = set()
-    n_items = n_passages = 0
-
-    def record(i: int, kind: str, item: TrainingItem, where: str, text: str, **extra) -> None:
-        slot = hits.setdefault(i, {})
-        if kind not in slot:
-            slot[kind] = {"source": item.source, "train_id": item.item_id, "where": where,
-                          "train_text": _short(text), **extra}
-
+    n_items = 0
     for item in training:
         n_items += 1
-        texts = [("query", item.query), ("reasoning", item.reasoning)]
-        if item.query:
-            for kind, i, j in index.question_hits(item.query):
-                record(i, kind, item, "query", item.query, jaccard=round(j, 4))
-        for where, text in texts + [("passage", mh.doc_text(p[1], p[2])) for p in item.passages]:
-            if not text or (key := (where == "reasoning", mh.text_hash(text))) in seen_texts:
-                continue  # a text seen before (cumulative reasoning, a positive of many tuples) adds nothing
-            seen_texts.add(key)
-            for i in index.contained(text):
-                record(i, "contained_question", item, where, text)
-            if where != "reasoning":
-                for i, answer in index.answer_hits(text):
-                    record(i, "answer_overlap", item, where, text, answer=answer)
-        for docid, title, text in item.passages:
-            key = (docid, mh.text_hash(mh.doc_text(title, text)))
-            if key in seen_passages:
-                continue
-            seen_passages.add(key)
-            n_passages += 1
-            found, clashes = index.evidence.hits(docid, title, text)
-            for i, how, j in found:
-                record(i, "shared_evidence", item, "passage", text, docid=docid, match=how, jaccard=round(j, 4))
-            for i in clashes:
-                collisions.setdefault(i, {"source": item.source, "train_id": item.item_id, "docid": docid})
-    counted = (*QUESTION_KINDS, "shared_evidence", *(("answer_overlap",) if count_answers else ()))
+        found, clashes = checker.hits(item)
+        for i, kind, where, text, extra in found:
+            slot = hits.setdefault(i, {})
+            if kind not in slot:
+                slot[kind] = {"source": item.source, "train_id": item.item_id, "where": where,
+                              "train_text": _short(text), **extra}
+        for i, docid in clashes:
+            collisions.setdefault(i, {"source": item.source, "train_id": item.item_id, "docid": docid})
+    n_passages = checker.distinct_passages
+    counted = checker.counted
     per_set, summary = {}, []
     worst = None
     for s in eval_sets:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 
+from hopscotch.retriever.commands.arg_groups import add_k_flag, add_reasoning_flag
 from hopscotch.retriever.commands.audit_common import add_report_flag, finish
 from hopscotch.retriever.commands.flag_types import positive_int, seed_int, unit_interval
 
@@ -38,15 +39,14 @@ def register(kinds) -> None:
     p.add_argument("--index", required=True, help="a dense index folder (hopscotch index)")
     p.add_argument("--queries", required=True, help="queries JSONL (with optional 'reasoning') or TSV")
     p.add_argument("--model", help="query encoder (default: the model recorded in --index)")
-    p.add_argument("--reasoning", action="store_true",
-                   help="encode the queries reasoning-aware, as 'hopscotch search --reasoning' does")
+    add_reasoning_flag(p, "encode the queries reasoning-aware, as 'hopscotch search --reasoning' does")
     p.add_argument("--query-input", metavar="VARIANT", help="the query input variant (implies --reasoning)")
     p.add_argument("--faiss", "--faiss-name", dest="faiss_name",
                    help="which FAISS index of --index (default: its default)")
     p.add_argument("--nprobe", type=positive_int, help="IVF lists probed per query")
     p.add_argument("--ef-search", type=positive_int, help="HNSW search breadth")
     p.add_argument("--refine", type=positive_int, default=1, help="re-score k*R approximate hits exactly")
-    p.add_argument("--k", type=cutoffs, default=(10, 100), help="recall cutoffs (default 10,100)")
+    add_k_flag(p, type=cutoffs, default=(10, 100), help="recall cutoffs (default 10,100)")
     p.add_argument("--max-gap", type=unit_interval, default=0.05,
                    help="the largest shortfall of real-query recall below the documents' that passes")
     p.add_argument("--min-recall", type=unit_interval, default=0.9,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 
+from hopscotch.retriever.commands.arg_groups import add_output_flags
 from hopscotch.retriever.commands.audit_common import add_report_flag, finish
 from hopscotch.retriever.commands.flag_types import non_negative_int, positive_int, unit_interval
 
@@ -44,6 +45,9 @@ def register(kinds) -> None:
     p.add_argument("--count-answers", action="store_true",
                    help="count answer-string overlap as contamination too (default: reported only)")
     p.add_argument("--examples", type=positive_int, default=5, help="examples per set and kind in the report")
+    add_output_flags(p, "write each --tuples file to DIR (same name) without its contaminated tuples, list what "
+                        "was removed in DIR/decontamination.json, then audit the cleaned files (the verdict)",
+                     flag="--clean", what="cleaned tuple files")
     add_report_flag(p)
     p.set_defaults(func=run)
 
@@ -60,7 +64,30 @@ def run(args) -> int:
     if args.threshold <= 0:
         raise UsageError("--threshold must be above 0")
     sets = load_eval_sets(args.eval_sets)
-    items = itertools.chain(*(tuple_items(t, args.tuples_corpus) for t in args.tuples),
+    tuples = args.tuples
+    if args.clean:
+        from pathlib import Path
+
+        from hopscotch.retriever.audit.decontaminate import REPORT_NAME, decontaminate, tuple_files
+        from hopscotch.retriever.audit.eval_sets import parse_eval_spec
+
+        if not args.tuples or args.queries or args.corpus:
+            raise UsageError("--clean rewrites tuple files: give --tuples only (no --queries / --corpus)")
+        from hopscotch.retriever.io.outputs import check_outputs, output_folder
+
+        files = tuple_files(args.tuples)
+        guard = check_outputs(args, outputs=[output_folder(args.clean, [f.name for f in files] + [REPORT_NAME])],
+                              inputs=files + [x for s in sets for x in parse_eval_spec(s.spec)[1:] if x])
+        done = decontaminate(sets, files, args.clean, threshold=args.threshold,
+                             count_answers=args.count_answers, corpus=args.tuples_corpus)
+        guard.finish()
+        for name, v in done["files"].items():
+            print(f"audit contamination --clean: {name}: kept {v['kept']:,}, removed {v['removed']:,} "
+                  f"{v['removed_by_kind']}", file=sys.stderr)
+        print(f"audit contamination --clean: wrote {Path(args.clean)}/ ({REPORT_NAME} lists the removed tuples); "
+              "auditing the cleaned files", file=sys.stderr)
+        tuples = [str(Path(args.clean) / f.name) for f in files if done["files"][f.name]["kept"]]
+    items = itertools.chain(*(tuple_items(t, args.tuples_corpus) for t in tuples),
                             *(query_items(q) for q in args.queries), *(corpus_items(c) for c in args.corpus))
     report = audit_contamination(sets, items, threshold=args.threshold, max_contaminated=args.max_contaminated,
                                  count_answers=args.count_answers, examples=args.examples)

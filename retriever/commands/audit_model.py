@@ -10,6 +10,7 @@ prefix/prompt, normalisation, max length, query input) that makes one differ:
 
 from __future__ import annotations
 
+from hopscotch.retriever.commands.arg_groups import add_device_flag
 from hopscotch.retriever.commands.audit_common import add_report_flag, finish
 from hopscotch.retriever.commands.flag_types import positive_float
 
@@ -27,7 +28,7 @@ def register(kinds) -> None:
     p.add_argument("--tol", type=positive_float, default=1e-5,
                    help="largest max-abs difference that passes (default 1e-5; raised to the save's precision "
                         "when it was not float32)")
-    p.add_argument("--device", help="device to encode on (default: cuda when available, else cpu)")
+    add_device_flag(p, "device to encode on (default: cuda when available, else cpu)")
     add_report_flag(p)
     p.set_defaults(func=run)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from hopscotch.retriever.commands.arg_groups import add_output_flags
 from hopscotch.retriever.commands.audit_common import add_report_flag, finish
 from hopscotch.retriever.commands.flag_types import int_range, unit_interval
 
@@ -25,7 +26,9 @@ def register(kinds) -> None:
                                      "into cmass's duplicate-group JSONL. Streams the corpus; checkpoints to "
                                      "--state so a killed run resumes.")
     p.add_argument("--corpus", required=True, help="corpus file, BEIR folder or shard folder")
-    p.add_argument("--out", required=True, help="groups JSONL to write ({doc_id, exact_duplicates, near_duplicates})")
+    # what=None: no --overwrite, the groups file does not go through the output boundary (check_outputs)
+    add_output_flags(p, "groups JSONL to write ({doc_id, exact_duplicates, near_duplicates})", required=True,
+                     what=None)
     p.add_argument("--state", help="checkpoint folder (default: OUT.state)")
     p.add_argument("--threshold", type=unit_interval, default=0.8,
                    help="exact word 3-gram Jaccard at or above which two documents are near duplicates (default 0.8)")

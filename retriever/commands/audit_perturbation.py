@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 
+from hopscotch.retriever.commands.arg_groups import add_k_flag
 from hopscotch.retriever.commands.audit_common import add_report_flag, finish
 from hopscotch.retriever.commands.flag_types import cutoff_int, metric_name, permutations_int, positive_int, seed_int
 
@@ -30,7 +31,7 @@ def register(kinds) -> None:
     p.add_argument("--qrels", required=True, help="qrels (TSV, TREC or JSONL)")
     p.add_argument("--qids", metavar="FILE", help="search only these query ids (first field of each line)")
     p.add_argument("--metric", type=metric_name, default="ndcg@10", help="metric compared (default ndcg@10)")
-    p.add_argument("--k", type=cutoff_int, help="documents per query (default: the metric's cutoff)")
+    add_k_flag(p, type=cutoff_int, help="documents per query (default: the metric's cutoff)")
     p.add_argument("--truncate-words", type=positive_int, metavar="N",
                    help="the truncated condition keeps the last N words (default: the last half of each reasoning)")
     p.add_argument("--seed", type=seed_int, default=13, help="seed of the shuffles and of the swap cycle")

@@ -12,13 +12,12 @@ from hopscotch.retriever.commands.flag_types import non_negative_float, unit_int
 
 
 def register(sub) -> None:
-    from hopscotch.retriever.io.outputs import add_overwrite_flag
+    from hopscotch.retriever.commands.arg_groups import add_output_flags
 
     p = sub.add_parser("bm25-index", help="build a BM25 index over a corpus",
                        description="Build a BM25 (bm25s, Lucene scoring) index over a corpus and save it.")
     p.add_argument("--corpus", required=True, help="corpus JSONL/parquet file, BEIR folder or shard folder")
-    p.add_argument("--out", required=True, help="index folder to write")
-    add_overwrite_flag(p, "index folder")
+    add_output_flags(p, "index folder to write", required=True, what="index folder")
     p.add_argument("--k1", type=non_negative_float, default=1.5, help="BM25 term-frequency saturation k1 (>= 0)")
     p.add_argument("--b", type=unit_interval, default=0.75, help="BM25 length normalisation b (0..1)")
     p.add_argument("--stemmer", default="english", help="PyStemmer language, or 'none'")

@@ -25,7 +25,7 @@ from hopscotch.retriever.evaluation.metrics import MIN_COVERAGE
 
 
 def register(sub) -> None:
-    from hopscotch.retriever.io.outputs import add_overwrite_flag
+    from hopscotch.retriever.commands.arg_groups import add_output_flags
 
     p = sub.add_parser("compare", help="paired comparison of two evaluation results (eval --json)",
                        description="Compare two evaluation results (eval --json outputs) query by query, "
@@ -40,8 +40,8 @@ def register(sub) -> None:
     p.add_argument("--min-coverage", type=unit_interval, default=MIN_COVERAGE,
                    help="the least share of the judged queries each result's run must answer "
                         f"(default {MIN_COVERAGE:g})")
-    p.add_argument("--json", dest="json_out", help="write {a, b, num_queries, tests: {metric: {...}}} JSON here")
-    add_overwrite_flag(p, "--json file")
+    add_output_flags(p, "write {a, b, num_queries, tests: {metric: {...}}} JSON here", flag="--json",
+                     dest="json_out", what="--json file")
     p.set_defaults(func=run)
 
 

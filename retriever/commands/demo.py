@@ -18,13 +18,13 @@ from hopscotch.retriever.commands.world import MAX_DOCS, MAX_QUESTIONS
 
 
 def register(sub) -> None:
+    from hopscotch.retriever.commands.arg_groups import add_output_flags
+
     p = sub.add_parser("demo", help="run the main job on the embedded world", description=__doc__.split("\n\n")[1],
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default="demo_out",
-                   help="working folder (reused: stages run from the same settings and inputs are skipped, the "
-                        "others rebuilt; see OUT/demo_manifest.json)")
-    p.add_argument("--overwrite", action="store_true",
-                   help="work in an --out folder that another hopscotch command made (refused without it)")
+    add_output_flags(p, "working folder (reused: stages run from the same settings and inputs are skipped, the "
+                        "others rebuilt; see OUT/demo_manifest.json)", default="demo_out",
+                     overwrite_help="work in an --out folder that another hopscotch command made (refused without it)")
     p.add_argument("--docs", type=int_range(50, MAX_DOCS), default=3000,
                    help="documents of the generated world (at least 50)")
     p.add_argument("--questions", type=int_range(5, MAX_QUESTIONS), default=300,

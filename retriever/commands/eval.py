@@ -22,7 +22,7 @@ from hopscotch.retriever.errors import UsageError
 
 
 def register(sub) -> None:
-    from hopscotch.retriever.io.outputs import add_overwrite_flag
+    from hopscotch.retriever.commands.arg_groups import add_output_flags
 
     p = sub.add_parser("eval", help="evaluate a TREC run against qrels",
                        description="Evaluate a TREC run against qrels (TREC, BEIR TSV or JSONL).")
@@ -37,8 +37,8 @@ def register(sub) -> None:
     p.add_argument("--min-coverage", type=unit_interval, default=0.0,
                    help="fail (exit 2) when a run answers less than this share of the judged queries (default 0: "
                         "a missing query scores 0, with a warning; tune-fusion and compare require 0.9)")
-    p.add_argument("--json", dest="json_out", help="write {manifest, metrics, ci95, per_query} JSON here")
-    add_overwrite_flag(p, "--json file")
+    add_output_flags(p, "write {manifest, metrics, ci95, per_query} JSON here", flag="--json", dest="json_out",
+                     what="--json file")
     p.set_defaults(func=run)
 
 

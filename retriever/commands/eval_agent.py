@@ -24,7 +24,7 @@ PROTOCOLS = ("hopscotch", "bcp", "cmass")
 
 
 def register(sub) -> None:
-    from hopscotch.retriever.io.outputs import add_overwrite_flag
+    from hopscotch.retriever.commands.arg_groups import add_output_flags
 
     p = sub.add_parser("eval-agent", help="evaluate search-agent run files (BrowseComp-Plus / cmass layouts)",
                        description=__doc__.split("\n\n", 1)[1].strip(),
@@ -39,8 +39,8 @@ def register(sub) -> None:
                    help="the judge's output: a folder of *_eval.json (BrowseComp-Plus evals/, cmass "
                         "evals/per-query/), a JSONL of them, detailed_judge_results.csv or evaluation_summary.json; "
                         "default: judgements carried by the run records")
-    p.add_argument("--json", dest="json_out", help="write the report (manifest, per-run rows) as JSON here")
-    add_overwrite_flag(p, "--json file")
+    add_output_flags(p, "write the report (manifest, per-run rows) as JSON here", flag="--json", dest="json_out",
+                     what="--json file")
     p.set_defaults(func=run)
 
 

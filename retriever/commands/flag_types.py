@@ -3,14 +3,14 @@
 * ``type=`` functions for argparse (a bad value is one stderr line naming the flag, exit code 2):
   :func:`positive_int`, :func:`non_negative_int`, :func:`seed_int`, :func:`int_range` (bounded counts),
   :func:`finite_float`, :func:`positive_float`, :func:`non_negative_float`, :func:`unit_interval`
-  (defined in :mod:`hopscotch.retriever.io.arg_types`, where the searchers' flags use them too);
+  (defined in :mod:`hopscotch.retriever.searchers.arg_types`, where the searchers' flags use them too);
   :func:`permutations_int` and :func:`cutoff_int` (a ``k`` that is also a metric cutoff); :func:`metric_name`
   and :func:`metric_list` (``ndcg@k``, ``recall@k``, ``mrr@k``, ``map@k``, ``p@k`` with ``1 <= k <=
   MAX_CUTOFF``, through :func:`hopscotch.retriever.evaluation.metrics.parse_metric`);
 * clamps, each with a one-line note on stderr: ``k`` to the documents a searcher holds
   (:func:`clamp_k`: ``--k 1000000000 > 3,000 documents: using 3,000``) and an encoder's max length to the
   positions of the model (:func:`clamp_max_length`: ``--max-length 100000 > the model's 512 positions:
-  using 512``);
+  using 512``; the limit is :func:`hopscotch.retriever.model.position_limit.model_position_limit`);
 * :func:`check_device`: ``--device cuda`` on a machine without CUDA (or a device that does not parse, or
   ``cuda:N`` past the last GPU) is a :class:`~hopscotch.retriever.errors.UsageError`.
 """
@@ -25,7 +25,8 @@ from pathlib import Path
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.evaluation.metrics import MAX_CUTOFF, parse_metric, parse_metric_list
-from hopscotch.retriever.io.arg_types import (
+from hopscotch.retriever.model.position_limit import model_position_limit
+from hopscotch.retriever.searchers.arg_types import (
     SEED_MAX,
     finite_float,
     float_range,
@@ -51,9 +52,6 @@ MAX_PERMUTATIONS = 1_000_000
 permutations_int = int_range(1, MAX_PERMUTATIONS)
 #: ``type=`` of a ``k`` that also names a metric cutoff (``recall@k``): 1 .. trec_eval's MAX_CUTOFF
 cutoff_int = int_range(1, MAX_CUTOFF)
-
-#: model types whose position table reserves ``pad_token_id + 1`` rows before the first token (RoBERTa's offset)
-_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "longformer", "mpnet")
 
 
 def metric_name(text: str) -> str:
@@ -105,53 +103,18 @@ def clamp_k(command: str, k: int, searcher, flag: str = "--k") -> int:
     return clamp(command, flag, k, size, f"{size:,} documents" if size is not None else "")
 
 
-def _transformer_dir(path: Path) -> Path:
-    """The folder of a sentence-transformers model's Transformer module (the model folder itself otherwise)."""
-    try:
-        modules = json.loads((path / "modules.json").read_text(encoding="utf-8"))
-        for module in modules:
-            if str(module.get("type", "")).endswith("Transformer"):
-                return path / module.get("path", "")
-    except (OSError, ValueError, TypeError, AttributeError):
-        pass
-    return path
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def model_position_limit(model: str | os.PathLike) -> int | None:
-    """The most tokens an encoder model can take: the ``max_position_embeddings`` (or ``n_positions``) of its
-    ``config.json``, less RoBERTa's offset; None when the config does not say (no clamp). The tokenizer's
-    ``model_max_length`` is not a limit: sentence-transformers saves its default ``max_seq_length`` there."""
-    from hopscotch.retriever.model.loading import resolve_model_path
-
-    config = _read_json(_transformer_dir(Path(resolve_model_path(model))) / "config.json")
-    positions = config.get("max_position_embeddings", config.get("n_positions"))
-    if isinstance(positions, bool) or not isinstance(positions, int) or positions <= 0:
-        return None
-    if str(config.get("model_type", "")) in _OFFSET_POSITIONS:
-        pad = config.get("pad_token_id")
-        positions -= (pad if isinstance(pad, int) and pad >= 0 else 1) + 1
-    return positions if positions > 0 else None
-
-
 def configured_dim(model: str | os.PathLike) -> int | None:
     """A sentence-transformers model's embedding dimension as its module configs state it, without loading its
     weights: the last Dense layer's ``out_features``, else a one-mode Pooling's dimension; None when they do not
     say plainly (several pooling modes, an unknown module: load the model to know)."""
     from hopscotch.retriever.model.loading import resolve_model_path
+    from hopscotch.retriever.model.position_limit import read_json_dict
 
     path = Path(resolve_model_path(model))
     try:
         modules = json.loads((path / "modules.json").read_text(encoding="utf-8"))
         for module in reversed(modules):
-            kind, config = str(module.get("type", "")), _read_json(path / module.get("path", "") / "config.json")
+            kind, config = str(module.get("type", "")), read_json_dict(path / module.get("path", "") / "config.json")
             if kind.endswith("Dense"):
                 return int(config["out_features"])
             if kind.endswith("Pooling"):

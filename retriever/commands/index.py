@@ -8,7 +8,8 @@
 
 Tevatron's encode pickles ``(reps, lookup)`` (the published BrowseComp-Plus dense indexes) are read only
 when named with ``--import-tevatron``, through the restricted unpickler of
-:mod:`hopscotch.retriever.io.tevatron` (numpy arrays, lists and strings; anything else is refused unrun).
+:mod:`hopscotch.retriever.io.tevatron` (numpy arrays, lists and strings; anything else is refused unrun); the
+import and the export are :mod:`hopscotch.retriever.index.tevatron_index`.
 
 Run it under ``torchrun --nproc_per_node G -m hopscotch.retriever.cli index ...`` (or ``accelerate launch``) to split
 the shards across processes/GPUs; rerun the same command after a crash to resume. A rerun whose corpus content,
@@ -27,13 +28,18 @@ from hopscotch.retriever.commands.index_plan import layout_of, model_dim
 
 
 def register(sub) -> None:
+    from hopscotch.retriever.commands.arg_groups import add_device_flag, add_output_flags
+
     p = sub.add_parser("index", help="encode a corpus into shards and build a FAISS index",
                        description="Encode a corpus into resumable float16 shards (multi-process under torchrun) "
                                    "and build a FAISS index over them; --plan prints the memory and disk a build "
                                    "and a search need.")
     p.add_argument("--corpus", help="corpus JSONL/parquet file, BEIR folder or ClimbMix shard folder")
     p.add_argument("--model", help="'minilm' (bundled) or a model / training output folder")
-    p.add_argument("--out", help="index folder to write (rerun with the same flags to resume)")
+    add_output_flags(p, "index folder to write (rerun with the same flags to resume)", overwrite_help=(
+        "start again: discard shards encoded from another corpus content, model or settings (a rerun that differs "
+        "in any of them is refused otherwise, naming the difference); also write into a folder another command "
+        "made, and replace other runs' Tevatron exports"))
     p.add_argument("--batch-size", type=positive_int, default=64, help="documents per encoder forward pass")
     p.add_argument("--max-length", type=positive_int,
                    help="encoder max tokens per document (default: a trained model's passage length, else 256; "
@@ -56,12 +62,8 @@ def register(sub) -> None:
                    help="record that this model expects reasoning-aware queries (search --reasoning); part of "
                         "the encode settings, so flipping it on a rerun is refused (--overwrite re-encodes)")
     p.add_argument("--no-docstore", action="store_true", help="do not store document texts (no doc lookup)")
-    p.add_argument("--overwrite", action="store_true",
-                   help="start again: discard shards encoded from another corpus content, model or settings (a "
-                        "rerun that differs in any of them is refused otherwise, naming the difference); also "
-                        "write into a folder another command made, and replace other runs' Tevatron exports")
-    p.add_argument("--device", help="torch device (default: cuda:LOCAL_RANK when available, else cpu; one this "
-                                    "machine lacks is refused)")
+    add_device_flag(p, "torch device (default: cuda:LOCAL_RANK when available, else cpu; one this machine lacks "
+                       "is refused)")
     p.add_argument("--precision", choices=["auto", "fp32", "fp16", "bf16"], default="auto",
                    help="forward-pass precision (auto: fp16 autocast on CUDA, fp32 on CPU)")
     p.add_argument("--wait-timeout", type=positive_float, help="seconds rank 0 waits for the other ranks' shards")
@@ -196,7 +198,7 @@ def _build(args) -> bool:
           f"{len(result.skipped_shards)} already done", file=sys.stderr)
     if result.meta is None:
         return False
-    use_gpu = {"auto": None, "yes": True, "no": False}[args.gpu_index]
+    use_gpu = _use_gpu(args)
     build_faiss_index(args.out, args.spec, layout=layout_of(args), train_size=args.train_size, use_gpu=use_gpu)
     meta = result.meta
     windows = ""
@@ -211,124 +213,36 @@ def _build(args) -> bool:
     return True
 
 
-def _rechunk(parts, size: int):
-    """``(reps, docids)`` parts of any sizes -> blocks of exactly ``size`` rows (the last one shorter)."""
-    import numpy as np
-
-    embs, ids, held = [], [], 0
-    for reps, docids in parts:
-        embs.append(reps)
-        ids.extend(docids)
-        held += len(docids)
-        while held >= size:
-            block = np.concatenate(embs) if len(embs) > 1 else embs[0]
-            yield block[:size], ids[:size]
-            embs, ids, held = [block[size:]], ids[size:], held - size
-    if held:
-        yield (np.concatenate(embs) if len(embs) > 1 else embs[0]), ids
-
-
-def _clear_index_folder(out, overwrite: bool) -> None:
-    import shutil
-
-    from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.index.layout import ENCODE_CONFIG_FILE, FAISS_DIR, LOOKUP_DIR, META_FILE, SHARD_DIR
-    from hopscotch.retriever.index.windows import WINDOWS_DIR
-
-    parts = [out / n for n in (SHARD_DIR, LOOKUP_DIR, FAISS_DIR, WINDOWS_DIR, META_FILE, ENCODE_CONFIG_FILE)
-             if (out / n).exists()]
-    if parts and not overwrite:
-        raise UsageError(f"{out} already holds an index; use another --out, or --overwrite to replace it")
-    for part in parts:
-        if part.is_dir():
-            shutil.rmtree(part)
-        else:
-            part.unlink()
+def _use_gpu(args) -> bool | None:
+    return {"auto": None, "yes": True, "no": False}[args.gpu_index]
 
 
 def _import_tevatron(args) -> None:
-    """Tevatron pickles -> shards of ``--shard-size`` (float16 embeddings + ids, documents when ``--corpus``),
-    the docid lookup, ``index.json`` and the FAISS index ``--spec``. Vectors are kept as they are."""
-    import numpy as np
+    """``--import-tevatron GLOB``: :func:`hopscotch.retriever.index.tevatron_index.import_tevatron` into ``--out``."""
+    from hopscotch.retriever.index.tevatron_index import import_tevatron
 
-    from hopscotch.retriever.errors import FormatError, UsageError
-    from hopscotch.retriever.index.docstore import build_docid_lookup
-    from hopscotch.retriever.index.faiss_index import build_faiss_index
-    from hopscotch.retriever.index.faiss_spec import check_spec
-    from hopscotch.retriever.index.layout import ENCODE_CONFIG_FILE, IndexMeta
-    from hopscotch.retriever.index.shard_files import write_shard
-    from hopscotch.retriever.io.common import write_json
-    from hopscotch.retriever.io.corpus import Document, load_corpus_dict
-    from hopscotch.retriever.io.fingerprint import digest, model_fingerprint
-    from hopscotch.retriever.io.tevatron import read_tevatron_pickle, tevatron_pickle_paths
-    from hopscotch.retriever.model.config import ModelSettings, model_settings
-
-    if args.shard_size <= 0:
-        raise UsageError("--shard-size must be positive")
-    check_spec(args.spec, train_size=args.train_size)
-    t0, out = time.perf_counter(), Path(args.out)
-    paths = tevatron_pickle_paths(args.import_tevatron)
-    settings = model_settings(args.model) if args.model else ModelSettings("")
-    docs = load_corpus_dict(args.corpus) if args.corpus else None
-    first = read_tevatron_pickle(paths[0])  # checked before anything is written, then used as the first part
-    if args.model and first.reps.shape[1] != (dim := model_dim(args.model)):
-        raise UsageError(f"{paths[0]}: {first.reps.shape[1]}-d vectors, but the query encoder --model {args.model} "
-                         f"makes {dim}-d ones: queries could not be searched against them (give the model that "
-                         "encoded the pickles)")
-    _clear_index_folder(out, args.overwrite)
-    write_json(out / ENCODE_CONFIG_FILE, {"tevatron_pickles": [str(p.resolve()) for p in paths],
-                                          "corpus": args.corpus, "shard_size": args.shard_size})
-    dims: list[int] = []
-
-    def parts():
-        for path in paths:
-            part = first if path == paths[0] else read_tevatron_pickle(path)
-            dims.append(part.reps.shape[1])
-            if dims[-1] != dims[0]:
-                raise FormatError(path, None, f"{dims[0]}-d reps like {paths[0]}", f"shape {part.reps.shape}")
-            if np.abs(part.reps).max(initial=0.0) > np.finfo(np.float16).max:
-                raise FormatError(path, None, "reps within the float16 range the index stores", "larger values")
-            yield part.reps, part.docids
-
-    num_docs = shard = 0
-    for shard, (emb, ids) in enumerate(_rechunk(parts(), args.shard_size)):
-        if docs is not None and (missing := next((d for d in ids if d not in docs), None)) is not None:
-            raise FormatError(args.corpus, None, "every docid of the pickles", f"no document {missing!r}")
-        rows = [docs[d] for d in ids] if docs is not None else [Document(d, "", "") for d in ids]
-        write_shard(out, shard, rows, emb, docs is not None, 0.0)
-        num_docs += len(ids)
-    if not num_docs:
-        raise UsageError(f"--import-tevatron {args.import_tevatron!r}: the pickles hold no embeddings")
-    meta = IndexMeta(model=args.model or "", model_path=str(settings.path), max_length=args.max_length,
-                     dim=dims[0], num_docs=num_docs, num_shards=shard + 1, shard_size=args.shard_size,
-                     reasoning_aware=args.reasoning_aware or settings.reasoning_aware,
-                     query_input=settings.query_input, docstore=docs is not None, corpus=args.corpus or "",
-                     passage_prefix=settings.passage_prefix,
-                     model_sha256=digest(model_fingerprint(settings.path)) if args.model else "")
-    build_docid_lookup(out, meta, corpus=args.import_tevatron, show_progress=False)
-    meta.save(out)
-    use_gpu = {"auto": None, "yes": True, "no": False}[args.gpu_index]
-    build_faiss_index(out, args.spec, layout=layout_of(args), train_size=args.train_size, use_gpu=use_gpu)
-    print(f"index of {num_docs:,} documents from {len(paths)} Tevatron pickles ({meta.num_shards} shards, dim "
-          f"{meta.dim}, {args.spec}) written to {out} in {time.perf_counter() - t0:.1f}s"
+    done = import_tevatron(args.import_tevatron, args.out, corpus=args.corpus, model=args.model,
+                           model_dim=model_dim(args.model) if args.model else None, spec=args.spec,
+                           layout=layout_of(args), shard_size=args.shard_size, train_size=args.train_size,
+                           max_length=args.max_length, reasoning_aware=args.reasoning_aware,
+                           overwrite=args.overwrite, use_gpu=_use_gpu(args))
+    meta = done.meta
+    print(f"index of {meta.num_docs:,} documents from {len(done.pickles)} Tevatron pickles ({meta.num_shards} "
+          f"shards, dim {meta.dim}, {args.spec}) written to {Path(args.out)} in {done.seconds:.1f}s"
           + ("" if args.model else "; no --model recorded: give 'search --model' the query encoder"))
 
 
 def _export_tevatron(args, guard=None) -> None:
     """One Tevatron pickle per shard of a finished index: ``PREFIX.<shard>.pkl`` = ``(float32 reps, docids)``;
     without ``guard`` (the index was just built) the files are checked at the output boundary first."""
-    from hopscotch.retriever.index.layout import IndexMeta, iter_shard_docids, load_shard_embeddings
+    from hopscotch.retriever.index.tevatron_index import export_tevatron
     from hopscotch.retriever.io.outputs import check_outputs
-    from hopscotch.retriever.io.tevatron import tevatron_export_path, write_tevatron_pickle
 
     index_dir, prefix = args.out, args.export_tevatron
     if guard is None:
         guard = check_outputs(args, outputs=_export_outputs(args, every_shard=True), inputs=[index_dir],
                               ignore=_export_ignore(args))
-    meta = IndexMeta.load(index_dir)
-    for shard in range(meta.num_shards):
-        write_tevatron_pickle(tevatron_export_path(prefix, shard), load_shard_embeddings(index_dir, shard),
-                              list(iter_shard_docids(index_dir, shard)))
+    meta = export_tevatron(index_dir, prefix)
     guard.finish()
     print(f"{meta.num_docs:,} embeddings of {index_dir} written as {meta.num_shards} Tevatron pickles "
           f"'{prefix}.*.pkl'")

@@ -44,7 +44,7 @@ REPLAY_FILES = ("replay.json", "calls.trec", "discovery.png")  # what --out rece
 
 
 def register(sub) -> None:
-    from hopscotch.retriever.io.outputs import add_overwrite_flag
+    from hopscotch.retriever.commands.arg_groups import add_k_flag, add_output_flags, add_reasoning_flag
     from hopscotch.retriever.searchers.base import add_option
     from hopscotch.retriever.searchers.registry import SEARCHERS, searcher_names
 
@@ -61,12 +61,10 @@ def register(sub) -> None:
     p.add_argument("--qrels", help="evidence qrels by question id (TREC, BEIR TSV or JSONL); without them only "
                                    "calls, documents retrieved and redundancy are reported")
     p.add_argument("--duplicates", help="JSONL duplicate groups that expand the qrels (exact duplicates)")
-    p.add_argument("--out", required=True, help="output folder: replay.json, calls.trec, discovery.png")
-    add_overwrite_flag(p, "replay files")
-    p.add_argument("--k", type=cutoff_int, default=10,
-                   help="documents retrieved per call (recall@k, discovery; more than the index holds: all of them)")
-    p.add_argument("--reasoning", action="store_true",
-                   help="encode calls reasoning-aware from the trace's reasoning and context (as search --reasoning)")
+    add_output_flags(p, "output folder: replay.json, calls.trec, discovery.png", required=True, what="replay files")
+    add_k_flag(p, type=cutoff_int, default=10,
+               help="documents retrieved per call (recall@k, discovery; more than the index holds: all of them)")
+    add_reasoning_flag(p, "encode calls reasoning-aware from the trace's reasoning and context (as search --reasoning)")
     p.add_argument("--label", help="this retriever's name in the plot and JSON (default: searcher and query input)")
     p.add_argument("--compare", action="append", default=[], metavar="REPLAY_JSON",
                    help="an earlier replay.json of the same runs: paired tests and its line in the plot "

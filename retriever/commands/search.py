@@ -27,20 +27,17 @@ from hopscotch.retriever.commands.flag_types import positive_int
 
 
 def register(sub) -> None:
-    from hopscotch.retriever.io.outputs import add_overwrite_flag
+    from hopscotch.retriever.commands.arg_groups import add_k_flag, add_output_flags, add_reasoning_flag
     from hopscotch.retriever.searchers import add_searcher_arguments
 
     p = sub.add_parser("search", help="retrieve for a query file (BM25, dense or hybrid) into a TREC run",
                        description="Retrieve the top-k documents for every query with BM25, a dense index or "
                                    "both fused (or a remote hopscotch serve), and write a TREC run.")
     p.add_argument("--queries", required=True, help="queries JSONL (with optional 'reasoning') or TSV")
-    p.add_argument("--out", required=True, help="TREC run file to write")
-    add_overwrite_flag(p, "run file")
-    p.add_argument("--reasoning", action="store_true",
-                   help="encode queries reasoning-aware from their 'reasoning' (and other context) fields, in "
-                        "the model's query input variant (see --query-input)")
-    p.add_argument("--k", type=positive_int, default=100,
-                   help="documents per query (more than the index holds: all of them, with a note)")
+    add_output_flags(p, "TREC run file to write", required=True, what="run file")
+    add_reasoning_flag(p, "encode queries reasoning-aware from their 'reasoning' (and other context) fields, in "
+                          "the model's query input variant (see --query-input)")
+    add_k_flag(p, default=100, help="documents per query (more than the index holds: all of them, with a note)")
     p.add_argument("--batch-size", type=positive_int, default=256, help="queries encoded and searched per step")
     p.add_argument("--tag", default="hopscotch", help="run tag (6th TREC column)")
     # --searcher-type, --bm25, --index, --model, --fusion, ... (each backend's own), --rerank-model, --rerank-depth, ...

@@ -71,10 +71,29 @@ def register(sub) -> None:
     p.add_argument("--bm25-index", dest="bm25", metavar="DIR", help="BM25 index folder (same as --bm25)")
     # --searcher-type, --index, --model, --bm25, --corpus, --fusion, --rerank-model, ...: the local backends' own flags
     add_searcher_arguments(p, local_only=True)
-    from hopscotch.retriever.serving.mcp_server import add_mcp_arguments
-
-    add_mcp_arguments(p)  # --mcp, --transport, --k, --snippet-max-tokens, ...: MCP tools instead of REST
+    _add_mcp_flags(p)  # --mcp, --transport, --k, --snippet-max-tokens, ...: MCP tools instead of REST
     p.set_defaults(func=run)
+
+
+def _add_mcp_flags(parser) -> None:
+    """``hopscotch serve``'s MCP flags (BrowseComp-Plus's ``mcp_server.py`` names and defaults); ``--k`` and
+    ``--snippet-max-tokens`` stay plain integers, checked when the server starts
+    (:class:`~hopscotch.retriever.serving.mcp_server.MCPOptions`: ``--k 0: give at least 1``)."""
+    from hopscotch.retriever.commands.arg_groups import add_k_flag
+    from hopscotch.retriever.serving.mcp_server import DEFAULT_SNIPPET_TOKENIZER, MCP_PATH, TRANSPORTS
+
+    g = parser.add_argument_group("MCP (--mcp)")
+    g.add_argument("--mcp", action="store_true", help="serve MCP tools search and get_document instead of REST")
+    g.add_argument("--transport", choices=TRANSPORTS, help="MCP transport (implies --mcp; default sse); the HTTP "
+                                                           f"ones listen at http://HOST:PORT{MCP_PATH}")
+    add_k_flag(g, type=int, default=5, help="MCP: hits per search (default 5)")
+    g.add_argument("--snippet-max-tokens", type=int, default=512,
+                   help="MCP: tokens of each hit's text shown as its snippet (default 512; -1: whole text)")
+    g.add_argument("--snippet-tokenizer",
+                   help="MCP: tokenizer that counts snippet tokens: a folder, minilm, or a hub name in the local "
+                        f"Hugging Face cache (default {DEFAULT_SNIPPET_TOKENIZER}, as BrowseComp-Plus, when it is "
+                        "cached; else the bundled minilm, with a note)")
+    g.add_argument("--no-get-document", action="store_true", help="MCP: register the search tool only")
 
 
 def _is_loopback(host: str) -> bool:

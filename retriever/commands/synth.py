@@ -26,7 +26,7 @@ QUERY_FORMAT_CHOICES = ("separate", "agentir")
 
 
 def register(sub) -> None:
-    from hopscotch.retriever.io.outputs import add_overwrite_flag
+    from hopscotch.retriever.commands.arg_groups import add_output_flags
 
     p = sub.add_parser("synth", help="label agent search steps into (reasoning, query, +, -) tuples",
                        description="DR-Synth: for each search step of agent traces, retrieve BM25 candidates, "
@@ -53,12 +53,12 @@ def register(sub) -> None:
                            "and 'eval --duplicates' reads): no document they list as an exact or near duplicate "
                            "(at any Jaccard listed) of a positive or gold document is taken as a negative")
     out = p.add_argument_group("output")
-    out.add_argument("--out", required=True, help="tuples JSONL to write (Tevatron / AgentIR layout)")
+    add_output_flags(out, "tuples JSONL to write (Tevatron / AgentIR layout)", required=True,
+                     what="tuples and stats files")
     out.add_argument("--stats", help="stats JSON (default: <out stem>.stats.json)")
     out.add_argument("--preview", type=non_negative_int, default=0, metavar="N",
                      help="print the first N tuples readably")
     out.add_argument("--fresh", action="store_true", help="discard work files of an earlier, different run")
-    add_overwrite_flag(out, "tuples and stats files")
     out.add_argument("--query-format", default="separate", choices=QUERY_FORMAT_CHOICES,
                      help="separate (default): 'query' and 'reasoning' in their own fields; agentir: 'query' holds "
                           "AgentIR's 'Reasoning: {reasoning or Empty}\\n\\nQuery: {query}', so Tevatron (which "

@@ -25,7 +25,7 @@ from hopscotch.retriever.evaluation.metrics import MIN_COVERAGE
 
 
 def register(sub) -> None:
-    from hopscotch.retriever.io.outputs import add_overwrite_flag
+    from hopscotch.retriever.commands.arg_groups import add_k_flag, add_output_flags
 
     p = sub.add_parser("tune-fusion", help="tune BM25 + dense fusion on dev queries, report on held-out ones",
                        description="Grid-search interpolation and RRF of a BM25 run and a dense run on a dev split "
@@ -34,8 +34,7 @@ def register(sub) -> None:
     p.add_argument("--sparse", required=True, help="BM25 TREC run (deep, e.g. --k 1000)")
     p.add_argument("--dense", required=True, help="dense TREC run over the same queries")
     add_qrels_options(p)
-    p.add_argument("--out", help="write the chosen settings and scores as JSON here (for --fusion-config)")
-    add_overwrite_flag(p, "--out file")
+    add_output_flags(p, "write the chosen settings and scores as JSON here (for --fusion-config)", what="--out file")
     split = p.add_mutually_exclusive_group()
     split.add_argument("--dev-fraction", type=unit_interval, default=0.5,
                        help="share of judged queries for dev, strictly between 0 and 1 (default 0.5)")
@@ -53,8 +52,7 @@ def register(sub) -> None:
                    help="adaptive: strengths to try at every base weight strictly inside (0, 1); 0 alone: none")
     p.add_argument("--adapt-shifts", default="0,1,2",
                    help="adaptive: standout differences (BM25 - dense) at which neither list is favoured")
-    p.add_argument("--k", type=positive_int, default=1000,
-                   help="fused lists and components are cut to k before scoring")
+    add_k_flag(p, default=1000, help="fused lists and components are cut to k before scoring")
     p.add_argument("--depth", type=positive_int, help="cut each run to this depth before fusing (default: all of it)")
     p.add_argument("--min-coverage", type=unit_interval, default=MIN_COVERAGE,
                    help=f"the least share of the judged queries each run must answer (default {MIN_COVERAGE:g}; "

@@ -13,13 +13,12 @@ WORLD_FILES = ("corpus.jsonl", "queries.jsonl", "qrels.tsv", "traces.jsonl", "wo
 
 
 def register(sub) -> None:
-    from hopscotch.retriever.io.outputs import add_overwrite_flag
+    from hopscotch.retriever.commands.arg_groups import add_output_flags
 
     p = sub.add_parser("world", help="generate the embedded synthetic world",
                        description="Generate a seeded synthetic knowledge graph with documents, multi-hop "
                                    "questions and scripted agent traces, as a BEIR folder plus traces.jsonl.")
-    p.add_argument("--out", required=True, help="output folder")
-    add_overwrite_flag(p, "world files")
+    add_output_flags(p, "output folder", required=True, what="world files")
     p.add_argument("--seed", type=seed_int, default=13, help="random seed: the same seed gives the same world")
     p.add_argument("--docs", type=int_range(50, MAX_DOCS), default=2000, help="number of documents (at least 50)")
     p.add_argument("--questions", type=int_range(1, MAX_QUESTIONS), default=200,

@@ -90,13 +90,6 @@ class Output:
         return [self.path / name for name in self.files] if self.files else [self.path]
 
 
-def add_overwrite_flag(parser, what: str = "outputs") -> None:
-    """The ``--overwrite`` flag of a command that writes outputs (the rule is :func:`check_outputs`')."""
-    parser.add_argument("--overwrite", action="store_true",
-                        help=f"replace existing {what} that another run (other inputs or flags, or another tool) "
-                             "made; without it they are refused, while rerunning the same command is allowed")
-
-
 def arg_paths(args, *names: str) -> list:
     """The values of the flags ``names`` that are set (lists flattened later), for ``inputs=``."""
     return [getattr(args, name, None) for name in names]

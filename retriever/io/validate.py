@@ -19,14 +19,13 @@ Rules:
 * JSON (:func:`parse_json`): invalid JSON, nesting too deep for the parser, or a number too long to
   convert are refused;
 * numbers a flag also sets (:func:`json_number`): a value a JSON file of ours holds (``alpha`` of a
-  ``--fusion-config``) goes through the flag's own ``type=`` function (:mod:`.arg_types`), so a file
-  can never carry what the flag refuses;
+  ``--fusion-config``) goes through the flag's own ``type=`` function
+  (:mod:`hopscotch.retriever.searchers.arg_types`), so a file can never carry what the flag refuses;
 * repeats (:class:`UniqueIds`): an id met a second time names both places.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -145,7 +144,8 @@ def count(value: Any, path: str | os.PathLike, lineno: int | None, what: str = "
 def json_number(value: Any, checker: Callable[[str], Any], path: str | os.PathLike, lineno: int | None,
                 what: str) -> Any:
     """``value``, a number read from a JSON file, checked by ``checker``: the ``type=`` function of the flag
-    that sets the same setting (:mod:`.arg_types`: ``non_negative_float``, ``unit_interval``, ...).
+    that sets the same setting (:mod:`hopscotch.retriever.searchers.arg_types`: ``non_negative_float``,
+    ``unit_interval``, ...), which refuses a value with a :class:`ValueError` (their ``FlagValueError``).
 
     A JSON number only (a string, a bool or null is refused); whatever the flag would refuse (``nan``,
     out of range, a fraction for an integer) is a :class:`FormatError` naming ``what`` (``'alpha'``)."""
@@ -154,7 +154,7 @@ def json_number(value: Any, checker: Callable[[str], Any], path: str | os.PathLi
         raise FormatError(path, lineno, f"{what} as {wants}", _shown(value))
     try:
         return checker(repr(value))  # repr round-trips a float; nan and inf spell themselves
-    except argparse.ArgumentTypeError:
+    except ValueError:
         raise FormatError(path, lineno, f"{what} as {wants}", _shown(value)) from None
 
 

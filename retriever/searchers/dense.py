@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.io.arg_types import positive_int
+from hopscotch.retriever.searchers.arg_types import positive_int
 from hopscotch.retriever.model.config import checked_count, checked_weight
 from hopscotch.retriever.model.query_input import ALLOWED, QueryInput, searcher_query_input  # noqa: F401
 from hopscotch.retriever.searchers.base import (

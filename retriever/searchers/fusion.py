@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from hopscotch.retriever.errors import FormatError, UsageError
-from hopscotch.retriever.io.arg_types import finite_float, non_negative_float, positive_int, unit_interval
+from hopscotch.retriever.searchers.arg_types import finite_float, non_negative_float, positive_int, unit_interval
 from hopscotch.retriever.io.common import read_json
 from hopscotch.retriever.io.validate import json_number
 from hopscotch.retriever.searchers.adaptive_fusion import adaptive_weight

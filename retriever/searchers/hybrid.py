@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.io.arg_types import finite_float, non_negative_float, positive_int
+from hopscotch.retriever.searchers.arg_types import finite_float, non_negative_float, positive_int
 from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, flag
 from hopscotch.retriever.searchers.rerank import add_rerank_options
 from hopscotch.retriever.searchers.bm25 import BM25Searcher

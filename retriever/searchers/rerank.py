@@ -41,7 +41,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.io.arg_types import positive_int, unit_interval
+from hopscotch.retriever.searchers.arg_types import positive_int, unit_interval
 from hopscotch.retriever.model.config import checked_count, checked_weight
 from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, flag, per_query, set_flag_builder
 

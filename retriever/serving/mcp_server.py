@@ -211,22 +211,6 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
-def add_mcp_arguments(parser: argparse.ArgumentParser) -> None:
-    """``hopscotch serve``'s MCP flags (BrowseComp-Plus's ``mcp_server.py`` names and defaults)."""
-    g = parser.add_argument_group("MCP (--mcp)")
-    g.add_argument("--mcp", action="store_true", help="serve MCP tools search and get_document instead of REST")
-    g.add_argument("--transport", choices=TRANSPORTS, help="MCP transport (implies --mcp; default sse); the HTTP "
-                                                           f"ones listen at http://HOST:PORT{MCP_PATH}")
-    g.add_argument("--k", type=int, default=5, help="MCP: hits per search (default 5)")
-    g.add_argument("--snippet-max-tokens", type=int, default=512,
-                   help="MCP: tokens of each hit's text shown as its snippet (default 512; -1: whole text)")
-    g.add_argument("--snippet-tokenizer",
-                   help="MCP: tokenizer that counts snippet tokens: a folder, minilm, or a hub name in the local "
-                        f"Hugging Face cache (default {DEFAULT_SNIPPET_TOKENIZER}, as BrowseComp-Plus, when it is "
-                        "cached; else the bundled minilm, with a note)")
-    g.add_argument("--no-get-document", action="store_true", help="MCP: register the search tool only")
-
-
 def wants_mcp(args: argparse.Namespace) -> bool:
     """Whether ``hopscotch serve`` was asked for MCP (``--mcp`` or a ``--transport``)."""
     return bool(getattr(args, "mcp", False) or getattr(args, "transport", None))

@@ -6,16 +6,16 @@ it continues the same run.
 * ``recipe``: the resolved recipe (``dataclasses.asdict``);
 * ``inputs``: every file the run reads, by recipe key: ``data.train`` (each source as written; a folder's
   ``*.jsonl`` / ``*.jsonl.gz`` by name), ``eval.queries`` / ``eval.corpus`` / ``eval.qrels`` when set, and
-  ``model.name`` (every file of the base model's folder by relative path). A file up to
-  :data:`FULL_HASH_BYTES` is ``{"size", "sha256"}`` (its whole content); a bigger one is ``{"size",
-  "mtime_ns", "sha256_sampled"}`` (:data:`SAMPLES` blocks of :data:`BLOCK` bytes spread over the file), so
-  a 10 GB corpus or an 8 GB model costs milliseconds; a Hub dataset id is ``{"hub": id}``;
+  ``model.name`` (every file of the base model's folder by relative path). Files and folders are
+  fingerprinted by :func:`hopscotch.retriever.io.fingerprint.file_fingerprint` and
+  :func:`~hopscotch.retriever.io.fingerprint.folder_fingerprint` (a small file by its whole content, a big
+  one sampled), as the index, synth and demo manifests are; a Hub dataset id is ``{"hub": id}``;
 * ``code``: the versions of Hopscotch, Python and the libraries the numbers depend on;
 * ``launch``: processes, device type and whether DeepSpeed runs (the batch plan and RNG states depend on them).
 
-:func:`manifest_differences` lists what differs between two manifests, one dotted field each
-(``recipe.train.lr``, ``inputs[data.train][t.jsonl].sha256``). A missing input is a :class:`UsageError`
-naming its recipe key, raised before any model loads.
+:func:`hopscotch.retriever.io.fingerprint.manifest_differences` lists what differs between two manifests, one
+dotted field each (``recipe.train.lr``, ``inputs[data.train][t.jsonl].sha256``). A missing input is a
+:class:`UsageError` naming its recipe key, raised before any model loads.
 """
 
 from __future__ import annotations
@@ -26,26 +26,11 @@ import platform
 from pathlib import Path
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.io import fingerprint as _io_fingerprint
+from hopscotch.retriever.io.fingerprint import file_fingerprint, folder_fingerprint
 
 FORMAT = 1
-# the sampling constants of file_fingerprint, read at each call (tests shrink them); the hashing itself lives in
-# hopscotch.retriever.io.fingerprint, shared with the index, synth and demo manifests
-FULL_HASH_BYTES = _io_fingerprint.FULL_HASH_BYTES
-BLOCK = _io_fingerprint.BLOCK
-SAMPLES = _io_fingerprint.SAMPLES
 _TUPLE_SUFFIXES = (".jsonl", ".jsonl.gz")
 _LIBRARIES = ("torch", "transformers", "accelerate", "sentence-transformers", "numpy")
-
-
-def file_fingerprint(path: str | os.PathLike) -> dict:
-    """:func:`hopscotch.retriever.io.fingerprint.file_fingerprint` under this module's sampling constants."""
-    return _io_fingerprint.file_fingerprint(path, full_hash_bytes=FULL_HASH_BYTES, block=BLOCK, samples=SAMPLES)
-
-
-def _folder_files(folder: Path) -> dict[str, dict]:
-    """Every regular file under ``folder`` (links followed, hidden entries skipped) by relative path."""
-    return _io_fingerprint.folder_fingerprint(folder)
 
 
 def _train_sources(train: str | list[str]) -> dict[str, dict]:
@@ -72,7 +57,7 @@ def _train_sources(train: str | list[str]) -> dict[str, dict]:
 def _input(key: str, value: str) -> dict:
     path = Path(value)
     if path.is_dir():
-        return _folder_files(path)
+        return folder_fingerprint(path)
     if path.is_file():
         return file_fingerprint(path)
     raise UsageError(f"recipe key {key}: {value}: no such file or folder")
@@ -99,13 +84,6 @@ def run_manifest(recipe, model_path: str | os.PathLike, launch: dict) -> dict:
     for name in ("queries", "corpus", "qrels"):
         if value := getattr(recipe.eval, name):
             inputs[f"eval.{name}"] = _input(f"eval.{name}", value)
-    inputs["model.name"] = _folder_files(Path(model_path))
+    inputs["model.name"] = folder_fingerprint(Path(model_path))
     return {"format": FORMAT, "recipe": dataclasses.asdict(recipe), "inputs": inputs,
             "code": code_versions(bool(launch.get("deepspeed")), recipe.model.lora.enabled), "launch": dict(launch)}
-
-
-def manifest_differences(old: dict, new: dict, defaults: dict | None = None) -> list[str]:
-    """``["recipe.train.lr: 0.001 in the run, 0.002 now", ...]``: every field whose value differs, except
-    a field the old manifest lacks whose new value is its value in ``defaults`` (a recipe key added to the
-    code since the run started, at its default)."""
-    return _io_fingerprint.manifest_differences(old, new, defaults)

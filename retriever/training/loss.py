@@ -6,11 +6,12 @@ passages of every process (gathered with their gradient, labels offset by the ra
 passage whose docid equals a query's positive -- the same document sampled as another query's
 negative, or as another process's positive -- leaves that query's denominator: it is not a negative.
 
-The arithmetic runs in :mod:`kernels`: the fused Triton kernel on CUDA, the PyTorch reference
-elsewhere (``backend="fused"`` or ``"reference"`` forces one). A multi-vector model's queries and passages
-(:class:`~hopscotch.retriever.model.multi_vector_trainable.TokenEmbeddings`: padded token vectors and their
-masks) are scored by MaxSim (:func:`hopscotch.kernels.select_maxsim_infonce_loss`) with the same labels,
-exclusions and gathering, the token axis padded to the longest across processes.
+The arithmetic runs in :mod:`kernels`, in the loss :func:`hopscotch.kernels.select_infonce_loss` picks: the
+fused Triton kernel on CUDA, the PyTorch reference elsewhere (``backend="fused"`` or ``"reference"`` forces
+one; ``fused`` where Triton cannot run falls back to the reference with a warning). A multi-vector model's
+queries and passages (:class:`~hopscotch.retriever.model.multi_vector_trainable.TokenEmbeddings`: padded
+token vectors and their masks) are scored by MaxSim (:func:`hopscotch.kernels.select_maxsim_infonce_loss`) with
+the same labels, exclusions and gathering, the token axis padded to the longest across processes.
 
 Example::
 
@@ -26,6 +27,8 @@ from dataclasses import dataclass
 
 import torch
 
+from hopscotch import kernels
+from hopscotch.kernels.select import IMPLS
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.model.multi_vector_trainable import TokenEmbeddings
 from hopscotch.retriever.training.distributed import (
@@ -37,45 +40,34 @@ from hopscotch.retriever.training.distributed import (
     world,
 )
 
-BACKENDS = ("auto", "fused", "reference")
+#: the values of ``loss.backend``: the ``impl`` of :func:`hopscotch.kernels.select_infonce_loss`
+BACKENDS = IMPLS
 
 
-def _kernels():
-    from hopscotch import kernels
-
-    fused = getattr(kernels, "infonce_loss", None)
-    reference = getattr(kernels, "reference_infonce_loss", None)
-    if fused is None:  # package __init__ not filled in yet: use the modules themselves
-        from hopscotch.kernels.infonce import infonce_loss as fused
-    if reference is None:
-        from hopscotch.kernels.reference import infonce_loss as reference
-    return fused, reference
+def _checked(backend: str) -> str:
+    if backend not in BACKENDS:
+        raise UsageError(f"loss.backend: expected one of {BACKENDS}, got {backend!r}")
+    return backend
 
 
 def infonce(q: torch.Tensor, p: torch.Tensor, labels: torch.Tensor, temperature, exclude=None,
             backend: str = "auto") -> torch.Tensor:
-    """``mean_i(logsumexp_j(q_i p_j / t) - q_i p_labels[i] / t)`` through the fused kernel or the reference.
+    """``mean_i(logsumexp_j(q_i p_j / t) - q_i p_labels[i] / t)`` through the loss
+    :func:`hopscotch.kernels.select_infonce_loss` picks for ``q``'s device and ``backend`` (fused on CUDA,
+    the reference elsewhere, unless ``backend`` says which).
 
     A ``temperature`` tensor that requires a gradient is folded into ``q`` (``q / t`` at ``t = 1``), so
     it is learnt with either backend.
     """
-    if backend not in BACKENDS:
-        raise UsageError(f"loss.backend: expected one of {BACKENDS}, got {backend!r}")
-    fused, reference = _kernels()
-    use_fused = backend == "fused" or (backend == "auto" and q.is_cuda)
-    fn = fused if use_fused else reference
+    fn = kernels.select_infonce_loss(q.device, _checked(backend))
     return _with_temperature(fn, q, p, labels, temperature, exclude)
 
 
 def maxsim_infonce(q: TokenEmbeddings, p: TokenEmbeddings, labels: torch.Tensor, temperature, exclude=None,
                    backend: str = "auto") -> torch.Tensor:
     """:func:`infonce` over MaxSim scores of token embeddings (their masks: the tokens that score), through
-    :func:`hopscotch.kernels.select_maxsim_infonce_loss` (fused on CUDA, reference elsewhere)."""
-    from hopscotch.kernels import select_maxsim_infonce_loss
-
-    if backend not in BACKENDS:
-        raise UsageError(f"loss.backend: expected one of {BACKENDS}, got {backend!r}")
-    fn = select_maxsim_infonce_loss(q.device, backend)
+    :func:`hopscotch.kernels.select_maxsim_infonce_loss` (the same rule)."""
+    fn = kernels.select_maxsim_infonce_loss(q.device, _checked(backend))
     return _with_temperature(fn, q.embeddings, p.embeddings, labels, temperature, exclude, q_mask=q.mask,
                              p_mask=p.mask)
 
@@ -113,9 +105,7 @@ class InfoNCELoss(torch.nn.Module):
     def __init__(self, backend: str = "auto", exclude_positive_duplicates: bool = True,
                  cross_process_negatives: bool = True):
         super().__init__()
-        if backend not in BACKENDS:
-            raise UsageError(f"loss.backend: expected one of {BACKENDS}, got {backend!r}")
-        self.backend = backend
+        self.backend = _checked(backend)
         self.exclude_positive_duplicates = exclude_positive_duplicates
         self.cross_process_negatives = cross_process_negatives
 

@@ -30,8 +30,10 @@ from pathlib import Path
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.common import write_json
+from hopscotch.retriever.io.fingerprint import manifest_differences
+from hopscotch.retriever.model.position_limit import model_position_limit
 from hopscotch.retriever.training import checkpoint as ckpt
-from hopscotch.retriever.training.fingerprint import manifest_differences, run_manifest
+from hopscotch.retriever.training.fingerprint import run_manifest
 from hopscotch.retriever.training.recipe import Recipe
 
 MANIFEST_FILE = "train_manifest.json"
@@ -39,18 +41,11 @@ _OUTPUTS = ("final", "best", "train_summary.json")
 
 
 def check_model_lengths(recipe, model_path: str | Path) -> None:
-    """``model.query_max_len`` and ``model.passage_max_len`` fit the base model's position embeddings
-    (``max_position_embeddings`` of its ``config.json``, less RoBERTa's two offset slots) when it says."""
-    config_file = Path(model_path) / "config.json"
-    try:
-        config = json.loads(config_file.read_text())
-    except (OSError, json.JSONDecodeError):
+    """``model.query_max_len`` and ``model.passage_max_len`` fit the base model's positions
+    (:func:`~hopscotch.retriever.model.position_limit.model_position_limit`) when its config says them."""
+    limit = model_position_limit(model_path)
+    if limit is None:
         return  # no HF config to go by: transformers reports it when the model loads
-    limit = config.get("max_position_embeddings")
-    if not isinstance(limit, int) or limit <= 0:
-        return
-    if "roberta" in str(config.get("model_type", "")) or config.get("model_type") == "camembert":
-        limit -= 2
     for key in ("query_max_len", "passage_max_len"):
         value = getattr(recipe.model, key)
         if value > limit:

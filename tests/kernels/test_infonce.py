@@ -19,7 +19,7 @@ import warnings
 import pytest
 import torch
 
-from hopscotch.kernels import accuracy
+from hopscotch.kernels import accuracy, select
 from hopscotch.kernels.reference import infonce_loss as reference_loss
 
 
@@ -176,7 +176,7 @@ def test_fused_low_temperature_and_full_exclusion_stay_finite(backward):
 def test_fused_on_cpu_without_interpreter_falls_back_to_reference_with_a_warning(monkeypatch):
     infonce = _fused()
     monkeypatch.setenv("TRITON_INTERPRET", "0")
-    monkeypatch.setattr(infonce, "_warned_cpu", False)
+    monkeypatch.setattr(select, "_warned", set())  # the rule (and its one-time warning) is select.choose_impl
     q, p, labels, exclude = _inputs(0, 4, 9, 16, torch.float32, "ids")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -19,7 +19,7 @@ import warnings
 import pytest
 import torch
 
-from hopscotch.kernels import maxsim_accuracy
+from hopscotch.kernels import maxsim_accuracy, select
 from hopscotch.kernels.maxsim_reference import EMPTY_PASSAGE_SCORE, group_labels
 from hopscotch.kernels.maxsim_reference import maxsim_infonce_loss as reference_loss
 
@@ -189,7 +189,7 @@ def test_fused_gradient_of_only_one_side():
 def test_fused_on_cpu_without_interpreter_falls_back_to_reference_with_a_warning(monkeypatch):
     maxsim = _fused()
     monkeypatch.setenv("TRITON_INTERPRET", "0")
-    monkeypatch.setattr(maxsim, "_warned_cpu", False)
+    monkeypatch.setattr(select, "_warned", set())  # the rule (and its one-time warning) is select.choose_impl
     q, p, labels, exclude, q_mask, p_mask = _inputs(0, 2, 2, 3, 4, 16, "ids")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

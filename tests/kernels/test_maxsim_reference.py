@@ -253,7 +253,8 @@ def test_bad_input_raises_a_clear_error(change, message):
         maxsim_infonce_loss(**args)
 
 
-def test_select_maxsim_infonce_loss_follows_the_single_vector_rule():
+def test_select_maxsim_infonce_loss_follows_the_single_vector_rule(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
     assert kernels.select_maxsim_infonce_loss("cuda:0") is kernels.maxsim_infonce_loss
     assert kernels.select_maxsim_infonce_loss("cpu") is kernels.reference_maxsim_infonce_loss
     assert kernels.select_maxsim_infonce_loss("cpu", impl="fused") is kernels.maxsim_infonce_loss

@@ -131,10 +131,19 @@ def test_bad_input_raises_a_clear_error(change, message):
         infonce_loss(**args)
 
 
-def test_select_infonce_loss_picks_fused_on_cuda_and_reference_elsewhere():
+def test_select_infonce_loss_picks_fused_on_cuda_and_reference_elsewhere(monkeypatch):
+    from hopscotch.kernels import select
+
     assert kernels.select_infonce_loss("cuda:0") is kernels.infonce_loss
+    assert kernels.select_infonce_loss("cuda:0", impl="reference") is kernels.reference_infonce_loss
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # Triton runs on CPU: "auto" still picks the reference
     assert kernels.select_infonce_loss("cpu") is kernels.reference_infonce_loss
     assert kernels.select_infonce_loss("cpu", impl="fused") is kernels.infonce_loss
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # no Triton on CPU: "fused" is the reference, with a warning
+    monkeypatch.setattr(select, "_warned", set())
+    with pytest.warns(UserWarning, match="using the PyTorch reference"):
+        assert kernels.select_infonce_loss("cpu", impl="fused") is kernels.reference_infonce_loss
+    assert kernels.select_infonce_loss("cpu") is kernels.reference_infonce_loss
     with pytest.raises(ValueError, match="impl"):
         kernels.select_infonce_loss("cpu", impl="flash")
 

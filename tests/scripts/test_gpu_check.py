@@ -4,14 +4,16 @@ scripts/gpu_check.sh is meant to run first time on a CUDA machine; these tests r
 of scripts/bench_kernel.py that does not need CUDA (the check table, the bench table, the ratios)
 with the Triton interpreter and tiny sizes, check that the shell script parses, refuses a machine
 without CUDA with exit code 2, and in ``--dry-run`` reports every section skipped and writes its
-table; that every section function of scripts/gpu_check_*.py takes the sizes it is given; and
-(slow) every section end to end on CPU with tiny sizes (``--cpu-smoke``).
+table; that every section function of scripts/gpu_check_*.py takes the sizes it is given; that a
+section script takes the flags gpu_check.py runs it with, and (slow) runs as its own process; and (slow)
+every section end to end on CPU with tiny sizes (``--cpu-smoke``). (That no script edits ``sys.path`` or
+imports another script is tests/test_architecture.py's rule.)
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
+import json
 import os
 import shutil
 import subprocess
@@ -58,7 +60,7 @@ def _no_gpu_env() -> dict:
     return dict(os.environ, PYTHON=sys.executable, PATH="/usr/bin:/bin")
 
 
-def test_gpu_check_dry_run_reports_every_section_skipped_and_writes_the_table(tmp_path):
+def test_gpu_check_dry_run_reports_every_section_skipped_and_writes_the_table(tmp_path, load_script):
     if shutil.which("nvidia-smi"):
         pytest.skip("this machine has a GPU")
     out_file = tmp_path / "gpu_check.md"
@@ -66,11 +68,7 @@ def test_gpu_check_dry_run_reports_every_section_skipped_and_writes_the_table(tm
                          capture_output=True, text=True, env=_no_gpu_env(), timeout=120, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.strip().splitlines()[-1] == "GPU CHECK: SKIPPED (dry run)"
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        sections = [name for name, *_ in importlib.import_module("gpu_check").SECTIONS]
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    sections = [name for name, *_ in load_script("gpu_check").SECTIONS]
     assert sections == ["kernel", "encode", "faiss", "train", "qwen"]
     table = out_file.read_text()
     for name in sections:
@@ -79,20 +77,43 @@ def test_gpu_check_dry_run_reports_every_section_skipped_and_writes_the_table(tm
     assert table.strip().splitlines()[-1] == "GPU CHECK: SKIPPED (dry run)"
 
 
-def test_gpu_check_section_functions_take_their_sizes():
+def test_gpu_check_section_functions_take_their_sizes(load_script):
     """Every section's ``SIZES`` (GPU and CPU-smoke) binds to its function: no typo waits for a GPU."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        gpu_check = importlib.import_module("gpu_check")
-        for name, _, module_name, function, budget in gpu_check.SECTIONS:
-            module = importlib.import_module(module_name)
-            signature = inspect.signature(getattr(module, function))
-            for size in ("full", "tiny"):
-                signature.bind(object(), device="cpu", deadline=None, **module.SIZES[size])
-            assert 0 < budget <= 180, name
-        assert sum(s[-1] for s in gpu_check.SECTIONS) + len(gpu_check.SECTIONS) * gpu_check.GRACE_S < 8 * 60
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    gpu_check = load_script("gpu_check")
+    for name, _, budget in gpu_check.SECTIONS:
+        assert gpu_check.section_script(name).is_file(), name
+        module = load_script(f"gpu_check_{name}")
+        signature = inspect.signature(getattr(module, f"run_{name}"))
+        for size in ("full", "tiny"):
+            signature.bind(object(), device="cpu", deadline=None, **module.SIZES[size])
+        assert 0 < budget <= 180, name
+    assert sum(s[-1] for s in gpu_check.SECTIONS) + len(gpu_check.SECTIONS) * gpu_check.GRACE_S < 8 * 60
+
+
+def test_every_section_script_takes_the_flags_gpu_check_gives_it(tmp_path, load_script):
+    """``--help`` of each section script from outside the repository: it imports (the installed package, not
+    the repository root) and takes ``--device --size --rows --budget-s``."""
+    for name, *_ in load_script("gpu_check").SECTIONS:
+        out = subprocess.run([sys.executable, str(ROOT / "scripts" / f"gpu_check_{name}.py"), "--help"],
+                             capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr[-2000:]
+        for flag in ("--device", "--size", "--rows", "--budget-s"):
+            assert flag in out.stdout, (name, flag)
+
+
+@pytest.mark.slow
+def test_a_section_script_runs_as_its_own_process(tmp_path):
+    """What gpu_check.py runs: ``python scripts/gpu_check_<name>.py --device --size --rows --budget-s``,
+    from outside the repository (the scripts rely on the installed package, not on the repository root)."""
+    rows = tmp_path / "faiss.jsonl"
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_check_faiss.py"), "--device", "cpu", "--size",
+                          "tiny", "--rows", str(rows), "--budget-s", "120"], capture_output=True, text=True, env=env,
+                         timeout=300, check=False, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr[-3000:]
+    records = [json.loads(line) for line in rows.read_text().splitlines()]
+    assert records and all(r["section"] == "faiss" and r["status"] in ("PASS", "INFO", "SKIP") for r in records)
+    assert any("recall@100" in r["value"] for r in records) or records[0]["status"] == "SKIP", records
 
 
 @pytest.mark.slow

@@ -71,6 +71,7 @@ def test_single_process_loss_is_the_plain_mean():
 def test_backend_dispatch(monkeypatch):
     from hopscotch import kernels
 
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # Triton could run on CPU: "fused" is honoured, "auto" is not
     calls = []
     monkeypatch.setattr(kernels, "infonce_loss", lambda *a, **k: calls.append("fused") or torch.tensor(0.0))
     monkeypatch.setattr(kernels, "reference_infonce_loss", lambda *a, **k: calls.append("ref") or torch.tensor(0.0))
@@ -81,6 +82,31 @@ def test_backend_dispatch(monkeypatch):
     assert calls == ["ref", "fused", "ref"]
     with pytest.raises(UsageError, match="loss.backend"):
         infonce(q, p, labels, 0.05, backend="triton")
+
+
+def test_the_loss_resolves_through_the_kernels_selector(monkeypatch):
+    """The trainer's loss makes no choice of its own: it asks :func:`hopscotch.kernels.select_infonce_loss`
+    (and its MaxSim analogue) for the loss of the tensors' device and ``loss.backend``."""
+    from hopscotch import kernels
+    from hopscotch.retriever.model.multi_vector_trainable import TokenEmbeddings
+
+    asked = []
+
+    def selector(name):
+        def select(device, impl="auto"):
+            asked.append((name, torch.device(device).type, impl))
+            return lambda *a, **k: torch.tensor(0.25, dtype=torch.float64)
+        return select
+
+    monkeypatch.setattr(kernels, "select_infonce_loss", selector("infonce"))
+    monkeypatch.setattr(kernels, "select_maxsim_infonce_loss", selector("maxsim"))
+    q, p, labels = make()
+    assert float(InfoNCELoss("fused")(q, p, labels, 0.05).loss) == 0.25
+    infonce(q, p, labels, 0.05)
+    tokens = TokenEmbeddings(torch.randn(4, 3, 16), torch.ones(4, 3, dtype=torch.bool))
+    passages = TokenEmbeddings(torch.randn(12, 5, 16), torch.ones(12, 5, dtype=torch.bool))
+    InfoNCELoss("reference")(tokens, passages, labels, 0.05)
+    assert asked == [("infonce", "cpu", "fused"), ("infonce", "cpu", "auto"), ("maxsim", "cpu", "reference")]
 
 
 def test_docid_hash_is_stable_and_signed_64_bit():

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.training import fingerprint
+from hopscotch.retriever.io import fingerprint
 from hopscotch.retriever.training.checkpoint import safe_load
 from hopscotch.retriever.training.trainer import train
 

@@ -1,37 +1,33 @@
-"""Shared pieces of ``scripts/gpu_check.py`` and its sections: rows, deadlines, device helpers.
+"""Shared pieces of ``scripts/gpu_check.py`` and its section scripts: rows, deadlines, device helpers, and
+the entry point every section script runs.
 
 A section function has the signature ``run_x(rec, device="cuda", deadline=None, **sizes)``: it reports
 through ``rec`` (a :class:`Recorder`), stops starting new work once ``deadline`` (a
 :class:`Deadline`) has passed, and takes its sizes as keyword arguments, so the same code runs on a
-CPU with tiny sizes (``gpu_check.py --cpu-smoke``) and on the GPU with the real ones.
+CPU with tiny sizes (``gpu_check.py --cpu-smoke``) and on the GPU with the real ones. A section script
+(``scripts/gpu_check_<name>.py``) ends with ``sys.exit(section_main("<name>", run_x, SIZES))``;
+``gpu_check.py`` runs it as its own process with ``--device``, ``--size``, ``--rows`` and ``--budget-s``.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
+import traceback
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPTS = Path(__file__).resolve().parent
+from hopscotch.retriever.benchmarks.common import md_row
+
 STATUSES = ("PASS", "FAIL", "INFO", "SKIP")
-
-
-def ensure_paths() -> None:
-    """Make ``scripts/`` (bench_kernel, bench_index) importable from a section."""
-    if str(SCRIPTS) not in sys.path:
-        sys.path.insert(0, str(SCRIPTS))
+MARGIN_S = 10.0    # a section stops starting new work this long before its budget
 
 
 def one_line(text: object, limit: int = 160) -> str:
     """A single line, cut to ``limit`` characters, safe inside a Markdown table cell."""
     line = " ".join(str(text).split()).replace("|", "/")
     return line if len(line) <= limit else line[:limit - 3] + "..."
-
-
-def md_row(cells) -> str:
-    return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
 class Deadline:
@@ -83,7 +79,7 @@ class Recorder:
             print(md_row([record["section"], record["item"], record["value"], status]), file=self.stream, flush=True)
 
     def detail(self, text: str) -> None:
-        """A Markdown block (e.g. bench_kernel's tables) written below the summary table."""
+        """A Markdown block (e.g. the kernel bench's tables) written below the summary table."""
         self.details.append(text)
         self._write({"section": self.section, "detail": text})
 
@@ -105,6 +101,35 @@ def read_records(path: str | Path) -> tuple[list[dict], list[str]]:
             continue
         (details.append(record["detail"]) if "detail" in record else rows.append(record))
     return rows, details
+
+
+def run_section(name: str, function, sizes: dict, device: str = "cuda", rows: str | None = None,
+                budget_s: float | None = None) -> int:
+    """Run one section in this process: its rows to ``rows`` (a JSON-lines file); an exception or an empty
+    report becomes a FAIL row with a one-line reason; 1 when the section failed."""
+    rec = Recorder(name, rows)
+    deadline = Deadline.after(None if budget_s is None else max(1.0, budget_s - MARGIN_S))
+    try:
+        function(rec, device=device, deadline=deadline, **sizes)
+    except Exception as exc:  # noqa: BLE001 -- the reason goes in the table; the traceback to stderr
+        traceback.print_exc()
+        why = "timed out: the section's time budget is spent" if isinstance(exc, TimeoutError) else exc
+        rec.row("error", f"{type(exc).__name__}: {why}", "FAIL")
+    if not rec.rows:
+        rec.row("error", "the section reported nothing", "FAIL")
+    return 1 if rec.failed else 0
+
+
+def section_main(name: str, function, sizes_by_kind: dict, argv=None) -> int:
+    """The command line of a section script: ``--device`` (cuda), ``--size`` (full | tiny: a key of
+    ``sizes_by_kind``), ``--rows`` (JSON-lines file) and ``--budget-s``; see :func:`run_section`."""
+    parser = argparse.ArgumentParser(description=f"GPU check section {name!r} (run by scripts/gpu_check.py)")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--size", default="full", choices=sorted(sizes_by_kind))
+    parser.add_argument("--rows", help="append the rows here as JSON lines")
+    parser.add_argument("--budget-s", type=float, help="the section's time budget (it stops early)")
+    args = parser.parse_args(argv)
+    return run_section(name, function, sizes_by_kind[args.size], args.device, args.rows, args.budget_s)
 
 
 def synchronize(device) -> None:

@@ -1,5 +1,6 @@
-"""scripts/agent_wise_ft.py's pieces: the mixed model folders it searches with (the trainer's own mix), the
-cache key of a fine-tune, the choice of alpha and its docs section."""
+"""Choosing train.wise_ft_alpha (:mod:`hopscotch.retriever.experiments.wise_ft`): the mixed model folders it
+searches with (the trainer's own mix), the cache key of a fine-tune, the choice of alpha, its docs section and
+its JSON."""
 
 from __future__ import annotations
 
@@ -9,10 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-
-@pytest.fixture(scope="module")
-def wise(load_script):
-    return load_script("agent_wise_ft")
+from hopscotch.retriever.experiments import wise_ft as wise
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +36,7 @@ def _weights(folder: Path) -> dict:
     return load_file(folder / "model.safetensors")
 
 
-def test_mixed_model_is_the_weighted_mean_and_keeps_the_recorded_defaults(wise, finetuned, tiny_bert_dir, tmp_path):
+def test_mixed_model_is_the_weighted_mean_and_keeps_the_recorded_defaults(finetuned, tiny_bert_dir, tmp_path):
     from hopscotch.retriever.model.weight_merge import interpolate_weights
 
     half = wise.mixed_model(finetuned, str(tiny_bert_dir), 0.5, tmp_path / "a0.5")
@@ -54,7 +52,7 @@ def test_mixed_model_is_the_weighted_mean_and_keeps_the_recorded_defaults(wise, 
     assert (half / "model.safetensors").stat().st_mtime_ns == before
 
 
-def test_fingerprint_follows_the_weights_not_the_folder(wise, finetuned, tmp_path):
+def test_fingerprint_follows_the_weights_not_the_folder(finetuned, tmp_path):
     import shutil
 
     copy = tmp_path / "copy"
@@ -68,12 +66,12 @@ def test_fingerprint_follows_the_weights_not_the_folder(wise, finetuned, tmp_pat
     assert wise.fingerprint(copy) != wise.fingerprint(finetuned)
 
 
-def test_choose_takes_the_best_tune_mean_and_the_larger_alpha_among_equals(wise):
+def test_choose_takes_the_best_tune_mean_and_the_larger_alpha_among_equals():
     assert wise.choose({0.0: 0.4, 0.5: 0.61, 1.0: 0.6}) == 0.5
     assert wise.choose({0.3: 0.6, 0.7: 0.6, 1.0: 0.59}) == 0.7
 
 
-def test_render_marks_the_chosen_alpha_and_reports_p_against_alpha_one(wise):
+def test_render_marks_the_chosen_alpha_and_reports_p_against_alpha_one():
     def c(mean, p=None):
         return {"mean": mean, "ci95": 0.02, "tune": mean} | ({"p": p} if p is not None else {})
 
@@ -88,3 +86,7 @@ def test_render_marks_the_chosen_alpha_and_reports_p_against_alpha_one(wise):
     assert "| 0.5 (chosen) | 0.610 | 0.700 ± 0.020 (p=0.010*) | 0.500 ± 0.020 (p=0.400) |" in lines
     assert "| 1 | 0.600 | 0.650 ± 0.020 | 0.500 ± 0.020 |" in lines
     assert "| 0.5 (chosen) |  | 0.600 ± 0.020 (p=0.200) | 0.400 ± 0.020 (p=0.900) |" in lines
+    as_json = json.loads(json.dumps(wise.to_json(result)))
+    assert as_json["tune_mean"] == {"0.5": 0.61, "1": 0.6} and as_json["chosen"] == 0.5
+    assert as_json["table"]["0.5"]["a|default"] == c(0.7, 0.01) and set(as_json["table"]["1"]) == {
+        "a|default", "b|default", "a|query", "b|query"}

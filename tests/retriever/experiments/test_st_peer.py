@@ -1,4 +1,4 @@
-"""scripts/st_multivector_peer.py: sentence-transformers' own multi-vector fine-tune (MultiVectorEncoderTrainer,
+"""The sentence-transformers peer (:mod:`hopscotch.retriever.experiments.st_peer`): their own multi-vector fine-tune (MultiVectorEncoderTrainer,
 MultiVectorMultipleNegativesRankingLoss) on Hopscotch tuple files, run on a tiny random BERT: the saved folder
 loads in ``MultiVectorEncoder`` and in Hopscotch's ``load_multi_vector_model``, its weights moved, the summary
 says what ran; the reasoning-aware query input writes AgentIR's template."""
@@ -11,12 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from hopscotch.retriever.experiments import st_peer as peer
+
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma".split()
-
-
-@pytest.fixture(scope="module")
-def peer(load_script):
-    return load_script("st_multivector_peer")
 
 
 @pytest.fixture(scope="module")
@@ -60,15 +57,14 @@ def _weights(folder: Path) -> dict:
     return {k: v for f in sorted(folder.rglob("*.safetensors")) for k, v in load_file(f).items()}
 
 
-def test_peer_trains_and_saves_a_folder_both_loaders_read(peer, tiny_backbone, tuples_file, tmp_path):
+def test_peer_trains_and_saves_a_folder_both_loaders_read(tiny_backbone, tuples_file, tmp_path):
     from sentence_transformers import MultiVectorEncoder
 
     from hopscotch.retriever.model.multi_vector import load_multi_vector_model
 
     out = tmp_path / "peer"
-    summary = peer.main(["--tuples", str(tuples_file), "--out", str(out), "--model", str(tiny_backbone),
-                         "--steps", "2", "--batch-size", "4", "--lr", "1e-2", "--dim", "16", "--threads", "1",
-                         "--query-max-len", "24", "--passage-max-len", "24", "--log-every", "1"])
+    summary = peer.run_peer(out, [str(tuples_file)], str(tiny_backbone), steps=2, batch_size=4, lr=1e-2, dim=16,
+                            threads=1, query_max_len=24, passage_max_len=24, log_every=1)
     final = out / "final"
     recorded = json.loads((out / "peer_summary.json").read_text())
     assert recorded == json.loads(json.dumps(summary))
@@ -112,7 +108,7 @@ def test_peer_trains_and_saves_a_folder_both_loaders_read(peer, tiny_backbone, t
     assert aware[0].shape[0] <= 24
 
 
-def test_reasoning_aware_query_input_writes_agentir_template(peer, tiny_backbone, tuples_file):
+def test_reasoning_aware_query_input_writes_agentir_template(tiny_backbone, tuples_file, tmp_path):
     from transformers import AutoTokenizer
 
     from hopscotch.retriever.io.tuples import read_training_tuples
@@ -127,4 +123,9 @@ def test_reasoning_aware_query_input_writes_agentir_template(peer, tiny_backbone
     assert plain["positive"][0] == f"{tuples[0].positives[0].title} {tuples[0].positives[0].text}"
     assert plain["negative"][0] == f"{tuples[0].negatives[0].title} {tuples[0].negatives[0].text}"
     with pytest.raises(Exception, match="unknown query input"):
-        peer.main(["--tuples", "x.jsonl", "--out", "unused", "--query-input", "nope"])
+        peer.run_peer(tmp_path / "unused", ["x.jsonl"], query_input="nope")
+    assert not (tmp_path / "unused").exists()
+
+
+def test_default_tuples_are_the_four_files_train_agent_retriever_writes():
+    assert peer.default_tuples("D") == [f"D/{s}_tuples.jsonl" for s in ("hotpot", "musique", "tongyi", "world")]

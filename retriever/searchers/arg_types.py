@@ -1,15 +1,17 @@
 """Range-checked ``type=`` functions for numeric command-line flags (argparse).
 
-Each function takes the flag's text and returns the value, or raises :class:`argparse.ArgumentTypeError`,
-which argparse prints as one line naming the flag (``hopscotch search: error: argument --k: expected an
-integer >= 1, got '0'``) and exit code 2, before any work starts. Floats are finite (``nan`` and ``inf``
-are refused); integers are whole decimal numbers (``1e3`` and ``2.0`` are refused, not truncated). Each
-function's ``wants`` says what it accepts (``"a finite number >= 0"``): a number a JSON file of ours holds for
-the same setting goes through the same function (:func:`~hopscotch.retriever.io.validate.json_number`).
+Each function takes the flag's text and returns the value, or raises :class:`FlagValueError` (an
+:class:`argparse.ArgumentTypeError`), which argparse prints as one line naming the flag (``hopscotch search:
+error: argument --k: expected an integer >= 1, got '0'``) and exit code 2, before any work starts. Floats are
+finite (``nan`` and ``inf`` are refused); integers are whole decimal numbers (``1e3`` and ``2.0`` are refused,
+not truncated). Each function's ``wants`` says what it accepts (``"a finite number >= 0"``): a number a JSON
+file of ours holds for the same setting goes through the same function
+(:func:`~hopscotch.retriever.io.validate.json_number`, which catches :class:`FlagValueError` as the
+:class:`ValueError` it also is, so that the ``io`` layer needs no argparse).
 
-They sit in the ``io`` layer, beside the field checks of input files (:mod:`.validate`), so that the
-searchers' own flags (:mod:`hopscotch.retriever.searchers`) can use them as well as the commands;
-the commands import them, with the metric and clamping helpers, from
+They sit in the ``searchers`` layer, the lowest that declares command-line flags: every backend declares its
+own (``SearcherClass.parse_args(parser)``, as BrowseComp-Plus and AgentIR build a searcher), and so do the
+commands above it; the commands import them, with the metric and clamping helpers, from
 :mod:`hopscotch.retriever.commands.flag_types`.
 
 Example::
@@ -27,6 +29,10 @@ from collections.abc import Callable
 
 #: the largest seed every random generator here takes (numpy's legacy seeding is 32-bit)
 SEED_MAX = 2**32 - 1
+
+
+class FlagValueError(argparse.ArgumentTypeError, ValueError):
+    """A flag value (or the same setting read from a file) out of range; argparse prints its message."""
 
 
 def _shown(text) -> str:
@@ -52,7 +58,7 @@ def int_range(lo: int | None = None, hi: int | None = None) -> Callable[[str], i
         except ValueError:
             value = None
         if value is None or (lo is not None and value < lo) or (hi is not None and value > hi):
-            raise argparse.ArgumentTypeError(f"expected {wants}, got {_shown(text)}")
+            raise FlagValueError(f"expected {wants}, got {_shown(text)}")
         return value
 
     parse.__name__ = "integer"
@@ -76,7 +82,7 @@ def float_range(lo: float | None = None, hi: float | None = None, *, lo_open: bo
             value = math.nan
         low_ok = lo is None or (value > lo if lo_open else value >= lo)
         if not math.isfinite(value) or not low_ok or (hi is not None and value > hi):
-            raise argparse.ArgumentTypeError(f"expected {wants}, got {_shown(text)}")
+            raise FlagValueError(f"expected {wants}, got {_shown(text)}")
         return value
 
     parse.__name__ = "number"

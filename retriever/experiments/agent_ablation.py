@@ -1,0 +1,232 @@
+"""The agent-retrieval ablation (issue 9): query input variants x models, late fusion, BM25 and the tuned
+hybrid, on the dev sets of held-out questions (:mod:`hopscotch.data_synth.agent.eval_sets`).
+
+Everything runs through the CLI in-process (:mod:`.ablation_runs`), cached under a work folder. Tuned on the
+``tune`` questions only: each model's default variant (the reasoning variant with the best mean nDCG@10 over
+the voting sets' tune slices), the late-fusion weight ``w`` (one per model, same criterion) and the BM25 +
+dense fusion (``hopscotch tune-fusion --dev-qids``, per set and model). Cells: nDCG@10 on test with its 95%
+CI, and the paired randomisation p against the same model's query-only row (BM25: against base query-only).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from hopscotch.retriever.experiments.ablation_runs import (
+    WEIGHTS,
+    K,
+    build_indexes,
+    evaluate_ndcg,
+    file_safe,
+    fused,
+    fusion_settings,
+    run_cli,
+    search,
+    settings_tag,
+    tune_late_fusion,
+)
+
+TAIL = 128  # half of MiniLM's 256-token query budget: the latest reasoning, with room for the query
+VARIANTS = ("query", "prior_queries", "reasoning", "current_reasoning", f"reasoning_tail:{TAIL}", "with_documents",
+            f"reasoning_focus:{TAIL}")
+HYBRIDS = ("interp", "rrf", "adaptive")   # `--fusion METHOD` rows, each at its defaults, beside `--fusion` alone
+
+
+def _choose(scores: dict) -> object:
+    """The key with the best mean score over the dev sets (first in order among equals)."""
+    return max(scores, key=lambda key: sum(scores[key]) / len(scores[key]))
+
+
+def run_ablation(work: Path, names: list[str], models: dict[str, str], full_base: bool = True) -> dict:
+    """Every run, the tuned settings, the table's rows and the acceptance checks of the dev sets ``names`` for
+    ``models`` (``{"base": "minilm"[, "trained": DIR]}``); with ``full_base`` False and a trained model, the
+    base model gets its query-only and ``--reasoning`` default rows only."""
+    from hopscotch.data_synth.agent.eval_sets import TITLES, build_sets
+    from hopscotch.retriever.evaluation.metrics import compare_runs
+    from hopscotch.retriever.io.runs import read_run
+
+    timings, clock = {}, time.perf_counter()
+
+    def lap(stage: str) -> None:
+        nonlocal clock
+        timings[stage] = round(time.perf_counter() - clock, 1)
+        clock = time.perf_counter()
+
+    sets = build_sets(work, names)
+    paths = {n: es.write(work / "sets" / n) for n, es in sets.items()}
+    lap("sets_s")
+    idx = {n: build_indexes(work, es.index_name or n, es.corpus, models) for n, es in sets.items()}
+    lap("index_s")
+    runs, test, tune = {}, {}, {}
+    short = {m for m in models if m == "base" and not full_base and len(models) > 1}  # query + defaults only
+
+    def variants_of(m: str) -> tuple[str, ...]:
+        return ("query",) if m in short else VARIANTS
+
+    for n, es in sets.items():
+        runs[n, "bm25"] = search(work / "runs" / f"{n}.bm25.trec", paths[n], "--bm25", idx[n]["bm25"])
+        for m, model in models.items():
+            for v in variants_of(m):
+                runs[n, m, v] = search(work / "runs" / f"{n}.{m}.{file_safe(v)}.trec", paths[n], "--index",
+                                       idx[n][m], "--model", model, "--query-input", v)
+            # what `hopscotch search --reasoning` does with the model's recorded defaults (variant, late
+            # fusion, word gate); and the two hybrid defaults over it
+            runs[n, m, "default"] = search(work / "runs" / f"{n}.{m}.default.trec", paths[n], "--index", idx[n][m],
+                                           "--model", model, "--reasoning")
+            # the same, scoring each document by its first window only (an index without windows: identical)
+            if m not in short:
+                runs[n, m, "first-window"] = search(work / "runs" / f"{n}.{m}.default.first-window.trec",
+                                                    paths[n], "--index", idx[n][m], "--model", model, "--reasoning",
+                                                    "--first-windows-only")
+            # the hybrids over it: fused in-process from the two cached runs (`hopscotch search --bm25 --index
+            # --fusion ...` fuses the same two depth-K lists: tests/retriever/searchers/test_searchers.py)
+            for method in (*HYBRIDS, None):
+                label = method or "default"
+                runs[n, m, f"hybrid-{label}"] = fused(
+                    work / "runs" / f"{n}.{m}.default.hybrid-{label}.{settings_tag(method)}.trec", runs[n, "bm25"],
+                    runs[n, m, "default"], fusion_settings(method), es.tune + es.test)
+        for key in [k for k in runs if k[0] == n]:
+            run = read_run(runs[key])
+            test[key], tune[key] = evaluate_ndcg(run, es.qrels, es.test), evaluate_ndcg(run, es.qrels, es.tune)
+    lap("search_s")
+    tuned, encoders = {}, {}
+    voters = [n for n, es in sets.items() if es.votes] or list(sets)
+    for m, model in models.items():
+        if m in short:   # an untrained model's `--reasoning` is the `reasoning` variant: its default row
+            tuned[m] = {"variant": "default", "w": None, "voters": voters}
+            continue
+        variant = _choose({v: [tune[n, m, v].mean["ndcg@10"] for n in voters] for v in VARIANTS[1:]})
+        by_w: dict[float, list[float]] = {w: [] for w in reversed(WEIGHTS)}
+        for n, es in sets.items():
+            for w, run in tune_late_fusion(paths[n], idx[n][m], model, variant, encoders, m).items():
+                if n in voters:
+                    by_w[w].append(evaluate_ndcg(run, es.qrels, es.tune).mean["ndcg@10"])
+        w = _choose(by_w)
+        from hopscotch.retriever.model.config import model_settings
+
+        recorded = model_settings(model).query_input
+        tuned[m] = {"variant": variant, "w": w, "recorded_variant": recorded and str(recorded), "voters": voters,
+                    "tune_ndcg@10_by_w": {str(k): v for k, v in by_w.items()},
+                    "tune_ndcg@10_by_variant": {v: [round(tune[n, m, v].mean["ndcg@10"], 4) for n in sets]
+                                                for v in VARIANTS}}
+        for n, es in sets.items():
+            key = (n, m, "late")
+            runs[key] = search(work / "runs" / f"{n}.{m}.late{w:g}.{file_safe(variant)}.trec", paths[n], "--index",
+                               idx[n][m], "--model", model, "--query-input", variant, "--late-fusion", w)
+            test[key] = evaluate_ndcg(read_run(runs[key]), es.qrels, es.test)
+    lap("late_fusion_s")
+    fusion = {}
+    for n, es in sets.items():
+        for m, model in models.items():
+            config = work / "fusion" / f"{n}.{m}.default.json"
+            if not config.exists():
+                config.parent.mkdir(parents=True, exist_ok=True)
+                run_cli("tune-fusion", "--sparse", runs[n, "bm25"], "--dense", runs[n, m, "default"],
+                        "--qrels", paths[n]["qrels"], "--dev-qids", paths[n]["tune"], "--k", K, "--depth", K,
+                        "--out", config)
+            fusion[n, m] = json.loads(config.read_text())
+            key = (n, m, "hybrid")
+            from hopscotch.retriever.searchers.fusion import read_fusion_config
+
+            runs[key] = fused(work / "runs" / f"{n}.{m}.default.hybrid-tuned.trec", runs[n, "bm25"],
+                              runs[n, m, "default"], read_fusion_config(config), es.tune + es.test)
+            test[key] = evaluate_ndcg(read_run(runs[key]), es.qrels, es.test)
+    lap("hybrid_s")
+
+    def row(label: str, model: str, key_of, against_of) -> dict:
+        cells = {}
+        for n in sets:
+            r, a = test[key_of(n)], test[against_of(n)] if against_of else None
+            p = None if a is None or key_of(n) == against_of(n) else \
+                compare_runs(a, r, "ndcg@10").p_randomization
+            cells[n] = {"mean": r.mean["ndcg@10"], "ci95": r.ci95["ndcg@10"], "p": p}
+        return {"label": label, "model": model, "cells": cells}
+
+    rows = []
+    for m, model in models.items():
+        t = tuned[m]
+        for v in variants_of(m):
+            label = f"{m}: {v}" + (" (default)" if v == t["variant"] else "")
+            rows.append(row(label, m, lambda n, v=v, m=m: (n, m, v), lambda n, m=m: (n, m, "query")))
+        if m not in short:
+            rows.append(row(f"{m}: late fusion w={t['w']:g} ({t['variant']} + query)", m,
+                            lambda n, m=m: (n, m, "late"), lambda n, m=m: (n, m, "query")))
+        rows.append(row(f"{m}: `search --reasoning` defaults ({_recorded(model)})", m,
+                        lambda n, m=m: (n, m, "default"), lambda n, m=m: (n, m, "query")))
+        if m not in short:
+            rows.append(row(f"{m}: the same defaults, first window only (`--first-windows-only`)", m,
+                            lambda n, m=m: (n, m, "first-window"), lambda n, m=m: (n, m, "query")))
+    rows.append(row("BM25", "-", lambda n: (n, "bm25"), lambda n: (n, "base", "query")))
+    for m in models:
+        rows.append(row(f"hybrid: BM25 + {m} defaults, `--fusion` not given ({_default_label()})", m,
+                        lambda n, m=m: (n, m, "hybrid-default"), lambda n, m=m: (n, m, "query")))
+        for method in HYBRIDS:
+            rows.append(row(f"hybrid: BM25 + {m} defaults, `--fusion {method}` defaults", m,
+                            lambda n, m=m, method=method: (n, m, f"hybrid-{method}"), lambda n, m=m: (n, m, "query")))
+        rows.append(row(f"hybrid: BM25 + {m} defaults (fusion tuned per set)", m,
+                        lambda n, m=m: (n, m, "hybrid"), lambda n, m=m: (n, m, "query")))
+    checks = {n: acceptance(n, test, tuned, models) for n in sets}
+    for n, c in checks.items():
+        print(f"acceptance {n}: " + "; ".join(c))
+    lap("report_s")
+    return {"sets": {n: {"title": TITLES[n], "note": es.note, "labels": es.labels, "votes": es.votes, **es.counts}
+                     for n, es in sets.items()},
+            "rows": rows, "tuned": tuned, "checks": checks, "timings": timings,
+            "fusion": {f"{n}/{m}": {k: v for k, v in f.items() if k not in ("grid", "test")}
+                       for (n, m), f in fusion.items()},
+            "runs": {"/".join(map(str, k)): str(v) for k, v in runs.items()}}
+
+
+def _default_label() -> str:
+    return fusion_settings(None).describe()
+
+
+def _recorded(model: str) -> str:
+    """The model's recorded `search --reasoning` defaults, in words."""
+    from hopscotch.retriever.model.config import model_settings
+
+    s = model_settings(model)
+    if not s.trained:
+        return "an untrained model: `reasoning`"
+    out = f"`{s.query_input}`"
+    if s.late_fusion is not None:
+        out += f", late fusion w={s.late_fusion:g}"
+    if s.late_fusion_max_words is not None:
+        out += f", query alone over {s.late_fusion_max_words} words"
+    if s.passage_windows and s.passage_windows > 1:
+        out += f", pages as up to {s.passage_windows} windows"
+    return out
+
+
+def _verdict(a, b, metric: str = "ndcg@10") -> str:
+    """``>=`` holds when the mean is not lower (equal means tie); the paired test says whether it is significant."""
+    from hopscotch.retriever.evaluation.metrics import compare_runs
+
+    c = compare_runs(a, b, metric)
+    holds = "YES" if c.delta >= 0 else "no"
+    sig = "significant" if c.p_randomization < 0.05 else "not significant"
+    return (f"{holds} ({c.mean_b:.3f} vs {c.mean_a:.3f}, delta {c.delta:+.3f}, p={c.p_randomization:.3f}, "
+            f"{sig})")
+
+
+def acceptance(n: str, test: dict, tuned: dict, models: dict) -> list[str]:
+    """Issue 9's checks on one dev set: the (trained) default beats its query-only row and base; the
+    hybrid beats the better (on test) of BM25 and the same model's default dense run."""
+    m = "trained" if "trained" in models else "base"
+    out = [f"{m} defaults >= {m} query-only: {_verdict(test[n, m, 'query'], test[n, m, 'default'])}",
+           (f"{m} defaults >= the same, first window only: "
+            f"{_verdict(test[n, m, 'first-window'], test[n, m, 'default'])}")]
+    if m == "trained":
+        out.append(f"trained defaults >= base `{tuned['base']['variant']}`: "
+                   f"{_verdict(test[n, 'base', tuned['base']['variant']], test[n, m, 'default'])}"
+                   if tuned["base"]["variant"] != "default" else
+                   f"trained defaults >= base defaults: {_verdict(test[n, 'base', 'default'], test[n, m, 'default'])}")
+        out.append(f"trained defaults >= base query-only: {_verdict(test[n, 'base', 'query'], test[n, m, 'default'])}")
+    dense, bm25 = test[n, m, "default"], test[n, "bm25"]
+    better, label = (bm25, "BM25") if bm25.mean["ndcg@10"] >= dense.mean["ndcg@10"] else (dense, f"{m} dense")
+    for key, what in (("hybrid-default", "--fusion not given"), ("hybrid", "tuned"),
+                      *((f"hybrid-{h}", f"--fusion {h} defaults") for h in HYBRIDS)):
+        out.append(f"hybrid ({m}, {what}) >= the better of BM25 and dense ({label}): {_verdict(better, test[n, m, key])}")
+    return out

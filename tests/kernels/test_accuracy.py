@@ -1,0 +1,73 @@
+"""hopscotch.kernels.accuracy's case builders and error helpers (the sweeps themselves run in
+test_infonce.py / test_reference.py): the one copy the kernel bench's check uses too."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from hopscotch.kernels import reference_infonce_loss
+from hopscotch.kernels.accuracy import (FIXED_SEEDS, compare, draw_case, grade, make_case, reference_grads,
+                                        relative_error)
+
+
+@pytest.mark.parametrize("exclusion", ["none", "ids", "dense", "all-but-positive"])
+def test_make_case_builds_unit_vectors_labels_and_each_exclusion(exclusion):
+    case = make_case(7, 5, 12, 16, 0.05, exclusion)
+    assert case.q.shape == (5, 16) and case.p.shape == (12, 16) and case.labels.shape == (5,)
+    assert torch.allclose(case.q.norm(dim=-1), torch.ones(5)) and torch.allclose(case.p.norm(dim=-1), torch.ones(12))
+    assert case.kind == f"exclude={exclusion}" and case.temperature == 0.05
+    if exclusion == "none":
+        assert case.exclude is None
+    elif exclusion == "ids":
+        q_ids, p_ids = case.exclude
+        assert q_ids.shape == (5,) and p_ids.shape == (12,) and torch.equal(q_ids, p_ids[case.labels])
+    else:
+        assert case.exclude.shape == (5, 12) and case.exclude.dtype == torch.bool
+        assert bool(case.exclude.all()) == (exclusion == "all-but-positive")
+    again = make_case(7, 5, 12, 16, 0.05, exclusion)
+    assert torch.equal(case.q, again.q) and torch.equal(case.labels, again.labels)
+
+
+def test_make_case_refuses_an_unknown_exclusion():
+    with pytest.raises(ValueError, match="exclusion"):
+        make_case(0, 2, 3, 4, 0.1, "some")
+
+
+def test_draw_case_is_make_case_of_the_drawn_shape():
+    """Same seed, same shape: the same q, labels and exclusion; p too, except the positives a dominant draw
+    rebuilds near their queries."""
+    checked = 0
+    for seed in (*FIXED_SEEDS, *range(30)):
+        drawn = draw_case(seed)
+        exclusion = drawn.kind.split()[0].split("=")[1]
+        made = make_case(seed, drawn.q.shape[0], drawn.p.shape[0], drawn.q.shape[1], drawn.temperature, exclusion)
+        assert torch.equal(drawn.q, made.q) and torch.equal(drawn.labels, made.labels)
+        if "dominant-positive" not in drawn.kind:
+            assert torch.equal(drawn.p, made.p) and drawn.kind == made.kind
+            if exclusion == "ids":
+                assert all(torch.equal(a, b) for a, b in zip(drawn.exclude, made.exclude))
+            elif exclusion == "dense":
+                assert torch.equal(drawn.exclude, made.exclude)
+            checked += 1
+    assert checked >= 10
+
+
+def test_relative_error():
+    assert relative_error(torch.zeros(3), torch.zeros(3)) == 0.0
+    assert relative_error(torch.ones(3), torch.zeros(3)) == math.inf
+    assert relative_error(torch.tensor([3.0, 4.0]), torch.tensor([0.0, 4.0])) == pytest.approx(3 / 4)
+    assert relative_error(torch.tensor([1.0, 1.0], dtype=torch.bfloat16), torch.tensor([1.0, 1.0])) == 0.0
+
+
+def test_the_reference_graded_against_its_own_float64_truth_passes():
+    case = make_case(3, 4, 20, 32, 0.05, "ids")
+    truth = reference_grads(case, torch.float32)
+    assert all(t.dtype == torch.float64 for t in truth)
+    errors = grade(case.describe(), truth, truth, torch.float32)
+    assert errors.ok and errors.loss == errors.dq == errors.dp == 0.0
+    assert compare(reference_infonce_loss, case).ok
+    broken = (truth[0] * 1.01, truth[1], truth[2])
+    assert not grade("broken", broken, truth, torch.float32).ok

@@ -1,0 +1,28 @@
+"""The trainer's quality check (:mod:`hopscotch.retriever.experiments.train_quality`): its qrels and, on the shared
+data, its split (the agent splits' HotpotQA/IRCoT questions) and step queries."""
+
+from __future__ import annotations
+
+import pytest
+
+from hopscotch.retriever.experiments import train_quality
+
+
+def test_qrels_for_gives_each_step_its_questions_gold_paragraphs():
+    queries = [{"_id": "q1_step0", "question": "q1"}, {"_id": "q1_step1", "question": "q1"},
+               {"_id": "q2_step0", "question": "q2"}]
+    gold = {"q1": {"d1": 1, "d2": 1}, "q2": {"d3": 2}}
+    assert train_quality.qrels_for(queries, gold) == (
+        "query-id\tcorpus-id\tscore\nq1_step0\td1\t1\nq1_step0\td2\t1\nq1_step1\td1\t1\nq1_step1\td2\t1\n"
+        "q2_step0\td3\t2\n")
+
+
+@pytest.mark.shared_data
+def test_split_and_step_queries_on_the_shared_data(shared_data, monkeypatch):
+    monkeypatch.setenv("HOPSCOTCH_DATA", str(shared_data))
+    train, dev, test = train_quality.split_questions()
+    assert (len(train), len(dev), len(test)) == (380, 20, 100) and not set(train) & (set(dev) | set(test))
+    steps = train_quality.step_queries(dev[:2])
+    assert steps and {s["question"] for s in steps} <= set(dev[:2])
+    assert all(s["reasoning"] is None or s["reasoning"].strip() for s in steps)
+    assert all(s["_id"].startswith(f"{s['question']}_step") and s["text"] for s in steps)
