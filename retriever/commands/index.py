@@ -1,7 +1,7 @@
 """``hopscotch index``: encode a corpus into resumable shards and build a FAISS index over them.
 
     hopscotch index --corpus PATH --model M --out DIR [--batch-size B] [--max-length L]
-                    [--shard-size N] [--spec SPEC] [--layout auto|shards|merged]
+                    [--shard-size N] [--spec SPEC] [--layout auto|shards|merged] [--dim D]
     hopscotch index --plan --docs 553000000 --dim 384 --spec OPQ64,IVF262144,PQ64
     hopscotch index --import-tevatron 'corpus.*.pkl' --out DIR [--corpus PATH] [--model M] [--spec SPEC]
     hopscotch index --out DIR --export-tevatron OUT_PREFIX     # writes OUT_PREFIX.<shard>.pkl
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from hopscotch.retriever.commands.flag_types import non_negative_float, non_negative_int, positive_float, positive_int
-from hopscotch.retriever.commands.index_plan import layout_of, model_dim
+from hopscotch.retriever.commands.index_plan import index_dim, layout_of, model_dim
 
 
 def register(sub) -> None:
@@ -44,12 +44,17 @@ def register(sub) -> None:
     p.add_argument("--max-length", type=positive_int,
                    help="encoder max tokens per document (default: a trained model's passage length, else 256; "
                         "more than the model's positions is cut to them, with a note)")
+    p.add_argument("--dim", type=positive_int, metavar="D",
+                   help="keep the first D dimensions of every vector, renormalised (Matryoshka prefixes; recorded "
+                        "in index.json as truncate_dim: searches cut their queries alike and refuse another "
+                        "--dim); a warning when --model was not trained on that prefix. With --plan: the "
+                        "dimension planned for (default: the --model's)")
     p.add_argument("--shard-size", type=positive_int, default=100_000, help="documents per shard")
     p.add_argument("--windows", type=positive_int, metavar="N",
                    help="index a document longer than --max-length as up to N overlapping windows (its first "
                         "included) and score it by its best one (MaxP; encoded into DIR/windows/ after the "
-                        "documents, by rank 0); 1: first window only (default: a trained model's recorded "
-                        "passage_windows, else 1)")
+                        "documents, each rank the windows of its own shards); 1: first window only (default: a "
+                        "trained model's recorded passage_windows, else 1)")
     p.add_argument("--window-stride", type=positive_int, metavar="T",
                    help="tokens between window starts (default: a trained model's window_stride, else 80%% of "
                         "--max-length)")
@@ -81,7 +86,6 @@ def register(sub) -> None:
     plan = p.add_argument_group("planning (--plan prints estimates and builds nothing)")
     plan.add_argument("--plan", action="store_true", help="print the memory / disk / time plan of the index and exit")
     plan.add_argument("--docs", type=positive_int, help="number of documents (default: count --corpus)")
-    plan.add_argument("--dim", type=positive_int, help="embedding dimension (default: the --model's)")
     plan.add_argument("--avg-doc-bytes", type=non_negative_int, default=0,
                       help="average document size for the docstore")
     plan.add_argument("--docs-per-second", type=positive_float, help="measured encoder throughput per GPU")
@@ -114,6 +118,9 @@ def run(args) -> int:
 
         return run_plan(args)
     check_device(args.device)
+    if args.dim is not None and not args.model:
+        raise UsageError("--dim cuts the vectors --model encodes from --corpus; an existing index keeps its own")
+    args.dim = index_dim(args)  # None: whole vectors
     if args.model and not args.import_tevatron:
         args.max_length = clamp_max_length("index", args.max_length, args.model)
     if (args.import_tevatron or args.export_tevatron) and not args.out:
@@ -185,17 +192,19 @@ def _build(args) -> bool:
     from hopscotch.retriever.index.faiss_spec import check_spec
     from hopscotch.retriever.index.multi_vector_build import MultiVectorOptions
 
-    check_spec(args.spec, train_size=args.train_size)  # a spec that cannot work, before hours of encoding
+    check_spec(args.spec, dim=args.dim, train_size=args.train_size)  # a spec that cannot work, before hours of encoding
     t0 = time.perf_counter()
     result = encode_corpus(args.corpus, args.model, args.out, EncodeOptions(
         shard_size=args.shard_size, batch_size=args.batch_size, max_length=args.max_length, device=args.device,
         docstore=not args.no_docstore, reasoning_aware=args.reasoning_aware, overwrite=args.overwrite,
         wait_timeout=args.wait_timeout, precision=args.precision, windows=args.windows,
-        window_stride=args.window_stride,
+        window_stride=args.window_stride, truncate_dim=args.dim,
         multi_vector=MultiVectorOptions(nbits=args.nbits, num_centroids=args.mv_centroids)))
     print(f"rank {result.rank}/{result.world_size}: encoded {len(result.encoded_shards)} shards "
           f"({result.encoded_docs:,} documents, {result.docs_per_second:,.0f} docs/s), "
-          f"{len(result.skipped_shards)} already done", file=sys.stderr)
+          f"{len(result.skipped_shards)} already done"
+          + (f"; windows of {len(result.window_parts)} shards ({result.encoded_windows:,} windows)"
+             if result.window_parts else ""), file=sys.stderr)
     if result.meta is None:
         return False
     use_gpu = _use_gpu(args)

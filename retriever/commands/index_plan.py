@@ -31,6 +31,8 @@ def run_plan(args) -> int:
         raise UsageError("--docs and --dim must be positive")
     if args.multi_vector or _is_multi_vector(args.model):
         return _run_multi_vector_plan(args, docs, dim)
+    if args.dim is not None and args.model:  # a build with --dim D: the vectors are D wide (index_dim's rule)
+        index_dim(args)
     per_doc = args.windows_per_doc
     if per_doc is None and args.corpus and args.model:
         from hopscotch.retriever.index.windows import windows_per_document
@@ -77,3 +79,23 @@ def model_dim(model) -> int:
         return dim
     m = load_sentence_transformer(model, device="cpu")
     return int((getattr(m, "get_embedding_dimension", None) or m.get_sentence_embedding_dimension)())
+
+
+def index_dim(args) -> int | None:
+    """``--dim D`` of a build: None (whole vectors: none given, or the model's own width) or D, checked against the
+    --model's width (refused when wider; a warning on stderr when the model was not trained on the prefix D:
+    :mod:`hopscotch.retriever.model.matryoshka`). Imported vectors and multi-vector token indexes are not cut."""
+    from hopscotch.retriever.errors import UsageError
+    from hopscotch.retriever.model.config import model_settings
+    from hopscotch.retriever.model.matryoshka import truncation, warn_untrained
+
+    if args.dim is None or not args.model:
+        return None
+    if getattr(args, "import_tevatron", None):
+        raise UsageError("--dim cuts the vectors 'hopscotch index' encodes; --import-tevatron keeps the pickles' own")
+    if _is_multi_vector(args.model):
+        raise UsageError("--dim: a multi-vector model's token vectors have no Matryoshka prefixes (its width is "
+                         "the recipe's model.dim)")
+    dim = truncation(args.dim, model_dim(args.model), str(args.model))
+    warn_untrained(dim, model_settings(args.model).matryoshka_dims, str(args.model))
+    return dim

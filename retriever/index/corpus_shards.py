@@ -63,20 +63,9 @@ def file_row_counts(corpus: str | os.PathLike, cache: str | os.PathLike | None =
     return counts
 
 
-def _positioned(corpus, shard_size: int, block: range | None, counts: list[int] | None, view=None
+def _positioned(corpus, shard_size: int, block: range | None, counts: list[int] | None
                 ) -> Iterator[tuple[int, Document]]:
-    """``(position, document)`` in corpus order, limited to ``block``'s positions when counts are known;
-    with ``view`` (a document -> documents function, one process only) the positions are of its output."""
-    if view is not None:
-        if block is not None or counts is not None:
-            raise ValueError("a corpus view is read by one process, from the start")
-        pos = 0
-        for shard_index, path in corpus_files(corpus):
-            for doc in iter_file(path, shard_index):
-                for part in view(doc):
-                    yield pos, part
-                    pos += 1
-        return
+    """``(position, document)`` in corpus order, limited to ``block``'s positions when counts are known."""
     lo = 0 if block is None else block.start * shard_size
     hi = None if block is None else block.stop * shard_size
     pos = 0
@@ -96,12 +85,11 @@ def _positioned(corpus, shard_size: int, block: range | None, counts: list[int] 
 
 
 def iter_shards(corpus, shard_size: int, block: range | None = None, counts: list[int] | None = None,
-                wanted=lambda shard: True, view=None) -> Iterator[tuple[int, list[Document] | None, int]]:
+                wanted=lambda shard: True) -> Iterator[tuple[int, list[Document] | None, int]]:
     """Yield ``(shard, documents, size)`` for the shards of ``block`` (all shards when None) in order;
-    ``documents`` is None for a shard ``wanted(shard)`` declines (its documents are read, not kept).
-    ``view`` maps each document to the documents to shard instead (e.g. its passage windows)."""
+    ``documents`` is None for a shard ``wanted(shard)`` declines (its documents are read, not kept)."""
     current, buf, keep, size = None, [], False, 0
-    for pos, doc in _positioned(corpus, shard_size, block, counts, view):
+    for pos, doc in _positioned(corpus, shard_size, block, counts):
         shard = pos // shard_size
         if shard != current:
             if current is not None:

@@ -14,7 +14,9 @@ Several processes split the shards by rank: each takes a contiguous block of sha
 corpus files that overlap it (see :mod:`hopscotch.retriever.index.corpus_shards`); the rank and world size come from
 ``torchrun`` / ``accelerate launch`` (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``) and each process uses
 ``cuda:LOCAL_RANK`` when a GPU is present. Rank 0 waits for the other ranks' shards
-and writes the manifest (``index.json``) and the docid lookup table.
+and writes the manifest (``index.json``) and the docid lookup table. With ``--windows`` each rank then encodes
+the windows of its own shards' long documents, and rank 0 gathers them into ``windows/``
+(:mod:`hopscotch.retriever.index.window_parts`).
 
 Example::
 
@@ -29,16 +31,14 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.index.corpus_shards import file_row_counts, iter_shards, num_shards, rank_block
-from hopscotch.retriever.index.docstore import build_docid_lookup
-from hopscotch.retriever.index.layout import (LOOKUP_DIR, META_FILE, SHARD_DIR, IndexMeta, done_shards, read_done_marker,
-                                              shard_file)
+from hopscotch.retriever.index.finalize import finalize_index, finished_meta, load_meta
+from hopscotch.retriever.index.layout import META_FILE, SHARD_DIR, IndexMeta
 from hopscotch.retriever.index.shard_files import check_encode_config, shard_complete, wait_for_shards, write_shard
 from hopscotch.retriever.index.windows import model_window_spec, passage_length
 from hopscotch.retriever.io.corpus import Document, corpus_files
@@ -79,8 +79,8 @@ class EncodeOptions:
     :param wait_timeout: how long rank 0 waits for the other ranks' shards (None: as long as it takes)
     :param poll_seconds: how often rank 0 looks for them
     :param windows: windows a long document is indexed as, its usual first one included (None: the model's
-        recorded ``passage_windows``, else 1 = off); rank 0 encodes the others into ``windows/`` after the
-        documents (see :mod:`hopscotch.retriever.index.windows`)
+        recorded ``passage_windows``, else 1 = off); each rank encodes the others of its own shards' documents
+        after them, rank 0 gathers them into ``windows/`` (:mod:`hopscotch.retriever.index.window_parts`)
     :param window_stride: tokens between window starts (None: the model's ``window_stride``, else 80% of
         ``max_length``)
 
@@ -104,6 +104,7 @@ class EncodeOptions:
     windows: int | None = None
     window_stride: int | None = None
     multi_vector: object = None     # MultiVectorOptions of a multi-vector model's token index (None: defaults)
+    truncate_dim: int | None = None  # keep each vector's first D dimensions, renormalised (Matryoshka; index --dim)
 
 
 @dataclass
@@ -118,6 +119,8 @@ class EncodeResult:
     encoded_docs: int = 0
     encode_seconds: float = 0.0
     meta: IndexMeta | None = None
+    window_parts: list[int] = field(default_factory=list)  # document shards whose windows this process encoded
+    encoded_windows: int = 0
 
     @property
     def docs_per_second(self) -> float:
@@ -137,7 +140,7 @@ class _EncodeJob:
     local_rank: int
     multi_vector: bool = False  # a multi-vector model: shards also hold token vectors (index.multi_vector_build)
     fingerprints: dict = field(default_factory=dict)  # model_sha256, encode_sha256 (set once the config is checked)
-    view: object = None         # a corpus view (index.windows.TailWindows) encoded in place of the documents
+    view: object = None         # the windows/ folder's job: its documents' windows (index.windows.TailWindows)
     encoder: object = None      # the loaded encoder, once one was needed
 
     @property
@@ -153,7 +156,7 @@ class _EncodeJob:
                 "model_path": str(Path(self.settings.path).resolve()),
                 "model_files": model_fingerprint(self.settings.path), "max_length": o.max_length,
                 "shard_size": o.shard_size, "docstore": o.docstore, "precision": o.precision,
-                "reasoning_aware": self.reasoning_aware,
+                "reasoning_aware": self.reasoning_aware, **({"truncate_dim": o.truncate_dim} if o.truncate_dim else {}),
                 "document_format": f"{self.settings.passage_prefix!r} + title + ' ' + text",
                 **self.window_config(), **({"kind": "multi_vector"} if self.multi_vector else {})}
 
@@ -180,7 +183,7 @@ class _EncodeJob:
             from hopscotch.retriever.index.multi_vector_encode import TokenShardEncoder
             return TokenShardEncoder.load(self.settings.path, batch_size=self.options.batch_size, device=device)
         return DenseEncoder(self.settings.path, max_length=self.options.max_length,
-                            batch_size=self.options.batch_size, device=device)
+                            batch_size=self.options.batch_size, device=device, truncate_dim=self.options.truncate_dim)
 
 
 def _resolve_job(corpus, model, out_dir, options: EncodeOptions) -> _EncodeJob:
@@ -209,7 +212,7 @@ def _corpus_signature(corpus) -> dict[str, dict]:
 
 
 def encode_corpus(corpus: str | os.PathLike, model: str | os.PathLike, out_dir: str | os.PathLike,
-                  options: EncodeOptions | None = None, *, encoder=None, view=None) -> EncodeResult:
+                  options: EncodeOptions | None = None, *, encoder=None) -> EncodeResult:
     """Encode ``corpus`` into resumable shards under ``out_dir`` (see the module docstring).
 
     :param corpus: corpus file, BEIR folder or shard folder (JSONL, gzipped JSONL or parquet)
@@ -218,12 +221,11 @@ def encode_corpus(corpus: str | os.PathLike, model: str | os.PathLike, out_dir: 
     :param options: an :class:`EncodeOptions` (default: its defaults)
     :param encoder: an already-loaded :class:`~hopscotch.retriever.model.dense_encoder.DenseEncoder` to use
         instead of loading one
-    :param view: encode what this function makes of each document instead (one process; used for the windows)
     :return: an :class:`EncodeResult`; its ``meta`` is the finished manifest on rank 0
     """
     fresh = not Path(out_dir).exists()
     try:
-        return _encode_corpus(corpus, model, out_dir, options, encoder, view)
+        return _encode_corpus(corpus, model, out_dir, options, encoder)
     except Exception:
         # a malformed corpus or a bad setting found before any shard was kept: leave no folder behind
         # (a resumable job's folder is kept; a killed job raises nothing and is resumed by a rerun)
@@ -232,11 +234,11 @@ def encode_corpus(corpus: str | os.PathLike, model: str | os.PathLike, out_dir: 
         raise
 
 
-def _encode_corpus(corpus, model, out_dir, options: EncodeOptions | None, encoder, view) -> EncodeResult:
+def _encode_corpus(corpus, model, out_dir, options: EncodeOptions | None, encoder) -> EncodeResult:
     job = _resolve_job(corpus, model, out_dir, options or EncodeOptions())
-    job.view, job.encoder = view, encoder
+    job.encoder = encoder
     opts = job.options
-    if view is None and job.multi_vector and job.window_spec().enabled:
+    if job.multi_vector and job.window_spec().enabled:
         raise UsageError("--windows: a multi-vector index holds documents' first tokens; rerank with --rerank-windows")
     config = job.config()
     check_encode_config(job.out_dir, config, opts.overwrite and opts.rank == 0)
@@ -244,40 +246,84 @@ def _encode_corpus(corpus, model, out_dir, options: EncodeOptions | None, encode
     result = EncodeResult(job.out_dir, opts.rank, opts.world_size)
     total = _encode_pending_shards(job, result)
     if total == 0:
-        if view is not None:
-            return result  # no document is longer than one window
         raise UsageError(f"{corpus}: the corpus holds no documents")
+    windows = _windows_job(job) if job.window_spec().enabled else None
+    shards = num_shards(total, opts.shard_size)
+    if opts.rank == 0 and (windows is None or all(shard_complete(job.out_dir, s) for s in range(shards))):
+        _finish_documents(job, total, result)  # searchable (first windows only) while the windows are encoded
+    if windows is not None and _windows_manifest(windows) is None:  # this rank's shards' windows (window_parts)
+        from hopscotch.retriever.index.window_parts import encode_parts
+
+        result.window_parts, result.encoded_windows = encode_parts(
+            job.corpus, job.out_dir, windows.out_dir, windows.view, opts.shard_size, opts.rank, opts.world_size,
+            total, lambda docs: _encode_documents(job, docs), opts.show_progress)
     if opts.rank != 0:
         return result
-    wait_for_shards(job.out_dir, num_shards(total, opts.shard_size), opts.wait_timeout, opts.poll_seconds,
-                    opts.show_progress)
-    meta = _finished_meta(job, total) if not result.encoded_shards else None
-    result.meta = meta or _finalize_index(job, total)
-    if view is None and job.window_spec().enabled:
-        _encode_windows(job, result)
-    if view is None and job.multi_vector:
+    if result.meta is None:  # the other ranks' documents were still being encoded
+        _finish_documents(job, total, result)
+    if windows is not None:
+        _finish_windows(job, windows, total, result)
+    if job.multi_vector:
         from hopscotch.retriever.index.multi_vector_build import build_multi_vector_index
         result.meta = build_multi_vector_index(job.out_dir, result.meta, opts.multi_vector)
     return result
 
 
-def _encode_windows(job: _EncodeJob, result: EncodeResult) -> None:
-    """Rank 0, after the documents: their windows after the first into ``windows/`` (resumable), then recorded
-    in ``index.json`` (until then searches use first windows only; :mod:`hopscotch.retriever.index.windows`)."""
-    from hopscotch.retriever.index.windows import WINDOWS_DIR, TailWindows
+def _finish_documents(job: _EncodeJob, total: int, result: EncodeResult) -> None:
+    """Rank 0: wait for every rank's document shards, then the manifest and the docid lookup (``result.meta``)."""
+    opts = job.options
+    wait_for_shards(job.out_dir, num_shards(total, opts.shard_size), opts.wait_timeout, opts.poll_seconds,
+                    opts.show_progress)
+    meta = finished_meta(job, total) if not result.encoded_shards else None
+    result.meta = meta or finalize_index(job, total)
 
-    spec, meta = job.window_spec(), result.meta
-    record = {"dir": WINDOWS_DIR, **spec.to_json()}
-    if not result.encoded_shards and "rows" in meta.windows and {k: meta.windows.get(k) for k in record} == record:
-        return  # a finished index rerun: nothing changed
+
+def _windows_job(job: _EncodeJob) -> _EncodeJob:
+    """The job of the ``windows/`` folder (every rank): its ``encode_config.json`` (what one process streaming the
+    windows recorded) checked or written; its ``view`` cuts a document's windows after the first."""
     from transformers import AutoTokenizer
 
+    from hopscotch.retriever.index.windows import WINDOWS_DIR, TailWindows
+
     tokenizer = job.encoder.model.tokenizer if job.encoder else AutoTokenizer.from_pretrained(job.settings.path)
-    view = TailWindows(tokenizer, spec, job.settings.passage_prefix)
-    options = replace(job.options, windows=1, docstore=False, rank=0, world_size=1)
-    inner = encode_corpus(job.corpus, job.model, job.out_dir / WINDOWS_DIR, options, encoder=job.encoder, view=view)
-    meta.windows = {**record, "rows": inner.meta.num_docs if inner.meta is not None else 0}
-    meta.save(job.out_dir)
+    view = TailWindows(tokenizer, job.window_spec(), job.settings.passage_prefix)
+    windows = replace(job, out_dir=job.out_dir / WINDOWS_DIR, view=view,
+                      options=replace(job.options, windows=1, docstore=False))
+    windows.out_dir.mkdir(exist_ok=True)
+    config = windows.config()
+    check_encode_config(windows.out_dir, config, False)  # --overwrite removed windows/ with the documents' folder
+    windows.fingerprints = {"model_sha256": digest(config["model_files"]), "encode_sha256": digest(config)}
+    return windows
+
+
+def _windows_manifest(windows: _EncodeJob) -> IndexMeta | None:
+    """``windows/index.json`` when it was written with these very settings: the windows are finished."""
+    meta = load_meta(windows.out_dir) if (windows.out_dir / META_FILE).is_file() else None
+    return meta if meta is not None and meta.encode_sha256 == windows.fingerprints["encode_sha256"] else None
+
+
+def _finish_windows(job: _EncodeJob, windows: _EncodeJob, total: int, result: EncodeResult) -> None:
+    """Rank 0, after the documents: wait for every rank's window parts, gather them into ``windows/`` (resumable),
+    then record them in ``index.json`` (until then searches use first windows only)."""
+    from hopscotch.retriever.index.window_parts import gather_parts, parts_dir, parts_gathered
+    from hopscotch.retriever.index.windows import WINDOWS_DIR
+
+    opts, meta = job.options, result.meta
+    finished = _windows_manifest(windows)
+    if finished is not None:
+        rows = finished.num_docs
+    else:
+        parts = num_shards(total, opts.shard_size)
+        if not parts_gathered(windows.out_dir):
+            wait_for_shards(parts_dir(windows.out_dir), parts, opts.wait_timeout, opts.poll_seconds,
+                            opts.show_progress)
+        rows = gather_parts(windows.out_dir, parts, opts.shard_size, opts.show_progress)
+        if rows:
+            finalize_index(windows, rows)
+    record = {"dir": WINDOWS_DIR, **job.window_spec().to_json(), "rows": rows}
+    if meta.windows != record:  # else a finished index rerun: nothing changed
+        meta.windows = record
+        meta.save(job.out_dir)
 
 
 def _encode_pending_shards(job: _EncodeJob, result: EncodeResult) -> int:
@@ -292,14 +338,13 @@ def _encode_pending_shards(job: _EncodeJob, result: EncodeResult) -> int:
         total = sum(counts)
         block = rank_block(num_shards(total, opts.shard_size), opts.rank, opts.world_size)
     size_of_block = None if block is None else min(block.stop * opts.shard_size, total) - block.start * opts.shard_size
-    desc = "encode windows" if job.view is not None else f"encode rank {opts.rank}/{opts.world_size}"
-    bar = progress(desc=desc, unit="doc", total=size_of_block,
+    bar = progress(desc=f"encode rank {opts.rank}/{opts.world_size}", unit="doc", total=size_of_block,
                    show=opts.show_progress)
 
     def pending(shard: int) -> bool:
         return not shard_complete(job.out_dir, shard)
 
-    for shard, docs, size in iter_shards(job.corpus, opts.shard_size, block, counts, wanted=pending, view=job.view):
+    for shard, docs, size in iter_shards(job.corpus, opts.shard_size, block, counts, wanted=pending):
         if counts is None:
             total = shard * opts.shard_size + size
         if docs is None:
@@ -317,14 +362,21 @@ def _encode_pending_shards(job: _EncodeJob, result: EncodeResult) -> int:
 
 def _encode_shard(job: _EncodeJob, encoder, shard: int, docs: list[Document], result: EncodeResult) -> None:
     t0 = time.perf_counter()
-    texts = [job.settings.passage_prefix + format_document(d.title, d.text) for d in docs]
-    with _autocast(encoder, job.options.precision):
-        emb = encoder.encode_texts(texts, batch_size=job.options.batch_size)
+    emb = _encode_documents(job, docs)
     write_shard(job.out_dir, shard, docs, emb, job.options.docstore, time.perf_counter() - t0,
                 extra=getattr(encoder, "extra", None))
     result.encode_seconds += time.perf_counter() - t0
     result.encoded_shards.append(shard)
     result.encoded_docs += len(docs)
+
+
+def _encode_documents(job: _EncodeJob, docs: list[Document]):
+    """The embeddings of ``docs`` as the index shows them to the encoder (loaded on first use)."""
+    if job.encoder is None:
+        job.encoder = job.load_encoder()
+    texts = [job.settings.passage_prefix + format_document(d.title, d.text) for d in docs]
+    with _autocast(job.encoder, job.options.precision):
+        return job.encoder.encode_texts(texts, batch_size=job.options.batch_size)
 
 
 def _autocast(encoder, precision: str):
@@ -337,64 +389,3 @@ def _autocast(encoder, precision: str):
     if precision == "fp32":
         return contextlib.nullcontext()
     return torch.autocast(device.type, dtype={"fp16": torch.float16, "bf16": torch.bfloat16}[precision])
-
-
-def _load_meta(out_dir: Path) -> IndexMeta | None:
-    try:
-        return IndexMeta.load(out_dir)
-    except UsageError:
-        return None
-
-
-def _finished_meta(job: _EncodeJob, num_docs: int) -> IndexMeta | None:
-    """The existing manifest when a rerun found nothing to do and it describes these very shards (so neither
-    the lookup table nor ``index.json`` is rewritten)."""
-    meta = _load_meta(job.out_dir)
-    if meta is None or (meta.num_docs, meta.shard_size) != (num_docs, job.options.shard_size):
-        return None
-    if not (job.out_dir / LOOKUP_DIR / "rows.npy").is_file():
-        return None
-    if meta.encode_sha256 != job.fingerprints["encode_sha256"]:
-        return None
-    return meta
-
-
-def _checked_dim(out_dir: Path, num_docs: int, shard_size: int) -> int:
-    """The embedding dimension of the shards, once each of them is checked finished and whole."""
-    shards_total = num_shards(num_docs, shard_size)
-    dims = set()
-    for shard in range(shards_total):
-        marker = read_done_marker(out_dir, shard)
-        expected = min(shard_size, num_docs - shard * shard_size)
-        if marker is None or marker.get("num_docs") != expected:
-            raise UsageError(f"{shard_file(out_dir, shard, 'done.json')}: expected a finished shard of {expected} "
-                             f"documents, found {marker}")
-        dims.add(marker["dim"])
-    extra = [s for s in done_shards(out_dir) if s >= shards_total]
-    if extra:
-        raise UsageError(f"{out_dir}: shards {extra[:5]} lie beyond the corpus ({num_docs} documents); "
-                         "the corpus changed since they were encoded: use --overwrite")
-    if len(dims) != 1:
-        raise UsageError(f"{out_dir}: shards disagree on the embedding dimension {sorted(dims)}")
-    return dims.pop()
-
-
-def _finalize_index(job: _EncodeJob, num_docs: int) -> IndexMeta:
-    """Check every shard, build the docid lookup and write ``index.json`` (keeping the FAISS indexes an
-    earlier manifest recorded over the same documents)."""
-    out_dir, opts = job.out_dir, job.options
-    dim = _checked_dim(out_dir, num_docs, opts.shard_size)
-    old = _load_meta(out_dir) if (out_dir / META_FILE).is_file() else None
-    same = old is not None and (old.num_docs, old.encode_sha256) == (num_docs, job.fingerprints["encode_sha256"])
-    meta = IndexMeta(model=job.model, model_path=str(job.settings.path), max_length=opts.max_length, dim=dim,
-                     num_docs=num_docs, num_shards=num_shards(num_docs, opts.shard_size),
-                     shard_size=opts.shard_size, reasoning_aware=job.reasoning_aware, docstore=opts.docstore,
-                     query_input=job.settings.query_input,
-                     corpus=str(job.corpus), passage_prefix=job.settings.passage_prefix,
-                     faiss=old.faiss if same else {}, **job.fingerprints)
-    build_docid_lookup(out_dir, meta, corpus=str(job.corpus), show_progress=opts.show_progress)
-    meta.save(out_dir)
-    if opts.show_progress:
-        print(f"index manifest: {num_docs:,} documents in {meta.num_shards} shards, dim {meta.dim}",
-              file=sys.stderr)
-    return meta

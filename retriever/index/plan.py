@@ -112,7 +112,8 @@ class PlanOptions:
     :param docs_per_second: measured encoder throughput of one GPU/process, to estimate encode time
     :param gpus: processes encoding at that rate
     :param windows_per_doc: passage windows per document beyond its first (``--windows``; mean over the
-        corpus): they form a second index, ``windows/``, that rank 0 encodes alone after the documents
+        corpus): they form a second index, ``windows/``; each process encodes the windows of its own document
+        shards after them, so the windows' time is divided across ``gpus`` like the documents'
     """
 
     shard_size: int = 1_000_000
@@ -161,11 +162,12 @@ def plan_index(docs: int, dim: int, spec: str = "Flat", options: PlanOptions | N
     if windows:
         rows += _window_rows(windows, dim, spec, cost, o)
         notes.append(f"{windows:,} passage windows ({o.windows_per_doc:.2f} a document) in windows/: a second index "
-                     "with the same spec, searched beside the documents; rank 0 encodes them alone after the "
-                     "documents")
+                     "with the same spec, searched beside the documents; each process encodes the windows of its "
+                     "own document shards after them, rank 0 gathers them into windows/ shards (a float16 copy, "
+                     "each part deleted once gathered)")
     hours = None
     if o.docs_per_second:
-        hours = (docs / (o.docs_per_second * max(o.gpus, 1)) + windows / o.docs_per_second) / 3600
+        hours = (docs + windows) / (o.docs_per_second * max(o.gpus, 1)) / 3600
     return IndexPlan(docs, dim, spec, o.shard_size, o.layout, rows, notes, hours)
 
 

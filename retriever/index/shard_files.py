@@ -47,6 +47,11 @@ def _remove_partial(out_dir: Path, shard: int) -> None:
         os.unlink(f)
 
 
+def remove_shard(out_dir: Path, shard: int) -> None:
+    """Delete a shard's files, its marker first (a crash midway leaves a shard that is simply not done)."""
+    _remove_partial(out_dir, shard)
+
+
 def shard_complete(out_dir: Path, shard: int) -> bool:
     """A shard is done when its marker exists and so do all the files the marker vouches for."""
     marker = read_done_marker(out_dir, shard)
@@ -58,19 +63,27 @@ def shard_complete(out_dir: Path, shard: int) -> bool:
 
 
 def write_shard(out_dir: Path, shard: int, docs: list[Document], emb: np.ndarray, docstore: bool,
-                seconds: float, extra: dict[str, np.ndarray] | None = None) -> None:
+                seconds: float, extra: dict[str, np.ndarray] | None = None, marker: dict | None = None) -> None:
     """Write one shard's files atomically, the ``done.json`` marker last; ``extra`` (``{kind: array}``, e.g. a
     multi-vector model's ``tok.npy`` and ``doclens.npy``) are written as ``shard_XXXXX.<kind>`` and vouched for
-    by the marker."""
+    by the marker; ``marker`` adds fields to it (e.g. the rank that encoded the shard)."""
+    ids = np.array([d.docid.encode("utf-8") for d in docs], dtype=bytes)
+    write_rows(out_dir, shard, ids, emb, seconds, extra, marker, docs if docstore else None)
+
+
+def write_rows(out_dir: Path, shard: int, ids: np.ndarray, emb: np.ndarray, seconds: float,
+               extra: dict[str, np.ndarray] | None = None, marker: dict | None = None,
+               docs: list[Document] | None = None) -> None:
+    """:func:`write_shard` of rows already encoded (``ids``: numpy bytes), with a docstore of ``docs`` when given;
+    a shard may hold no rows (``emb`` of shape ``[0, d]``)."""
     folder = out_dir / SHARD_DIR
     folder.mkdir(parents=True, exist_ok=True)
     _remove_partial(out_dir, shard)
-    ids = np.array([d.docid.encode("utf-8") for d in docs], dtype=bytes)
     save_npy(shard_file(out_dir, shard, "emb.npy"), emb.astype(np.float16))
     save_npy(shard_file(out_dir, shard, "ids.npy"), ids)
     for kind, array in sorted((extra or {}).items()):
         save_npy(shard_file(out_dir, shard, kind), array)
-    if docstore:
+    if docs is not None:
         docs_path = shard_file(out_dir, shard, "docs.jsonl")
         tmp = docs_path.with_name(f".{docs_path.name}.tmp")
         writer = ShardDocWriter(tmp)
@@ -81,10 +94,11 @@ def write_shard(out_dir: Path, shard: int, docs: list[Document], emb: np.ndarray
             offsets = writer.close()
         os.replace(tmp, docs_path)
         save_npy(shard_file(out_dir, shard, "offsets.npy"), offsets)
+    first, last = (ids[0].decode("utf-8"), ids[-1].decode("utf-8")) if len(ids) else (None, None)
     write_json(shard_file(out_dir, shard, "done.json"),
-               {"shard": shard, "num_docs": len(docs), "dim": int(emb.shape[1]), "docstore": docstore,
-                "first_docid": docs[0].docid, "last_docid": docs[-1].docid, "seconds": round(seconds, 3),
-                **({"extra": sorted(extra)} if extra else {})})
+               {"shard": shard, "num_docs": len(ids), "dim": int(emb.shape[1]), "docstore": docs is not None,
+                "first_docid": first, "last_docid": last, "seconds": round(seconds, 3),
+                **({"extra": sorted(extra)} if extra else {}), **(marker or {})})
 
 
 # what each encode_config.json key is, for the refusal message

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.model.loading import resolve_model_path
+from hopscotch.retriever.model.matryoshka import check_matryoshka
 from hopscotch.retriever.model.query_input import QueryInput, default_query_input
 
 HOPSCOTCH_CONFIG = "hopscotch_config.json"
@@ -85,6 +86,11 @@ class EncoderConfig:
     # passage_max_len), and scored by its best one (index/windows.py); 1 = its first window only
     passage_windows: int = 1
     window_stride: int | None = None
+    # recipe keys loss.matryoshka_dims / loss.matryoshka_weights (model/matryoshka.py): the nested prefixes the
+    # loss sums InfoNCE over (descending, e.g. [384, 256, 128, 64]) and their weights (null: 1 each); saved, they
+    # record what the model was trained on (index/search --dim warn about others); null: off, the whole vector
+    matryoshka_dims: list[int] | None = None
+    matryoshka_weights: list[float] | None = None
 
     def __post_init__(self):
         if self.pooling not in POOLINGS:
@@ -96,6 +102,7 @@ class EncoderConfig:
                 raise UsageError(f"model.{name}: expected a whole number >= 1, got {getattr(self, name)!r}")
         self._resolve_query_input()
         self.late_fusion = checked_weight(self.late_fusion, "model.late_fusion")
+        self.matryoshka_dims, self.matryoshka_weights = check_matryoshka(self.matryoshka_dims, self.matryoshka_weights)
         for name in ("late_fusion_max_words", "passage_windows", "window_stride"):
             setattr(self, name, checked_count(getattr(self, name), f"model.{name}"))
         if self.padding_side is None:
@@ -182,6 +189,7 @@ class ModelSettings:
     late_fusion_max_words: int | None = None  # the model's default --late-fusion-max-words (EncoderConfig)
     passage_windows: int | None = None        # the model's default index --windows (EncoderConfig)
     window_stride: int | None = None          # the model's default index --window-stride (EncoderConfig)
+    matryoshka_dims: list[int] | None = None  # the Matryoshka prefixes it was trained on (EncoderConfig)
 
 
 def model_settings(model: str | os.PathLike) -> ModelSettings:
@@ -202,4 +210,5 @@ def model_settings(model: str | os.PathLike) -> ModelSettings:
                          reasoning_aware=c.reasoning_aware, query_input=str(c.query_variant()),
                          query_tower=str(tower) if not c.shared_towers and tower.is_dir() else None, trained=True,
                          late_fusion=c.late_fusion, late_fusion_max_words=c.late_fusion_max_words,
-                         passage_windows=c.passage_windows, window_stride=c.window_stride)
+                         passage_windows=c.passage_windows, window_stride=c.window_stride,
+                         matryoshka_dims=c.matryoshka_dims)

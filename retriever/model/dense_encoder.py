@@ -6,16 +6,19 @@ Example::
     doc_emb = enc.encode_documents(docs)                     # float32 [N, d], L2-normalised
     q_emb = enc.encode_queries(["who directed Gummo"])
     scores, rows = exact_search(doc_emb, q_emb, k=10)      # FAISS IndexFlatIP
+    DenseEncoder("minilm", truncate_dim=128)                 # the first 128 dimensions, renormalised (Matryoshka)
 """
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Sequence
 
 import numpy as np
 
 from hopscotch.retriever.model.loading import load_sentence_transformer
+from hopscotch.retriever.model.matryoshka import truncate, truncation
 from hopscotch.retriever.model.query_template import format_document, format_queries
 
 
@@ -23,19 +26,33 @@ class DenseEncoder:
     """Wraps a ``SentenceTransformer`` with an inference loop tuned for corpus encoding.
 
     Texts are sorted by token length so each batch pads little, run under ``torch.inference_mode``, and
-    the embeddings come back in input order, L2-normalised, as float32.
+    the embeddings come back in input order, L2-normalised, as float32. ``truncate_dim`` keeps the first
+    ``truncate_dim`` dimensions of each, renormalised (Matryoshka prefixes; wider than the model is refused).
     """
 
     def __init__(self, model: str | os.PathLike = "minilm", max_length: int | None = 256,
-                 batch_size: int = 64, device: str | None = None):
+                 batch_size: int = 64, device: str | None = None, truncate_dim: int | None = None):
         self.model = load_sentence_transformer(model, device=device, max_length=max_length)
         self.batch_size = batch_size
         self.device = self.model.device
+        self.truncate_dim = truncation(truncate_dim, self.model_dim, str(model))
+
+    @property
+    def model_dim(self) -> int:
+        """The width of the model's embeddings."""
+        get = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        return int(get())
 
     @property
     def dim(self) -> int:
-        get = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
-        return int(get())
+        """The width of the vectors this encoder returns (``truncate_dim`` when set)."""
+        return self.truncate_dim or self.model_dim
+
+    def truncated(self, dim: int | None) -> DenseEncoder:
+        """This encoder (sharing its model) returning the first ``dim`` dimensions, renormalised (None: all)."""
+        out = copy.copy(self)
+        out.truncate_dim = truncation(dim, self.model_dim, "the encoder")
+        return out
 
     def encode_texts(self, texts: Sequence[str], batch_size: int | None = None, show_progress: bool = False,
                      desc: str = "encode") -> np.ndarray:
@@ -55,7 +72,7 @@ class DenseEncoder:
                 features = self.model.preprocess([texts[i] for i in rows])
                 features = {k: v.to(self.device) if hasattr(v, "to") else v for k, v in features.items()}
                 emb = self.model(features)["sentence_embedding"].float()
-                emb = torch.nn.functional.normalize(emb, dim=-1)
+                emb = truncate(emb, self.truncate_dim)  # L2-normalised (after the cut, with truncate_dim)
                 out[rows] = emb.cpu().numpy()
                 bar.update(len(rows))
         bar.close()

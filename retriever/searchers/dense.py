@@ -41,6 +41,9 @@ class DenseOptions:
         alone (``w = 0``; None: the model's recorded default under the same rule, else no limit)
     :param first_windows_only: ignore an index's extra passage windows (``windows/``) and score each document
         by its first window only (the usual truncated row)
+    :param dim: search with the first ``dim`` dimensions of each query vector, renormalised (Matryoshka); the
+        index must hold documents truncated alike (``hopscotch index --dim``): None searches an index so built
+        at its recorded ``truncate_dim``, and another ``dim`` than the index's is refused
     """
 
     faiss_name: str | None = None
@@ -55,6 +58,7 @@ class DenseOptions:
     late_fusion: float | None = None
     late_fusion_max_words: int | None = None
     first_windows_only: bool = False
+    dim: int | None = None
 
 
 @register_searcher("dense")
@@ -77,7 +81,7 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
     is the reasoning-aware search, ``W = 0`` the plain one; plain queries are unaffected.
 
     Flags: ``--index DIR [--model M] [--instruction TEXT] [--query-input VARIANT] [--late-fusion W]
-    [--nprobe N] [--ef-search N] [--refine R] [--faiss NAME]`` and the reranker's ``--rerank-*``;
+    [--nprobe N] [--ef-search N] [--refine R] [--faiss NAME] [--dim D]`` and the reranker's ``--rerank-*``;
     :func:`~hopscotch.retriever.searchers.registry.build_searcher` also takes ``encoder=``.
     """
 
@@ -89,6 +93,7 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
         from hopscotch.retriever.index.layout import IndexMeta, ShardIds
         from hopscotch.retriever.model.config import model_settings
         from hopscotch.retriever.model.dense_encoder import DenseEncoder
+        from hopscotch.retriever.model.matryoshka import warn_untrained
 
         if options is not None and settings:
             raise TypeError("give DenseOptions or its fields as keywords, not both")
@@ -97,13 +102,17 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
         self.index_dir = index_dir
         model = model or self.meta.model_path
         self.settings = model_settings(model)
+        dim = _query_dim(opts.dim, self.meta, index_dir)  # None: whole vectors
         if encoder is None:
             tower = self.settings.query_tower or model
             # this encoder encodes queries only: their budget is the model's query_max_len, not the
             # passage length the index was built with (a long reasoning query would lose its query)
             encoder = DenseEncoder(tower, max_length=self.settings.query_max_len or self.meta.max_length,
-                                   batch_size=opts.batch_size, device=opts.device)
+                                   batch_size=opts.batch_size, device=opts.device, truncate_dim=dim)
+        elif getattr(encoder, "truncate_dim", None) != dim:
+            encoder = encoder.truncated(dim)  # the same model, its vectors cut as the index's are (or whole)
         self.encoder = encoder
+        warn_untrained(dim, self.settings.matryoshka_dims, str(model))
         self.query_max_len = self.settings.query_max_len or self.encoder.model.max_seq_length
         if self.encoder.dim != self.meta.dim:
             raise UsageError(f"model {model} encodes {self.encoder.dim}-d vectors but {index_dir} holds "
@@ -149,6 +158,10 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
         add_option(parser, "--first-windows-only", action="store_true",
                    help="score each document by its first window only, ignoring the extra passage windows "
                         "an index built with --windows holds")
+        add_option(parser, "--dim", type=positive_int, metavar="D",
+                   help="search with the first D dimensions of each query vector, renormalised (Matryoshka); the "
+                        "index must be built with 'hopscotch index --dim D' (default: the index's recorded dim; "
+                        "another D is refused)")
         add_option(parser, "--faiss", "--faiss-name", dest="faiss_name",
                    help="which FAISS index of --index (default: the last built)")
         add_rerank_options(parser)
@@ -177,6 +190,8 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
         from hopscotch.retriever.searchers.multi_vector_index import MultiVectorIndexSearcher, is_multi_vector_index
 
         if is_multi_vector_index(flag(args, "index")):  # built from a multi-vector model: late interaction
+            if flag(args, "dim"):
+                raise UsageError("--dim: a multi-vector index's token vectors have no Matryoshka prefixes")
             return MultiVectorIndexSearcher(flag(args, "index"), model=flag(args, "model"), nprobe=flag(args, "nprobe"),
                                             candidates=flag(args, "mv_candidates"),
                                             query_input=flag(args, "query_input"), late_fusion=flag(args, "late_fusion"))
@@ -186,7 +201,8 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
                                query_input=flag(args, "query_input"),
                                late_fusion=flag(args, "late_fusion"),
                                late_fusion_max_words=flag(args, "late_fusion_max_words"),
-                               first_windows_only=bool(flag(args, "first_windows_only")))
+                               first_windows_only=bool(flag(args, "first_windows_only")),
+                               dim=flag(args, "dim"))
         return cls(flag(args, "index"), model=flag(args, "model"), options=options,
                    encoder=flag(args, "encoder"))
 
@@ -275,3 +291,18 @@ def _window_index(index_dir, meta, opts: DenseOptions):
     wmeta = IndexMeta.load(folder)
     name = opts.faiss_name if opts.faiss_name in (wmeta.faiss.get("built") or {}) else None
     return ShardedFaissIndex.load(folder, name=name, use_gpu=opts.use_gpu, meta=wmeta), ShardIds(folder, wmeta)
+
+
+def _query_dim(given: int | None, meta, index_dir) -> int | None:
+    """The query truncation a search of ``index_dir`` needs: the index's recorded ``truncate_dim`` (None: whole
+    vectors); a ``--dim`` other than the index's is refused (truncated queries against whole documents, or
+    against documents cut at another width, score nothing meaningful)."""
+    recorded = meta.truncate_dim
+    if given is None or given == (recorded or meta.dim):
+        return recorded
+    if recorded:
+        raise UsageError(f"--dim {given}: {index_dir} holds the first {recorded} dimensions of {meta.model}'s "
+                         f"vectors (built with 'hopscotch index --dim {recorded}'): search it with --dim {recorded} "
+                         f"or without --dim, or build another index with --dim {given}")
+    raise UsageError(f"--dim {given}: {index_dir} holds whole {meta.dim}-d vectors, and truncated queries need "
+                     f"documents truncated alike: build an index with 'hopscotch index --dim {given}'")

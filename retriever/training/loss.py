@@ -13,6 +13,12 @@ queries and passages (:class:`~hopscotch.retriever.model.multi_vector_trainable.
 token vectors and their masks) are scored by MaxSim (:func:`hopscotch.kernels.select_maxsim_infonce_loss`) with
 the same labels, exclusions and gathering, the token axis padded to the longest across processes.
 
+With ``matryoshka=((384, 1.0), (128, 0.5), ...)`` (recipe keys ``loss.matryoshka_dims`` / ``loss.matryoshka_weights``)
+the loss is ``sum_d weight_d * InfoNCE(first d dimensions of q and p)``, each prefix L2-normalised again when the
+model normalises (:func:`hopscotch.retriever.model.matryoshka.truncate`). The prefixes are cut from the gathered
+embeddings, so in-batch, hard and cross-process negatives, the duplicate masks, the backend and GradCache (which
+calls this loss on its cached embeddings) apply to every prefix alike; without it the loss is the plain one.
+
 Example::
 
     loss_fn = InfoNCELoss(backend="auto")
@@ -30,6 +36,7 @@ import torch
 from hopscotch import kernels
 from hopscotch.kernels.select import IMPLS
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.model.matryoshka import truncate
 from hopscotch.retriever.model.multi_vector_trainable import TokenEmbeddings
 from hopscotch.retriever.training.distributed import (
     all_reduce_sum,
@@ -97,17 +104,21 @@ class InfoNCELoss(torch.nn.Module):
         backend: ``auto`` (fused on CUDA, reference otherwise), ``fused`` or ``reference``.
         exclude_positive_duplicates: mask passages whose docid equals the query's positive.
         cross_process_negatives: gather passages from every process (off: local negatives only).
+        matryoshka: ``((dim, weight), ...)``: sum InfoNCE over these prefixes of the embeddings (empty: off).
+        normalize: re-normalise each prefix (the model L2-normalises its embeddings).
 
     ``q`` and ``p`` are embeddings ``(n, d)``, or a multi-vector model's
     :class:`~hopscotch.retriever.model.multi_vector_trainable.TokenEmbeddings` (scored by MaxSim).
     """
 
     def __init__(self, backend: str = "auto", exclude_positive_duplicates: bool = True,
-                 cross_process_negatives: bool = True):
+                 cross_process_negatives: bool = True, matryoshka=(), normalize: bool = True):
         super().__init__()
         self.backend = _checked(backend)
         self.exclude_positive_duplicates = exclude_positive_duplicates
         self.cross_process_negatives = cross_process_negatives
+        self.matryoshka = tuple((int(d), float(w)) for d, w in matryoshka)
+        self.normalize = normalize
 
     def forward(self, q: torch.Tensor, p: torch.Tensor, labels: torch.Tensor, temperature,
                 q_pos_ids: torch.Tensor | None = None, p_ids: torch.Tensor | None = None) -> LossOutput:
@@ -125,10 +136,20 @@ class InfoNCELoss(torch.nn.Module):
         exclude = None
         if self.exclude_positive_duplicates and q_pos_ids is not None and p_ids is not None:
             exclude = (q_pos_ids, p_ids)
-        score = maxsim_infonce if isinstance(q, TokenEmbeddings) else infonce
-        local_mean = score(q, p, labels + offset, temperature, exclude, self.backend)
+        local_mean = self._score(q, p, labels + offset, temperature, exclude)
         local_sum = local_mean.detach().double() * q.shape[0]
         global_b = all_reduce_sum(q.shape[0], q.device)
         value = all_reduce_sum(float(local_sum), q.device) / global_b
         scale = q.shape[0] * size / global_b if self.cross_process_negatives else 1.0
         return LossOutput(local_mean * scale, value)
+
+    def _score(self, q, p, labels, temperature, exclude) -> torch.Tensor:
+        """The local mean loss: MaxSim for token embeddings, else InfoNCE or its weighted sum over the prefixes."""
+        if isinstance(q, TokenEmbeddings):
+            if self.matryoshka:
+                raise UsageError("loss.matryoshka_dims: a multi-vector model's token vectors have no prefixes")
+            return maxsim_infonce(q, p, labels, temperature, exclude, self.backend)
+        if not self.matryoshka:
+            return infonce(q, p, labels, temperature, exclude, self.backend)
+        return sum(weight * infonce(truncate(q, dim, self.normalize), truncate(p, dim, self.normalize), labels,
+                                    temperature, exclude, self.backend) for dim, weight in self.matryoshka)

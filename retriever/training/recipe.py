@@ -40,7 +40,7 @@ from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.common import decoded_lines
 from hopscotch.retriever.model.config import EncoderConfig
 from hopscotch.retriever.training.loss import BACKENDS
-from hopscotch.retriever.training.recipe_kinds import ModelKindKeys
+from hopscotch.retriever.training.recipe_kinds import ModelKindKeys, check_loss_kind
 
 SCHEDULERS = ("linear", "cosine", "constant")
 _MISSING = dataclasses.MISSING
@@ -52,9 +52,10 @@ def knob(default, *, hint: str | None = None, ceiling: tuple[float, str] | None 
     return field(default=default, metadata={"bounds": limits, "hint": hint, "ceiling": ceiling})
 
 
-# Where a recipe keeps each EncoderConfig field: in ``model`` unless listed here. The temperature scales the loss,
-# so recipes set it under ``loss``; ``lora`` (a plain dict in EncoderConfig) is the typed section ``model.lora``.
-_ENCODER_FIELD_SECTION = {"temperature": "loss", "learn_temperature": "loss", "lora": "model.lora"}
+# Where a recipe keeps each EncoderConfig field: in ``model`` unless listed here. The temperature and the Matryoshka
+# prefixes shape the loss: recipes set them under ``loss``; ``lora`` (a dict in EncoderConfig) is ``model.lora``.
+_ENCODER_FIELD_SECTION = {"temperature": "loss", "learn_temperature": "loss", "matryoshka_dims": "loss",
+                          "matryoshka_weights": "loss", "lora": "model.lora"}
 # The ranges of EncoderConfig's numeric fields (EncoderConfig checks them too, without saying where they were set).
 _ENCODER_BOUNDS = {"temperature": {"gt": 0}, "query_max_len": {"ge": 1}, "passage_max_len": {"ge": 1},
                   "passage_windows": {"ge": 1}, "window_stride": {"ge": 1}}
@@ -100,8 +101,8 @@ class ModelRecipe(_encoder_base("_EncoderModelFields", "model"), ModelKindKeys):
 
 @dataclass
 class LossRecipe(_encoder_base("_EncoderLossFields", "loss")):
-    """``loss``: InfoNCE over in-batch, hard and cross-process negatives; ``temperature`` and
-    ``learn_temperature`` are EncoderConfig's fields."""
+    """``loss``: InfoNCE over in-batch, hard and cross-process negatives (summed over nested prefixes with
+    ``matryoshka_dims``); ``temperature``, ``learn_temperature`` and the ``matryoshka_*`` keys are EncoderConfig's."""
 
     backend: Literal[BACKENDS] = "auto"      # auto (fused on CUDA, reference elsewhere) | fused | reference
     exclude_positive_duplicates: bool = True  # a copy of a query's positive is not one of its negatives
@@ -181,8 +182,7 @@ class Recipe:
         sections = {"model": self.model, "loss": self.loss}
         values = {f.name: getattr(sections[_ENCODER_FIELD_SECTION.get(f.name, "model")], f.name)
                   for f in fields(EncoderConfig) if f.name != "lora"}
-        lora = self.model.lora
-        return EncoderConfig(**values, lora=dataclasses.asdict(lora) if lora.enabled else {})
+        return EncoderConfig(**values, lora=dataclasses.asdict(self.model.lora) if self.model.lora.enabled else {})
 
 
 # -- checking values -------------------------------------------------------------------------------
@@ -312,8 +312,7 @@ def parse_override(item: str) -> dict:
         value = yaml.safe_load(raw) if raw.strip() else None
     except yaml.YAMLError as exc:
         raise UsageError(f"override {item!r}: the value is not valid YAML ({exc.problem})") from None
-    out: dict = {}
-    node = out
+    node = out = {}
     parts = key.strip().split(".")
     for part in parts[:-1]:
         node = node.setdefault(part, {})
@@ -353,7 +352,8 @@ def load_recipe(recipe: str | os.PathLike | dict | Recipe | None, overrides: lis
         raise UsageError("recipe key data.train is required (a tuple file or a list of them)")
     if out.eval.queries and not (out.eval.corpus and out.eval.qrels):
         raise UsageError("recipe keys eval.corpus and eval.qrels are required with eval.queries")
-    out.encoder_config()  # EncoderConfig checks pooling, lengths, padding side and temperature
+    out.encoder_config()  # EncoderConfig checks pooling, lengths, padding side, temperature, Matryoshka keys
+    check_loss_kind(out)
     _check_mixture(out.data)
     _check_together(out)
     return out

@@ -77,3 +77,11 @@ def check_model_kind(model) -> None:
     if model.query_augmentation is not None and model.query_augmentation > model.query_max_len:
         raise UsageError(f"recipe key model.query_augmentation must be <= model.query_max_len ({model.query_max_len})"
                          f", got {model.query_augmentation}")
+
+
+def check_loss_kind(recipe) -> None:
+    """The loss keys of one kind: ``loss.matryoshka_dims`` (prefixes of one pooled vector) is single-vector only;
+    ``recipe`` is a :class:`~hopscotch.retriever.training.recipe.Recipe`."""
+    if recipe.model.kind != SINGLE_VECTOR and recipe.loss.matryoshka_dims is not None:
+        raise UsageError(f"recipe key loss.matryoshka_dims applies to model.kind {SINGLE_VECTOR} only (prefixes of "
+                         f"one pooled vector), got {recipe.loss.matryoshka_dims!r} with model.kind {recipe.model.kind}")

@@ -10,9 +10,10 @@ import torch
 
 from hopscotch.retriever.model.config import MULTI_VECTOR
 from hopscotch.retriever.model.dual_encoder import DualEncoder
+from hopscotch.retriever.model.matryoshka import check_dims_fit, prefixes
 from hopscotch.retriever.model.multi_vector_trainable import TrainableMultiVector
 from hopscotch.retriever.training.loss import InfoNCELoss
-from hopscotch.retriever.training.recipe import LossRecipe, Recipe, TrainRecipe
+from hopscotch.retriever.training.recipe import Recipe, TrainRecipe
 
 
 def build_accelerator(recipe: Recipe, output_dir):
@@ -72,8 +73,13 @@ def build_multi_vector(recipe: Recipe) -> TrainableMultiVector:
     return TrainableMultiVector(model, config, dtype=m.dtype, gradient_checkpointing=m.gradient_checkpointing)
 
 
-def build_loss(loss: LossRecipe) -> InfoNCELoss:
-    return InfoNCELoss(loss.backend, loss.exclude_positive_duplicates, loss.cross_process_negatives)
+def build_loss(recipe: Recipe, model_dim: int | None = None) -> InfoNCELoss:
+    """The recipe's loss; ``model_dim`` (the built model's embedding size) bounds ``loss.matryoshka_dims``."""
+    loss = recipe.loss
+    if model_dim is not None:
+        check_dims_fit(loss.matryoshka_dims, model_dim, recipe.model.name)
+    return InfoNCELoss(loss.backend, loss.exclude_positive_duplicates, loss.cross_process_negatives,
+                       prefixes(loss.matryoshka_dims, loss.matryoshka_weights), recipe.model.normalize)
 
 
 def build_optimizer(model: torch.nn.Module, train: TrainRecipe) -> torch.optim.Optimizer:

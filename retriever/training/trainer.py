@@ -112,7 +112,7 @@ def _start(recipe: Recipe, output_dir: Path, resume: bool, overwrite: bool = Fal
     model, optimizer = accelerator.prepare(model, optimizer)  # the scheduler is checkpointed by checkpoint.py
     loss_scale = 1.0 if deepspeed else 1.0 / accum  # accelerate divides the loss itself under DeepSpeed
     run = _Run(recipe=recipe, output_dir=output_dir, accelerator=accelerator, model=model, unwrapped=unwrapped,
-               optimizer=optimizer, scheduler=scheduler, loss_fn=setup.build_loss(recipe.loss),
+               optimizer=optimizer, scheduler=scheduler, loss_fn=setup.build_loss(recipe, unwrapped.dim),
                collate=Collator(unwrapped, data.pad_to_multiple_of), plan=plan, total_steps=total_steps,
                global_batch=global_batch, loss_scale=loss_scale, deepspeed=deepspeed, dev=None,
                state=ckpt.TrainerState())

@@ -169,9 +169,10 @@ def test_a_rerun_with_other_window_settings_is_refused_and_a_same_one_is_a_no_op
         _index(corpus, tiny_bert_dir, out, windows=4, window_stride=40)
 
 
-def test_killed_during_the_windows_the_rerun_resumes_them(tiny_bert_dir, tmp_path):
-    """The documents are finished, the windows not (their manifest missing): the rerun encodes only the
-    missing window shards and records the windows; the result equals an uninterrupted build."""
+def test_killed_before_the_windows_were_recorded_the_rerun_records_them(tiny_bert_dir, tmp_path):
+    """Every window shard is gathered, the windows' manifest and their record in index.json are not: the rerun
+    encodes nothing, writes them, and the result equals an uninterrupted build (a kill mid-parts or mid-gather:
+    test_window_parts.py)."""
     corpus = _corpus(tmp_path / "corpus.jsonl")
     whole = _index(corpus, tiny_bert_dir, tmp_path / "whole", windows=16, window_stride=40)
     out = tmp_path / "idx"
@@ -180,12 +181,11 @@ def test_killed_during_the_windows_the_rerun_resumes_them(tiny_bert_dir, tmp_pat
     meta.windows = {}
     meta.save(out)                                          # as if killed before the windows were recorded
     (out / "windows" / "index.json").unlink()
-    last = max((out / "windows" / "shards").glob("*.done.json"))
-    last.unlink()                                           # and before its last window shard was done
     resumed = _index(corpus, tiny_bert_dir, out, windows=16, window_stride=40)
     assert resumed.windows == whole.windows
-    for f in sorted((tmp_path / "whole" / "windows" / "shards").glob("*.npy")):
-        assert np.array_equal(np.load(f), np.load(out / "windows" / "shards" / f.name)), f.name
+    for f in sorted((tmp_path / "whole" / "windows").rglob("*.npy")):
+        g = out / "windows" / f.relative_to(tmp_path / "whole" / "windows")
+        assert np.array_equal(np.load(f), np.load(g)), f.name
 
 
 def test_dense_search_finds_a_document_by_a_window_far_into_it(tmp_path):

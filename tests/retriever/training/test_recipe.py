@@ -39,13 +39,15 @@ def test_the_model_knobs_are_encoder_configs():
     for f in dataclasses.fields(EncoderConfig):
         if f.name == "lora":
             continue
-        section = defaults.loss if f.name in ("temperature", "learn_temperature") else defaults.model
+        section = defaults.loss if f.name in ("temperature", "learn_temperature", "matryoshka_dims",
+                                              "matryoshka_weights") else defaults.model
         # None: resolved by EncoderConfig (padding_side from pooling, query_input from reasoning_aware)
         expected = None if f.name in ("padding_side", "query_input") else getattr(encoder, f.name)
         assert getattr(section, f.name) == expected, f.name
     keys = set(recipe_keys())
     assert {"model.pooling", "model.query_max_len", "loss.temperature", "model.lora.r", "train.lr"} <= keys
-    assert "model.temperature" not in keys and "model.lora" not in keys
+    assert {"loss.matryoshka_dims", "loss.matryoshka_weights"} <= keys
+    assert "model.temperature" not in keys and "model.lora" not in keys and "model.matryoshka_dims" not in keys
 
 
 def test_encoder_config_maps_the_sections():
