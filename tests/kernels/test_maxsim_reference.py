@@ -55,6 +55,9 @@ def _st_loss(q, docs, q_mask, d_mask, temperature, **options):
     positives, then one column per hard negative."""
     features = [{"token_embeddings": q, "attention_mask": q_mask}]
     features += [{"token_embeddings": docs[:, g], "attention_mask": d_mask[:, g]} for g in range(docs.shape[1])]
+    # MaxSim named explicitly: sentence-transformers 6.2 defaults to colbert_scores, 6.3 to the model's own
+    # ``similarity`` (the same MaxSim), which this stand-in module does not have
+    options.setdefault("similarity_fct", colbert_scores)
     loss_fn = st_loss_module.MultiVectorMultipleNegativesRankingLoss(_TokenEmbeddings(), scale=1 / temperature,
                                                                        **options)
     return loss_fn(features)
