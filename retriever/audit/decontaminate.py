@@ -25,17 +25,13 @@ REPORT_NAME = "decontamination.json"
 
 def tuple_files(paths: Sequence[str | os.PathLike]) -> list[Path]:
     """The JSONL files of ``paths`` (files, or folders of ``*.jsonl``), in order; an error for anything else."""
+    from hopscotch.retriever.io.tuples import tuple_source_files
+
     out: list[Path] = []
     for p in map(Path, paths):
-        if p.is_dir():
-            found = sorted(f for f in p.glob("*.jsonl") if f.is_file())
-            if not found:
-                raise UsageError(f"--clean: {p} is a folder without *.jsonl tuple files")
-            out.extend(found)
-        elif p.is_file():
-            out.append(p)
-        else:
+        if not p.exists():
             raise UsageError(f"--clean: {p}: no such file or folder")
+        out.extend(f for f in tuple_source_files(p, "--clean", (".jsonl",)) if f.is_file())
     names = Counter(f.name for f in out)
     if clash := [n for n, c in names.items() if c > 1]:
         raise UsageError(f"--clean writes DIR/<file name>, and two tuple files are named {clash[0]!r}")

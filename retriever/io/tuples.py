@@ -103,12 +103,15 @@ def parse_tuple(obj: dict, path, lineno) -> TrainingTuple:
     return TrainingTuple(qid, query, reasoning, positives, negatives, **context)
 
 
-def _files(source: str) -> list[Path]:
+def tuple_source_files(source: str | os.PathLike, what: str = "data.train",
+                       suffixes: tuple[str, ...] = (".jsonl", ".jsonl.gz")) -> list[Path]:
+    """The tuple files of ``source``: a folder's files ending in ``suffixes``, sorted, or ``[source]``; an empty
+    folder is a :class:`UsageError` that names ``what`` (the key or flag that gave it)."""
     p = Path(source)
     if p.is_dir():
-        files = sorted(f for f in p.iterdir() if f.name.endswith((".jsonl", ".jsonl.gz")))
+        files = sorted(f for f in p.iterdir() if f.name.endswith(suffixes))
         if not files:
-            raise UsageError(f"data.train: {source} is a folder without *.jsonl files")
+            raise UsageError(f"{what}: {source} is a folder without *.jsonl files")
         return files
     return [p]
 
@@ -144,7 +147,7 @@ def read_training_tuples(sources: str | os.PathLike | Sequence[str | os.PathLike
     for source in sources:
         source = str(source)
         if Path(source).exists():
-            for f in _files(source):
+            for f in tuple_source_files(source):
                 tuples.extend(parse(obj, f, n) for n, obj in read_jsonl(f, "a training tuple object"))
         elif re.fullmatch(r"[\w.-]+/[\w.-]+(:\w+)?", source):
             tuples.extend(parse(obj, source, n) for n, obj in _hf_rows(source))
