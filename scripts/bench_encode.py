@@ -41,7 +41,8 @@ def run_hopscotch(args) -> dict:
     t0 = time.perf_counter()
     result = encode_corpus(args.corpus_file, args.model, out,
                            EncodeOptions(shard_size=args.shard_size, batch_size=args.batch_size,
-                                         max_length=args.max_length, show_progress=False), encoder=encoder)
+                                         max_length=args.max_length, show_progress=False,
+                                         precision=args.precision), encoder=encoder)
     seconds = time.perf_counter() - t0
     return {"seconds": seconds, "docs": result.meta.num_docs}
 
@@ -53,9 +54,12 @@ def run_st(args) -> dict:
 
     texts = [format_document(d.title, d.text) for d in read_corpus(args.corpus_file)]
     model = load_sentence_transformer(args.model, device="cpu", max_length=args.max_length)
+    import torch
+
     t0 = time.perf_counter()
-    emb = model.encode(texts, batch_size=args.batch_size, normalize_embeddings=True, convert_to_numpy=True,
-                       show_progress_bar=False)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):  # the same autocast as ours
+        emb = model.encode(texts, batch_size=args.batch_size, normalize_embeddings=True, convert_to_numpy=True,
+                           show_progress_bar=False)
     seconds = time.perf_counter() - t0
     np.save(Path(args.work) / "st.npy", emb)
     return {"seconds": seconds, "docs": len(texts)}
@@ -77,6 +81,8 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--max-length", type=int, default=256)
     p.add_argument("--shard-size", type=int, default=500)
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="bf16: both encoders under CPU bfloat16 autocast (ours: --precision bf16)")
     add_run_options(p, "/tmp/hopscotch-bench-encode")
     p.add_argument("--which", choices=["hopscotch", "st"], help=argparse.SUPPRESS)
     p.add_argument("--corpus-file", help=argparse.SUPPRESS)
@@ -96,7 +102,7 @@ def main() -> None:
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     base = [sys.executable, __file__, "--corpus-file", str(corpus_file), "--model", args.model, "--batch-size",
             str(args.batch_size), "--max-length", str(args.max_length), "--shard-size", str(args.shard_size),
-            "--threads", str(args.threads), "--work", str(work)]
+            "--threads", str(args.threads), "--work", str(work), "--precision", args.precision]
     timings = {"hopscotch": [], "st": []}
     for rep in range(args.repeats):
         for which in ("hopscotch", "st") if rep % 2 == 0 else ("st", "hopscotch"):
@@ -115,10 +121,11 @@ def main() -> None:
     n = timings["st"][0]["docs"]
     med = {k: float(np.median([n / t["seconds"] for t in v])) for k, v in timings.items()}
     med_proc = {k: float(np.median([t["process_seconds"] for t in v])) for k, v in timings.items()}
-    summary = {"docs": n, "model": args.model, "batch_size": args.batch_size, "max_length": args.max_length,
+    summary = {"docs": n, "model": args.model, "precision": args.precision, "batch_size": args.batch_size,
+               "max_length": args.max_length,
                "threads": args.threads, "docs_per_second": med, "process_seconds": med_proc,
                "ratio": med["hopscotch"] / med["st"], "min_cosine": float(cos.min()), "runs": timings}
-    print(f"\n{n} documents, {args.model}, batch {args.batch_size}, max length {args.max_length}, "
+    print(f"\n{n} documents, {args.model}, {args.precision}, batch {args.batch_size}, max length {args.max_length}, "
           f"{args.threads} threads, median of {args.repeats}")
     print(md_table(["encoder", "docs/s (timed call)", "whole process (s)"],
                    [["hopscotch encode_corpus (sharded, to disk)", f"{med['hopscotch']:.1f}", f"{med_proc['hopscotch']:.1f}"],

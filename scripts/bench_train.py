@@ -10,8 +10,11 @@ negative_1..`` columns), same max length for queries and passages,
 same temperature (MNRL scale 20 = 1/0.05), same optimizer settings, 2 threads.
 
 ``hopscotch-unchunked`` is an ablation: one forward per side instead of length-sorted sub-batches
-(``train.encode_chunk_size``). Each system runs in its own fresh process, in rotating order, ``--rounds`` times; a step's time is the wall
-time between two consecutive optimizer-step ends (data loading, tokenization, forward, loss, backward,
+(``train.encode_chunk_size``); ``hopscotch-bf16`` is ``hopscotch`` with ``train.mixed_precision: bf16`` (CPU
+bf16 autocast; float32, with a warning, on a CPU without bfloat16 instructions: its ``precision`` says which
+ran); ``sentence-transformers-bf16`` is the peer with its Trainer's ``bf16=True`` (the same CPU autocast).
+Each system runs in its own fresh process, in rotating order, ``--rounds`` times; a step's time is the
+wall time between two consecutive optimizer-step ends (data loading, tokenization, forward, loss, backward,
 optimizer); the first ``--warmup`` steps of every process are left out. Reported: the median step time
 (wall, and CPU time of the process, which other jobs on a shared machine disturb less), samples/s, the
 ratios to sentence-transformers, and each process's whole wall time.
@@ -30,7 +33,7 @@ from pathlib import Path
 
 from hopscotch.retriever.benchmarks.common import run_json
 
-SYSTEMS = ["sentence-transformers", "hopscotch", "hopscotch-unchunked"]
+SYSTEMS = ["sentence-transformers", "hopscotch", "hopscotch-unchunked", "hopscotch-bf16", "sentence-transformers-bf16"]
 
 
 def planned_groups(tuples_path: str, batch: int, group: int, steps: int):
@@ -45,7 +48,7 @@ def planned_groups(tuples_path: str, batch: int, group: int, steps: int):
     return [g for b in batches for g in b]
 
 
-def run_sentence_transformers(args) -> list[float]:
+def run_sentence_transformers(args, bf16: bool = False) -> list[float]:
     import torch
     from datasets import Dataset
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, losses
@@ -78,7 +81,7 @@ def run_sentence_transformers(args) -> list[float]:
             output_dir=tmp, per_device_train_batch_size=args.batch, max_steps=args.steps + args.warmup,
             learning_rate=5e-5, warmup_ratio=0.1, weight_decay=0.01, max_grad_norm=1.0, lr_scheduler_type="linear",
             logging_steps=10_000, save_strategy="no", report_to="none", use_cpu=True, seed=42,
-            dataloader_drop_last=True, batch_sampler=sequential, disable_tqdm=True)
+            dataloader_drop_last=True, batch_sampler=sequential, disable_tqdm=True, bf16=bf16)
         trainer = SentenceTransformerTrainer(model=model, args=training_args, train_dataset=Dataset.from_dict(columns),
                                              loss=losses.MultipleNegativesRankingLoss(model, scale=20.0),
                                              callbacks=[StepClock()])
@@ -87,7 +90,7 @@ def run_sentence_transformers(args) -> list[float]:
     return times
 
 
-def run_hopscotch(args, chunk: int | None) -> list[float]:
+def run_hopscotch(args, chunk: int | None, mixed_precision: str = "no") -> list[float]:
     from hopscotch.retriever.training.trainer import train
 
     times: list[float] = []
@@ -97,7 +100,7 @@ def run_hopscotch(args, chunk: int | None) -> list[float]:
               "data": {"train": args.tuples, "group_size": args.group, "pad_to_multiple_of": None},
               "train": {"batch_size": args.batch, "max_steps": args.steps + args.warmup, "lr": 5e-5,
                         "warmup_ratio": 0.1, "weight_decay": 0.01, "encode_chunk_size": chunk,
-                        "save_every": 0, "threads": args.threads, "seed": 42}}
+                        "mixed_precision": mixed_precision, "save_every": 0, "threads": args.threads, "seed": 42}}
     with tempfile.TemporaryDirectory() as tmp:
         train(recipe, tmp, on_step_end=lambda state, loss: times.append((time.perf_counter(), time.process_time())),
               show_progress=False)
@@ -108,14 +111,21 @@ def worker(args) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    if args.worker == "sentence-transformers":
-        times = run_sentence_transformers(args)
-    else:  # 'hopscotch-unchunked': one forward per side, no length-sorted sub-batches (ablation)
-        times = run_hopscotch(args, args.chunk or None if args.worker == "hopscotch" else None)
+    precision = "fp32"
+    if args.worker.startswith("sentence-transformers"):  # '-bf16': the Trainer's own bf16 (CPU autocast)
+        precision = "bf16" if args.worker.endswith("-bf16") else "fp32"
+        times = run_sentence_transformers(args, bf16=precision == "bf16")
+    else:  # 'hopscotch-unchunked': one forward per side (ablation); 'hopscotch-bf16': CPU bf16 autocast
+        from hopscotch.retriever.model.cpu_precision import runnable_precision
+
+        mixed = "bf16" if args.worker == "hopscotch-bf16" else "no"
+        precision = runnable_precision(mixed, "cpu", "train.mixed_precision")
+        times = run_hopscotch(args, None if args.worker == "hopscotch-unchunked" else args.chunk or None, mixed)
     skip = args.warmup - 1 if args.warmup else 0
     wall = [b[0] - a[0] for a, b in zip(times, times[1:])][skip:]
     cpu = [b[1] - a[1] for a, b in zip(times, times[1:])][skip:]
-    print("BENCH " + json.dumps({"system": args.worker, "step_seconds": wall, "step_cpu_seconds": cpu}))
+    print("BENCH " + json.dumps({"system": args.worker, "step_seconds": wall, "step_cpu_seconds": cpu,
+                                 "precision": precision}))
 
 
 def main(argv=None) -> int:
@@ -144,7 +154,7 @@ def main(argv=None) -> int:
 
         args.tuples = str(build_tuples(Path(args.work), split_questions()[0]))
     systems = [s for s in args.systems.split(",") if s]
-    results = {s: {"steps": [], "cpu": [], "process_seconds": []} for s in systems}
+    results = {s: {"steps": [], "cpu": [], "process_seconds": [], "precision": None} for s in systems}
     for r in range(args.rounds):
         for system in systems[r % len(systems):] + systems[:r % len(systems)]:
             cmd = [sys.executable, __file__, "--worker", system, "--tuples", args.tuples] + [
@@ -156,6 +166,7 @@ def main(argv=None) -> int:
             results[system]["steps"].extend(steps)
             results[system]["cpu"].extend(measured["step_cpu_seconds"])
             results[system]["process_seconds"].append(wall)
+            results[system]["precision"] = measured.get("precision")
             print(f"round {r + 1} {system}: median step {statistics.median(steps):.2f}s wall, "
                   f"{statistics.median(measured['step_cpu_seconds']):.2f}s CPU; process {wall:.0f}s; "
                   f"load {os.getloadavg()[0]:.1f}", flush=True)
@@ -166,7 +177,7 @@ def main(argv=None) -> int:
         cpu = statistics.median(r["cpu"])
         report[system] = {"median_step_s": med, "samples_per_s": args.batch / med, "median_step_cpu_s": cpu,
                           "steps_measured": len(r["steps"]), "step_s": r["steps"], "step_cpu_s": r["cpu"],
-                          "process_s": r["process_seconds"]}
+                          "process_s": r["process_seconds"], "precision": r["precision"]}
     peer = report.get("sentence-transformers", {}).get("median_step_s")
     if peer:
         peer_cpu = report["sentence-transformers"]["median_step_cpu_s"]

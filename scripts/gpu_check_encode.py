@@ -26,7 +26,7 @@ from hopscotch.retriever.benchmarks.gpu_check import Deadline, section_main, syn
 
 SIZES = {
     "full": {"docs": 20000, "batch_size": 256, "max_length": 256, "repeats": 2, "precision": "fp16"},
-    "tiny": {"docs": 120, "batch_size": 32, "max_length": 64, "repeats": 1, "precision": "fp32"},
+    "tiny": {"docs": 40, "batch_size": 16, "max_length": 64, "repeats": 1, "precision": "fp32"},
 }
 
 

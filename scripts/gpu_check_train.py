@@ -7,6 +7,8 @@ for ``steps`` steps twice through :func:`hopscotch.retriever.training.trainer.tr
 initialisation and dropout). The per-step loss comes from the trainer's ``on_step_end(state, loss)``
 hook, and so does the time of every step: samples/s counts steps 2..N (step 1 holds the Triton
 compilation and autotuning). The section passes when every step's two losses agree within ``tol``.
+On CPU (``--cpu-smoke``) training runs on one thread (``threads``: ``train.threads``; default: the recipe's):
+at tiny sizes a second thread only waits (on two busy cores both runs took 28 s on two threads, 10 s on one).
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 SIZES = {
     "full": {"steps": 30, "batch_size": 32, "docs": 2000, "questions": 400, "query_max_len": 128,
-             "passage_max_len": 160},
-    "tiny": {"steps": 2, "batch_size": 4, "docs": 150, "questions": 20, "query_max_len": 32, "passage_max_len": 32},
+             "passage_max_len": 160, "threads": None},
+    "tiny": {"steps": 2, "batch_size": 4, "docs": 150, "questions": 20, "query_max_len": 32, "passage_max_len": 32,
+             "threads": 1},
 }
 
 
@@ -43,7 +46,7 @@ def make_tuples(work: Path, docs: int, questions: int) -> Path:
 
 
 def train_once(tuples: Path, out: Path, backend: str, steps: int, batch_size: int, query_max_len: int,
-               passage_max_len: int) -> tuple[list[float], float]:
+               passage_max_len: int, threads: int | None = None) -> tuple[list[float], float]:
     """Per-step losses and samples/s (steps 2..N) of one run of the MiniLM recipe."""
     from hopscotch.retriever.training.trainer import train
 
@@ -56,7 +59,7 @@ def train_once(tuples: Path, out: Path, backend: str, steps: int, batch_size: in
     overrides = [f"data.train={tuples}", f"loss.backend={backend}", f"train.max_steps={steps}",
                  f"train.batch_size={batch_size}", f"train.encode_chunk_size={batch_size}",
                  f"model.query_max_len={query_max_len}", f"model.passage_max_len={passage_max_len}",
-                 "train.save_every=0", "eval.every=0"]
+                 "train.save_every=0", "eval.every=0"] + ([f"train.threads={threads}"] if threads else [])
     start = time.perf_counter()
     train(str(ROOT / "recipes" / "minilm_hotpot.yaml"), out, overrides, on_step_end=on_step_end, show_progress=False)
     if len(stamps) > 1:
@@ -68,7 +71,7 @@ def train_once(tuples: Path, out: Path, backend: str, steps: int, batch_size: in
 
 def run_train(rec, device: str = "cuda", deadline: Deadline | None = None, steps: int = 30, batch_size: int = 32,
               docs: int = 2000, questions: int = 400, query_max_len: int = 128, passage_max_len: int = 160,
-              tol: float = 1e-3) -> None:
+              tol: float = 1e-3, threads: int | None = None) -> None:
     """Section 4 (see the module docstring). ``device`` only labels the rows: the trainer itself picks
     CUDA when it is available (the fused backend runs Triton's interpreter on CPU)."""
     deadline = deadline or Deadline()
@@ -81,7 +84,7 @@ def run_train(rec, device: str = "cuda", deadline: Deadline | None = None, steps
                 rec.row(f"train {backend}", "skipped: the section's time budget is spent", "FAIL")
                 return
             runs[backend] = train_once(tuples, work / backend, backend, steps, batch_size, query_max_len,
-                                       passage_max_len)
+                                       passage_max_len, threads)
             losses, rate = runs[backend]
             rec.row(f"train minilm loss.backend={backend} ({steps} steps, batch {batch_size}, {device})",
                     f"{rate:.1f} samples/s (steps 2-{len(losses)}); loss {losses[0]:.4f} -> {losses[-1]:.4f}")

@@ -24,6 +24,10 @@ def main(argv=None) -> int:
     parser.add_argument("--work", default="/tmp/hopscotch-quality", help="scratch folder (tuples, runs)")
     parser.add_argument("--recipe", default=str(ROOT / "recipes" / "minilm_hotpot.yaml"))
     parser.add_argument("--skip-train", action="store_true", help="evaluate an existing WORK/run")
+    parser.add_argument("--dims", type=int, nargs="+", default=[],
+                        help="also evaluate at these Matryoshka prefixes, e.g. 256 128 64")
+    parser.add_argument("--reference", help="another trained model folder to evaluate and compare with (e.g. the "
+                        "fp32 run of a bf16 one)")
     parser.add_argument("--json", help="write all numbers here")
     parser.add_argument("overrides", nargs="*", help="recipe overrides (key=value)")
     args = parser.parse_args(argv)
@@ -34,7 +38,8 @@ def main(argv=None) -> int:
     from hopscotch.retriever.io.common import write_json
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-    report = run_quality(Path(args.work), args.recipe, args.overrides, skip_train=args.skip_train)
+    report = run_quality(Path(args.work), args.recipe, args.overrides, skip_train=args.skip_train,
+                         dims=tuple(args.dims), reference=args.reference)
     print(json.dumps(report, indent=2))
     if args.json:
         write_json(args.json, report)

@@ -52,7 +52,7 @@ class AnnOptions:
     faiss_name: str | None = None
     nprobe: int | None = None
     ef_search: int | None = None
-    refine: int = 1
+    refine: int | None = None  # None: the index's recorded default (--spec auto), else 1
     ks: tuple[int, ...] = (10, 100)
     max_gap: float = 0.05
     min_recall: float = 0.9
@@ -243,8 +243,10 @@ def judge(sets: dict, opts: AnnOptions) -> tuple[str, list[str], dict]:
 def _report(index_dir, meta, index, searcher, sets: dict, opts: AnnOptions, reasoning: bool, note: str
             ) -> AuditReport:
     verdict, problems, gaps = judge(sets, opts)
-    params = ", ".join(f"{n} {v}" for n, v in (("nprobe", opts.nprobe), ("efSearch", opts.ef_search),
-                                               ("refine", opts.refine if opts.refine > 1 else None)) if v is not None)
+    nprobe = opts.nprobe if opts.nprobe is not None else index.search_defaults.get("nprobe")
+    refine = opts.refine if opts.refine is not None else index.search_defaults.get("refine", 1)
+    params = ", ".join(f"{n} {v}" for n, v in (("nprobe", nprobe), ("efSearch", opts.ef_search),
+                                               ("refine", refine if refine > 1 else None)) if v is not None)
     summary = [f"index {index_dir}: FAISS {index.spec} ({index.layout}{', ' + params if params else ''}) over "
                f"{meta.num_docs:,} documents; model {searcher.settings.path}",
                f"real queries: {note}, " + (f"reasoning-aware ({searcher.query_input})" if reasoning else "plain"),
@@ -258,7 +260,7 @@ def _report(index_dir, meta, index, searcher, sets: dict, opts: AnnOptions, reas
     summary += problems or [f"real-query recall is within {opts.max_gap:g} of the documents' and >= "
                             f"{opts.min_recall:g} at every k"]
     details = {"index": str(index_dir), "faiss": {"spec": index.spec, "layout": index.layout},
-               "params": {"nprobe": opts.nprobe, "ef_search": opts.ef_search, "refine": opts.refine},
+               "params": {"nprobe": nprobe, "ef_search": opts.ef_search, "refine": refine},
                "model": str(searcher.settings.path), "reasoning": reasoning,
                "query_input": str(searcher.query_input) if reasoning else "query", "queries": note,
                "ks": list(opts.ks), "max_gap": opts.max_gap, "min_recall": opts.min_recall, "seed": opts.seed,

@@ -45,7 +45,8 @@ def register(kinds) -> None:
                    help="which FAISS index of --index (default: its default)")
     p.add_argument("--nprobe", type=positive_int, help="IVF lists probed per query")
     p.add_argument("--ef-search", type=positive_int, help="HNSW search breadth")
-    p.add_argument("--refine", type=positive_int, default=1, help="re-score k*R approximate hits exactly")
+    p.add_argument("--refine", type=positive_int,
+                   help="re-score k*R approximate hits exactly (default: the index's recorded one, else 1)")
     add_k_flag(p, type=cutoffs, default=(10, 100), help="recall cutoffs (default 10,100)")
     p.add_argument("--max-gap", type=unit_interval, default=0.05,
                    help="the largest shortfall of real-query recall below the documents' that passes")

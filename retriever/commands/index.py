@@ -59,7 +59,9 @@ def register(sub) -> None:
                    help="tokens between window starts (default: a trained model's window_stride, else 80%% of "
                         "--max-length)")
     p.add_argument("--spec", default="Flat", help="FAISS index_factory spec: Flat, IVF4096,PQ64, "
-                                                  "OPQ64,IVF262144,PQ64, HNSW32, ...")
+                                                  "OPQ64,IVF262144,PQ64, HNSW32, ...; auto: Flat up to 250,000 "
+                                                  "documents, else an IVF fast-scan PQ with recorded search "
+                                                  "defaults (nprobe, refine 2) chosen by the document count")
     p.add_argument("--layout", choices=["auto", "shards", "merged"], default="auto",
                    help="one FAISS index per shard or one merged index (auto: shards for Flat, else merged)")
     p.add_argument("--train-size", type=positive_int, help="vectors sampled to train the FAISS index")
@@ -70,7 +72,8 @@ def register(sub) -> None:
     add_device_flag(p, "torch device (default: cuda:LOCAL_RANK when available, else cpu; one this machine lacks "
                        "is refused)")
     p.add_argument("--precision", choices=["auto", "fp32", "fp16", "bf16"], default="auto",
-                   help="forward-pass precision (auto: fp16 autocast on CUDA, fp32 on CPU)")
+                   help="forward-pass precision (auto: fp16 autocast on CUDA, fp32 on CPU; bf16 on a CPU "
+                        "without bfloat16 instructions runs fp32, with a warning)")
     p.add_argument("--wait-timeout", type=positive_float, help="seconds rank 0 waits for the other ranks' shards")
     p.add_argument("--gpu-index", choices=["auto", "yes", "no"], default="auto",
                    help="train the FAISS index on GPUs (faiss-gpu) when available")
@@ -189,10 +192,11 @@ def _build(args) -> bool:
         raise UsageError(f"missing {', '.join(missing)} (or use --plan)")
     from hopscotch.retriever.index.encode import EncodeOptions, encode_corpus
     from hopscotch.retriever.index.faiss_index import build_faiss_index
-    from hopscotch.retriever.index.faiss_spec import check_spec
+    from hopscotch.retriever.index.faiss_spec import check_spec, is_auto
     from hopscotch.retriever.index.multi_vector_build import MultiVectorOptions
 
-    check_spec(args.spec, dim=args.dim, train_size=args.train_size)  # a spec that cannot work, before hours of encoding
+    if not is_auto(args.spec):  # a spec that cannot work, before hours of encoding ('auto' is fixed by the count)
+        check_spec(args.spec, dim=args.dim, train_size=args.train_size)
     t0 = time.perf_counter()
     result = encode_corpus(args.corpus, args.model, args.out, EncodeOptions(
         shard_size=args.shard_size, batch_size=args.batch_size, max_length=args.max_length, device=args.device,
@@ -208,7 +212,9 @@ def _build(args) -> bool:
     if result.meta is None:
         return False
     use_gpu = _use_gpu(args)
-    build_faiss_index(args.out, args.spec, layout=layout_of(args), train_size=args.train_size, use_gpu=use_gpu)
+    built = build_faiss_index(args.out, args.spec, layout=layout_of(args), train_size=args.train_size, use_gpu=use_gpu)
+    spec = built["spec"] + (f" (auto; search defaults {built['search']})" if built.get("search") else
+                            " (auto)" if is_auto(args.spec) else "")
     meta = result.meta
     windows = ""
     if meta.windows.get("rows"):
@@ -217,7 +223,7 @@ def _build(args) -> bool:
         build_faiss_index(Path(args.out) / meta.windows["dir"], args.spec, layout=layout_of(args),
                           train_size=args.train_size, use_gpu=use_gpu)
         windows = f", plus {meta.windows['rows']:,} passage windows (up to {meta.windows['max_windows']} a document)"
-    print(f"index of {meta.num_docs:,} documents ({meta.num_shards} shards, dim {meta.dim}, {args.spec}){windows} "
+    print(f"index of {meta.num_docs:,} documents ({meta.num_shards} shards, dim {meta.dim}, {spec}){windows} "
           f"written to {args.out} in {time.perf_counter() - t0:.1f}s")
     return True
 

@@ -6,15 +6,19 @@ from __future__ import annotations
 
 
 def layout_of(args) -> str:
-    from hopscotch.retriever.index.faiss_index import is_flat
+    """``--layout``; auto: shards for Flat, else merged (left ``auto`` for ``--spec auto``: the build decides)."""
+    from hopscotch.retriever.index.faiss_spec import is_auto, is_flat
 
     if args.layout != "auto":
         return args.layout
+    if is_auto(args.spec):
+        return "auto"
     return "shards" if is_flat(args.spec) else "merged"
 
 
 def run_plan(args) -> int:
     from hopscotch.retriever.errors import UsageError
+    from hopscotch.retriever.index.faiss_spec import auto_spec, is_auto
     from hopscotch.retriever.index.plan import PlanOptions, plan_index
 
     docs, dim = args.docs, args.dim
@@ -39,6 +43,10 @@ def run_plan(args) -> int:
         per_doc, read = windows_per_document(args.corpus, args.model, args.windows, args.window_stride, args.max_length)
         if read:
             print(f"windows: {per_doc:.2f} a document beyond the first, measured on the first {read:,} documents")
+    if is_auto(args.spec):
+        args.spec, defaults = auto_spec(docs, dim)
+        print(f"--spec auto for {docs:,} documents of dim {dim}: {args.spec}"
+              + (f", searched with {defaults}" if defaults else ""))
     options = PlanOptions(shard_size=args.shard_size, layout=layout_of(args), train_size=args.train_size,
                           avg_doc_bytes=args.avg_doc_bytes, docs_per_second=args.docs_per_second, gpus=args.gpus,
                           windows_per_doc=per_doc or 0.0)

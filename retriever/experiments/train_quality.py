@@ -118,12 +118,13 @@ def build_eval_sets(work: Path, dev_qids, test_qids) -> dict:
     return sets
 
 
-def evaluate_model(model_path: str, sets: dict, lengths: dict, batch_size: int = 64) -> dict:
-    """Runs and metrics of one model on every query set and input variant."""
-    from hopscotch.retriever.evaluation.metrics import evaluate
+def evaluate_model(model_path: str, sets: dict, lengths: dict, batch_size: int = 64,
+                   dims: tuple[int, ...] = ()) -> dict:
+    """Runs and metrics of one model on every query set and input variant, keyed ``(set, variant)``; with
+    ``dims``, also at each Matryoshka prefix (documents and queries cut and renormalised by
+    :func:`hopscotch.retriever.model.matryoshka.truncate`), keyed ``(set, variant, dim)``."""
     from hopscotch.retriever.io.corpus import read_corpus
     from hopscotch.retriever.model.config import EncoderConfig
-    from hopscotch.retriever.model.dense_encoder import exact_search
     from hopscotch.retriever.model.dual_encoder import DualEncoder
     from hopscotch.retriever.training.evaluation import embed_texts
 
@@ -136,12 +137,26 @@ def evaluate_model(model_path: str, sets: dict, lengths: dict, batch_size: int =
                     "query-only": [(q["text"], None) for q in queries]}
         for variant, items in variants.items():
             q_emb = embed_texts(model, items, "query", batch_size)
-            results[(set_name, variant)] = _run_and_eval(q_emb, doc_emb, docs, queries, qrels, exact_search, evaluate)
+            results.update(_at_prefixes((set_name, variant), q_emb, doc_emb, docs, queries, qrels, dims))
         model.config.reasoning_aware = False  # plain text: the step alone, as a non-reasoning retriever sees it
         q_emb = embed_texts(model, [(q["text"], None) for q in queries], "query", batch_size)
         model.config.reasoning_aware = True
-        results[(set_name, "plain")] = _run_and_eval(q_emb, doc_emb, docs, queries, qrels, exact_search, evaluate)
+        results.update(_at_prefixes((set_name, "plain"), q_emb, doc_emb, docs, queries, qrels, dims))
     return results
+
+
+def _at_prefixes(key: tuple, q_emb, doc_emb, docs, queries, qrels, dims) -> dict:
+    import torch
+
+    from hopscotch.retriever.evaluation.metrics import evaluate
+    from hopscotch.retriever.model.dense_encoder import exact_search
+    from hopscotch.retriever.model.matryoshka import truncate
+
+    out = {key: _run_and_eval(q_emb, doc_emb, docs, queries, qrels, exact_search, evaluate)}
+    for dim in dims:
+        q, d = (truncate(torch.from_numpy(x), dim).numpy() for x in (q_emb, doc_emb))
+        out[(*key, dim)] = _run_and_eval(q, d, docs, queries, qrels, exact_search, evaluate)
+    return out
 
 
 def _run_and_eval(q_emb, doc_emb, docs, queries, qrels, exact_search, evaluate):
@@ -151,9 +166,15 @@ def _run_and_eval(q_emb, doc_emb, docs, queries, qrels, exact_search, evaluate):
     return evaluate(run, qrels, ["ndcg@10", "recall@10", "recall@100"])
 
 
-def run_quality(work: Path, recipe: str, overrides: list[str], skip_train: bool = False) -> dict:
+def run_quality(work: Path, recipe: str, overrides: list[str], skip_train: bool = False, dims: tuple[int, ...] = (),
+                reference: str | None = None) -> dict:
     """Tuples, dev and test sets under ``work``, training (resumed; ``skip_train``: evaluate an existing
-    ``work/run``), and the report: every metric of base and trained, and the paired comparisons."""
+    ``work/run``), and the report: every metric of base and trained, and the paired comparisons.
+
+    :param dims: also evaluate every model at these Matryoshka prefixes (``metrics`` keys ``.../@D``) and
+        compare trained against base at each
+    :param reference: another trained model folder (e.g. the fp32 run of a bf16 one), evaluated alike and
+        compared with the trained model on the reasoning steps and the questions"""
     from hopscotch.retriever.evaluation.metrics import compare_runs
     from hopscotch.retriever.training.recipe import load_recipe
     from hopscotch.retriever.training.trainer import train
@@ -173,14 +194,17 @@ def run_quality(work: Path, recipe: str, overrides: list[str], skip_train: bool 
         train_seconds = time.perf_counter() - started
     trained = run_dir / "best" if (run_dir / "best").is_dir() else run_dir / "final"
     lengths = {"query_max_len": cfg.model.query_max_len, "passage_max_len": cfg.model.passage_max_len}
-    base = evaluate_model("minilm", sets, lengths)
-    ours = evaluate_model(str(trained), sets, lengths)
+    base = evaluate_model("minilm", sets, lengths, dims=dims)
+    ours = evaluate_model(str(trained), sets, lengths, dims=dims)
+    models = {"base": base, "trained": ours}
+    if reference:
+        models["reference"] = evaluate_model(reference, sets, lengths, dims=dims)
     report = {"train_seconds": train_seconds, "trained_model": str(trained), "tuples": str(tuples),
               "num_queries": {k: len(v[0]) for k, v in sets.items()}, "metrics": {}, "paired": {}}
-    for (set_name, variant), result in base.items():
-        report["metrics"][f"base/{set_name}/{variant}"] = result.mean | {"ci95_ndcg@10": result.ci95["ndcg@10"]}
-    for (set_name, variant), result in ours.items():
-        report["metrics"][f"trained/{set_name}/{variant}"] = result.mean | {"ci95_ndcg@10": result.ci95["ndcg@10"]}
+    for model_name, results in models.items():
+        for key, result in results.items():
+            name = "/".join([model_name, *key[:2]] + [f"@{d}" for d in key[2:]])
+            report["metrics"][name] = result.mean | {"ci95_ndcg@10": result.ci95["ndcg@10"]}
     pairs = {
         "trained-reasoning vs base-reasoning (steps)": (base[("steps", "reasoning")], ours[("steps", "reasoning")]),
         "trained-reasoning vs base-plain (steps)": (base[("steps", "plain")], ours[("steps", "reasoning")]),
@@ -188,6 +212,19 @@ def run_quality(work: Path, recipe: str, overrides: list[str], skip_train: bool 
         "trained: reasoning vs plain (steps)": (ours[("steps", "plain")], ours[("steps", "reasoning")]),
         "trained vs base, query-only (questions)": (base[("questions", "plain")], ours[("questions", "query-only")]),
     }
+    for dim in dims:
+        pairs[f"trained vs base, reasoning (steps) @{dim}"] = (base[("steps", "reasoning", dim)],
+                                                               ours[("steps", "reasoning", dim)])
+        pairs[f"trained @{dim} vs trained full, reasoning (steps)"] = (ours[("steps", "reasoning")],
+                                                                      ours[("steps", "reasoning", dim)])
+    if reference:
+        ref = models["reference"]
+        pairs["trained vs reference, reasoning (steps)"] = (ref[("steps", "reasoning")], ours[("steps", "reasoning")])
+        pairs["trained vs reference, query-only (questions)"] = (ref[("questions", "query-only")],
+                                                                ours[("questions", "query-only")])
+        for dim in dims:
+            pairs[f"trained vs reference, reasoning (steps) @{dim}"] = (ref[("steps", "reasoning", dim)],
+                                                                        ours[("steps", "reasoning", dim)])
     for name, (a, b) in pairs.items():
         c = compare_runs(a, b, "ndcg@10")
         report["paired"][name] = {"mean_a": c.mean_a, "mean_b": c.mean_b, "delta": c.delta,

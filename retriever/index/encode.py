@@ -72,7 +72,8 @@ class EncodeOptions:
     :param max_length: encoder max tokens per document (None: the model's passage length, else 256)
     :param docstore: also store the documents so a server can return them by docid
     :param reasoning_aware: recorded in the manifest: queries for this model use the reasoning template
-    :param precision: ``auto`` (float16 autocast on CUDA, float32 on CPU), ``fp32``, ``fp16`` or ``bf16``
+    :param precision: ``auto`` (float16 autocast on CUDA, float32 on CPU), ``fp32``, ``fp16`` or ``bf16`` (on CPU:
+        float32, with a warning, where the CPU has no bfloat16 instructions)
     :param overwrite: discard shards encoded with other settings (run it with a single process)
     :param rank, world_size: this process's share; default from ``RANK`` / ``WORLD_SIZE``
     :param device: torch device; default ``cuda:LOCAL_RANK`` when CUDA is available, else CPU
@@ -380,12 +381,16 @@ def _encode_documents(job: _EncodeJob, docs: list[Document]):
 
 
 def _autocast(encoder, precision: str):
-    """Mixed precision for the forward pass: ``auto`` is float16 on CUDA (tensor cores) and float32 on CPU."""
+    """Mixed precision for the forward pass: ``auto`` is float16 on CUDA (tensor cores) and float32 on CPU;
+    ``bf16`` on a CPU without bfloat16 instructions is float32, with a warning
+    (:func:`~hopscotch.retriever.model.cpu_precision.runnable_precision`). The encoder casts the pooled vectors
+    to float32 and normalises them again before they are written."""
     import torch
 
+    from hopscotch.retriever.model.cpu_precision import runnable_precision
+
     device = torch.device(encoder.device)
-    if precision == "auto":
-        precision = "fp16" if device.type == "cuda" else "fp32"
+    precision = runnable_precision(precision, device.type, "--precision")
     if precision == "fp32":
         return contextlib.nullcontext()
     return torch.autocast(device.type, dtype={"fp16": torch.float16, "bf16": torch.bfloat16}[precision])

@@ -33,9 +33,11 @@ import numpy as np
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.index.faiss_spec import (  # noqa: F401 (make_index, check_spec_syntax: re-exported)
     _faiss,
+    auto_spec,
     check_spec,
     check_spec_syntax,
     default_train_size,
+    is_auto,
     is_flat,
     make_index,
 )
@@ -97,15 +99,26 @@ def build_faiss_index(index_dir: str | os.PathLike, spec: str = "Flat", layout: 
                       set_default: bool = True, show_progress: bool = True) -> dict:
     """Build (or resume building) the FAISS index ``spec`` over a finished index folder.
 
+    ``spec="auto"`` picks one by the folder's document count (:func:`~hopscotch.retriever.index.faiss_spec.auto_spec`)
+    and records its search defaults (``nprobe``, ``refine``) in the entry, which searches use unless told
+    otherwise; ``layout="auto"``: ``shards`` for Flat, else ``merged``.
+
     :return: the entry recorded in ``index.json`` under ``faiss.built[name]``
     """
-    if layout not in LAYOUTS:
-        raise UsageError(f"index layout {layout!r}: use one of {', '.join(LAYOUTS)}")
     index_dir = Path(index_dir)
     meta = IndexMeta.load(index_dir)
+    search_defaults = {}
+    if is_auto(spec):
+        spec, search_defaults = auto_spec(meta.num_docs, meta.dim)
+    if layout == "auto":
+        layout = "shards" if is_flat(spec) else "merged"
+    if layout not in LAYOUTS:
+        raise UsageError(f"index layout {layout!r}: use one of {', '.join(LAYOUTS)} or auto")
     check_spec(spec, meta.dim, meta.num_docs, train_size)  # before any file: the one spec rule (faiss_spec)
     name = index_name(spec, layout)
     entry = {"spec": spec, "layout": layout, "num_docs": meta.num_docs}
+    if search_defaults:
+        entry |= {"requested": "auto", "search": search_defaults}
     if not is_flat(spec):
         use_gpu = gpu_count() > 0 if use_gpu is None else use_gpu
         folder = index_dir / FAISS_DIR / name
@@ -217,6 +230,8 @@ class ShardedFaissIndex:
         self._shard_cache: dict = {}
         self._refiners: dict = {}
         self._keep: list = []
+        #: ``nprobe`` / ``refine`` used when a search names none (recorded by ``--spec auto``)
+        self.search_defaults: dict = {}
 
     @classmethod
     def load(cls, index_dir: str | os.PathLike, name: str | None = None, use_gpu: bool | None = None,
@@ -256,7 +271,9 @@ class ShardedFaissIndex:
                 index = faiss.index_cpu_to_all_gpus(index)
             parts.append(index)
             offsets.append(0 if shard is None else shard * meta.shard_size)
-        return cls(index_dir, meta, spec, layout, parts, offsets)
+        loaded = cls(index_dir, meta, spec, layout, parts, offsets)
+        loaded.search_defaults = dict(entry.get("search", {}))
+        return loaded
 
     def _set_params(self, nprobe: int | None, ef_search: int | None) -> None:
         if (nprobe, ef_search) == self._params:
@@ -274,8 +291,11 @@ class ShardedFaissIndex:
         self._params = (nprobe, ef_search)
 
     def search(self, queries: np.ndarray, k: int, nprobe: int | None = None, ef_search: int | None = None,
-               refine: int = 1) -> tuple[np.ndarray, np.ndarray]:
-        """Top-``k`` ``(scores, global rows)`` per query; rows are ``-1`` where fewer than ``k`` exist."""
+               refine: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` ``(scores, global rows)`` per query; rows are ``-1`` where fewer than ``k`` exist.
+        ``nprobe`` / ``refine`` left None take the index's :attr:`search_defaults` (else FAISS's nprobe, refine 1)."""
+        nprobe = self.search_defaults.get("nprobe") if nprobe is None else nprobe
+        refine = self.search_defaults.get("refine", 1) if refine is None else refine
         queries = np.ascontiguousarray(queries, dtype=np.float32)
         if queries.ndim != 2 or queries.shape[1] != self.meta.dim:
             raise UsageError(f"query embeddings of shape {queries.shape} do not match the index dimension "

@@ -72,6 +72,52 @@ def is_flat(spec: str) -> bool:
     return spec.replace(" ", "") in ("Flat", "IDMap,Flat")
 
 
+#: ``--spec auto``: exact ``Flat`` up to this many vectors (above ~1,000 queries/s on 2 cores at d=384)
+AUTO_FLAT_MAX = 250_000
+#: ``--spec auto`` above :data:`AUTO_FLAT_MAX`: refine depth and the fraction of lists probed (at least 8);
+#: ``IVF2048,PQ384x4fsr`` with nprobe 8, refine 2 gave recall@100 0.968 against Flat at 26.5x its queries/s
+#: on 1M vectors (nprobe 16: 0.982 at 21x; docs/benchmarks.md, scripts/bench_index.py)
+AUTO_REFINE, AUTO_PROBE_FRACTION, AUTO_MIN_NPROBE = 2, 1 / 256, 8
+
+
+def is_auto(spec: str) -> bool:
+    return spec.strip().lower() == "auto"
+
+
+def auto_spec(num_docs: int, dim: int) -> tuple[str, dict]:
+    """What ``--spec auto`` builds over ``num_docs`` ``dim``-d vectors, and the search defaults it records.
+
+    Up to :data:`AUTO_FLAT_MAX` vectors: ``Flat`` (exact, nothing to train). Above: an IVF with about
+    2 sqrt(N) lists (a power of two, at most N / 39 so k-means has its points) over 4-bit fast-scan PQ
+    codes of each vector's residual to its list centre, one dimension a code (``PQ{d}x4fsr``: d/2 bytes a
+    vector), searched with ``nprobe`` = 1/256 of the lists (at least 8) and ``refine`` 2 (the top k x 2
+    re-scored against the float16 vectors).
+
+        auto_spec(1_000_000, 384) == ("IVF2048,PQ384x4fsr", {"nprobe": 8, "refine": 2})
+    """
+    if num_docs <= AUTO_FLAT_MAX:
+        return "Flat", {}
+    return auto_ivf(num_docs, dim)
+
+
+def auto_nlist(num_docs: int) -> int:
+    """IVF lists for ``num_docs`` vectors: the power of two nearest 2 sqrt(N), halved until each list has
+    :data:`POINTS_PER_CENTROID` training vectors (at least 1): 10k -> 256, 100k -> 512, 1M -> 2,048."""
+    import math
+
+    nlist = 2 ** round(math.log2(2 * math.sqrt(max(num_docs, 1))))
+    while nlist > 1 and nlist * POINTS_PER_CENTROID > num_docs:
+        nlist //= 2
+    return nlist
+
+
+def auto_ivf(num_docs: int, dim: int) -> tuple[str, dict]:
+    """:func:`auto_spec`'s IVF fast-scan PQ and search defaults at any size (the Flat cut-off aside)."""
+    nlist = auto_nlist(num_docs)
+    nprobe = max(AUTO_MIN_NPROBE, int(nlist * AUTO_PROBE_FRACTION))
+    return f"IVF{nlist},PQ{dim}x4fsr", {"nprobe": min(nprobe, nlist), "refine": AUTO_REFINE}
+
+
 def default_train_size(index, num_docs: int) -> int:
     """Enough vectors for k-means: 40 per IVF list (FAISS asks for 39), and 10,000 for PQ codebooks."""
     ivf = ivf_or_none(index)

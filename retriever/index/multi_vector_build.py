@@ -35,8 +35,13 @@ import numpy as np
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.index.layout import IndexMeta, save_npy, shard_file, shard_name
-from hopscotch.retriever.index.multi_vector_codec import (CODEC_FILE, ResidualCodec, default_num_centroids,
-                                                          token_bytes)
+from hopscotch.retriever.index.multi_vector_codec import (
+    CODEC_FILE,
+    COMPRESS_CHUNK,
+    ResidualCodec,
+    default_num_centroids,
+    token_bytes,
+)
 from hopscotch.retriever.io.common import write_json
 
 MV_DIR = "mv"
@@ -125,8 +130,8 @@ def _compress_shards(index_dir: Path, meta: IndexMeta, codec: ResidualCodec, key
             mv_file(index_dir, shard, "done.json").unlink(missing_ok=True)
             tok, doclens = shard_tokens(index_dir, shard)
             codes, packed = [], []
-            for start in range(0, len(tok), 65_536):
-                c, p = codec.compress(np.asarray(tok[start:start + 65_536], dtype=np.float32))
+            for start in range(0, len(tok), COMPRESS_CHUNK):
+                c, p = codec.compress(np.asarray(tok[start:start + COMPRESS_CHUNK], dtype=np.float32))
                 codes.append(c)
                 packed.append(p)
             save_npy(mv_file(index_dir, shard, "codes.npy"), np.concatenate(codes) if codes else np.zeros(0, np.int32))

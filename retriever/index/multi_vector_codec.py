@@ -34,8 +34,19 @@ from hopscotch.retriever.io.common import write_json
 CODEC_FILE = "codec.json"
 CENTROIDS_FILE = "centroids.npy"
 NBITS = (1, 2, 4, 8)
-#: tokens assigned to centroids per matrix product (bounds the [chunk, centroids] score block)
+#: tokens assigned to centroids per matrix product (bounds the [chunk, centroids] score block) ...
 ASSIGN_CHUNK = 16_384
+#: ... and the block's bytes: fewer tokens a product when there are many centroids (65,536 centroids x 16,384
+#: tokens would be 4 GiB)
+ASSIGN_BLOCK_BYTES = 256 * 2 ** 20
+#: tokens compressed per call while building (float32 tokens and residuals, bucket bytes, unpacked bits)
+COMPRESS_CHUNK = 65_536
+
+
+def assign_chunk(num_centroids: int) -> int:
+    """Tokens a matrix product of :meth:`ResidualCodec.assign`: :data:`ASSIGN_CHUNK`, fewer when the float32
+    ``[chunk, centroids]`` block would pass :data:`ASSIGN_BLOCK_BYTES`."""
+    return max(1, min(ASSIGN_CHUNK, ASSIGN_BLOCK_BYTES // (4 * max(num_centroids, 1))))
 
 
 def default_num_centroids(num_tokens: int) -> int:
@@ -100,8 +111,9 @@ class ResidualCodec:
     def assign(self, vectors: np.ndarray) -> np.ndarray:
         """The nearest centroid (inner product) of each vector, int32."""
         out = np.empty(len(vectors), dtype=np.int32)
-        for start in range(0, len(vectors), ASSIGN_CHUNK):
-            block = np.asarray(vectors[start:start + ASSIGN_CHUNK], dtype=np.float32)
+        chunk = assign_chunk(self.num_centroids)
+        for start in range(0, len(vectors), chunk):
+            block = np.asarray(vectors[start:start + chunk], dtype=np.float32)
             out[start:start + len(block)] = (block @ self.centroids.T).argmax(axis=1)
         return out
 

@@ -62,6 +62,10 @@ def spec_cost(spec: str, dim: int) -> SpecCost:
         pq = getattr(faiss.downcast_index(ivf), "pq", None)
         if pq is not None:
             fixed += 4.0 * pq.M * pq.ksub * pq.dsub
+        bbs = getattr(faiss.downcast_index(ivf), "bbs", 0)
+        if bbs:  # fast-scan lists hold codes in blocks of bbs vectors: half a block of padding a list on average
+            fixed += ivf.nlist * bbs / 2 * ivf.code_size
+            notes.append(f"fast-scan codes in blocks of {bbs} a list")
         return SpecCost(per_vec, fixed, ivf.nlist, notes + [f"IVF with {ivf.nlist:,} lists, {ivf.code_size} B codes"])
     if isinstance(inner, faiss.IndexHNSW):
         links = inner.hnsw.nb_neighbors(0) * 4 * 1.07  # level-0 links plus ~7% for the upper levels

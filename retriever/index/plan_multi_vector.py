@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hopscotch.retriever.index.multi_vector_codec import default_num_centroids, token_bytes
+from hopscotch.retriever.index.multi_vector_codec import (COMPRESS_CHUNK, assign_chunk, default_num_centroids,
+                                                           token_bytes)
 from hopscotch.retriever.index.plan import IndexPlan, PlanOptions, human
 
 #: share of a document's tokens that open a new (centroid, document) inverted-file entry
@@ -47,14 +48,21 @@ def plan_multi_vector(docs: int, dim: int, mv: MultiVectorPlanOptions | None = N
     centroids = default_num_centroids(int(tokens))
     ivf = 8.0 * mv.ivf_share * tokens
     shard = min(o.shard_size, docs)
+    sample = min(int(tokens), 64 * centroids)
+    block = 4.0 * centroids * min(assign_chunk(centroids), max(tokens, 1))
     rows = [
         ("disk", f"compressed tokens ({per_token:g} B a token: id + {mv.nbits}-bit residual)", per_token * tokens),
         ("disk", "inverted file (centroid -> documents)", ivf),
         ("disk", "float16 token vectors kept in shards/ (for rebuilds)", 2.0 * dim * tokens),
         ("disk", "pooled document vectors, docids, lookup", (2.0 * dim + o.docid_bytes + 16.0) * docs),
-        ("encode memory", "one shard's token vectors (float32)", 4.0 * dim * mv.tokens_per_doc * shard),
-        ("faiss training memory", f"k-means sample ({min(int(tokens), 64 * centroids):,} tokens x float32)",
-         4.0 * dim * min(tokens, 64 * centroids)),
+        ("encode memory", "one shard's token vectors (float32 batches, their concatenation, the float16 copy)",
+         10.0 * dim * mv.tokens_per_doc * shard),
+        ("faiss training memory", f"k-means sample and its residuals ({sample:,} tokens x float32, twice)",
+         8.0 * dim * sample),
+        ("faiss training memory", "token -> centroid score block", block),
+        ("faiss adding memory", f"compressing {COMPRESS_CHUNK:,} tokens a call (float32 tokens and residuals, "
+         "bucket bytes, unpacked bits)", 17.0 * dim * min(tokens, COMPRESS_CHUNK)),
+        ("faiss adding memory", "token -> centroid score block", block),
         ("faiss adding memory", "inverted-file build (unique centroid-document pairs)", 2 * ivf),
         ("search memory", "inverted file + distinct centroids a document + token offsets + centroids",
          1.5 * ivf + 8.0 * docs + 4.0 * dim * centroids),

@@ -180,6 +180,8 @@ class DualEncoder(nn.Module):
         inputs = {k: v for k, v in features.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
         hidden = backbone(**inputs).last_hidden_state
         emb = pool(hidden, features["attention_mask"], self.config.pooling)
+        if torch.is_autocast_enabled(emb.device.type):  # mixed precision: normalised and scored in float32
+            emb = emb.float()
         return nn.functional.normalize(emb, dim=-1) if self.config.normalize else emb
 
     def forward(self, queries: dict | None = None, passages: dict | None = None, chunk_size: int | None = None,

@@ -49,7 +49,7 @@ class DenseOptions:
     faiss_name: str | None = None
     nprobe: int | None = None
     ef_search: int | None = None
-    refine: int = 1
+    refine: int | None = None  # None: the index's recorded default (--spec auto), else 1
     instruction: str | None = None
     query_input: str | None = None
     batch_size: int = 64
@@ -153,8 +153,9 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
                    help="a multi-vector index: documents kept by centroid interaction and scored by exact MaxSim "
                         "(default 256)")
         add_option(parser, "--ef-search", type=positive_int, help="HNSW search breadth")
-        add_option(parser, "--refine", type=positive_int, default=1,
-                   help="re-score k*R approximate hits exactly from the shards")
+        add_option(parser, "--refine", type=positive_int,
+                   help="re-score k*R approximate hits exactly from the shards (default: what the index "
+                        "recorded at build, e.g. by --spec auto, else 1)")
         add_option(parser, "--first-windows-only", action="store_true",
                    help="score each document by its first window only, ignoring the extra passage windows "
                         "an index built with --windows holds")
@@ -196,7 +197,7 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
                                             candidates=flag(args, "mv_candidates"),
                                             query_input=flag(args, "query_input"), late_fusion=flag(args, "late_fusion"))
         options = DenseOptions(faiss_name=flag(args, "faiss_name"), nprobe=flag(args, "nprobe"),
-                               ef_search=flag(args, "ef_search"), refine=flag(args, "refine", 1),
+                               ef_search=flag(args, "ef_search"), refine=flag(args, "refine"),
                                instruction=flag(args, "instruction"),
                                query_input=flag(args, "query_input"),
                                late_fusion=flag(args, "late_fusion"),

@@ -19,6 +19,10 @@ model normalises (:func:`hopscotch.retriever.model.matryoshka.truncate`). The pr
 embeddings, so in-batch, hard and cross-process negatives, the duplicate masks, the backend and GradCache (which
 calls this loss on its cached embeddings) apply to every prefix alike; without it the loss is the plain one.
 
+Precision: the kernels compute scores, log-sum-exp and their gradients in float32 whatever the embeddings'
+dtype, and the loss turns autocast off around them, so ``train.mixed_precision: bf16`` (autocast around the
+model's forward only) never scores in bfloat16; the dual encoder hands out float32 embeddings under autocast.
+
 Example::
 
     loss_fn = InfoNCELoss(backend="auto")
@@ -136,7 +140,8 @@ class InfoNCELoss(torch.nn.Module):
         exclude = None
         if self.exclude_positive_duplicates and q_pos_ids is not None and p_ids is not None:
             exclude = (q_pos_ids, p_ids)
-        local_mean = self._score(q, p, labels + offset, temperature, exclude)
+        with torch.autocast(q.device.type, enabled=False):  # scores and log-sum-exp in float32, always
+            local_mean = self._score(q, p, labels + offset, temperature, exclude)
         local_sum = local_mean.detach().double() * q.shape[0]
         global_b = all_reduce_sum(q.shape[0], q.device)
         value = all_reduce_sum(float(local_sum), q.device) / global_b

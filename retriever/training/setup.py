@@ -8,6 +8,7 @@ import os
 
 import torch
 
+from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.model.config import MULTI_VECTOR
 from hopscotch.retriever.model.dual_encoder import DualEncoder
 from hopscotch.retriever.model.matryoshka import check_dims_fit, prefixes
@@ -26,10 +27,32 @@ def build_accelerator(recipe: Recipe, output_dir):
     # DeepSpeed steps its engine inside backward and must know the accumulation; DDP/CPU runs are
     # accumulated by the trainer itself (accelerate's own count stays 1 so it does not rescale the loss)
     accum = train.grad_accum_steps if uses_deepspeed() else 1
-    return Accelerator(cpu=not torch.cuda.is_available(), mixed_precision=train.mixed_precision,
+    return Accelerator(cpu=not torch.cuda.is_available(), mixed_precision=mixed_precision(train),
                        gradient_accumulation_steps=accum,
                        log_with="wandb" if train.report_to == "wandb" else None,
                        project_dir=str(output_dir), kwargs_handlers=[ddp])
+
+
+def mixed_precision(train: TrainRecipe) -> str:
+    """accelerate's ``mixed_precision`` for ``train.mixed_precision`` on this machine: bf16 autocast on a CPU
+    without native bfloat16 falls back to ``no`` (float32) with a warning, fp16 on CPU is refused (accelerate
+    would run it as float32 without a word). Autocast wraps the model's forward only: parameters, AdamW's
+    state and the loss stay float32. A different precision than this process's last run resets accelerate's
+    shared state (it refuses to change it otherwise), so in-process runs may mix precisions."""
+    from accelerate.state import AcceleratorState
+
+    from hopscotch.retriever.model.cpu_precision import runnable_precision
+
+    device_type = "cuda" if torch.cuda.is_available() else "cpu"
+    if train.mixed_precision == "fp16" and device_type == "cpu":
+        raise UsageError("train.mixed_precision: fp16 needs a GPU; on CPU use bf16 (autocast where the CPU has "
+                         "bfloat16 instructions, float32 elsewhere) or \"no\"")
+    runs = runnable_precision(train.mixed_precision, device_type, "train.mixed_precision")
+    mixed = "no" if runs == "fp32" else runs
+    state = AcceleratorState._shared_state
+    if state and not uses_deepspeed() and state.get("_mixed_precision", mixed) != mixed:
+        AcceleratorState._reset_state()
+    return mixed
 
 
 def uses_deepspeed() -> bool:

@@ -270,7 +270,7 @@ def _finish(run: _Run, started: float) -> str:
             write_json(run.output_dir / "train_summary.json", {
                 "steps": state.step, "samples": state.samples, "epochs_started": state.epoch + 1,
                 "best_metric": state.best_metric, "best_step": state.best_step,
-                "seconds": time.perf_counter() - started,
+                "seconds": time.perf_counter() - started, "mixed_precision": accelerator.mixed_precision,
                 "query_input": str(run.unwrapped.config.query_input),
                 "query_input_mixture": query_input_mixture(run.recipe.data), "wise_ft_alpha": alpha,
                 "recipe": asdict(run.recipe)})

@@ -208,13 +208,32 @@ def test_torchrun_two_processes_build_one_index(small_world, tiny_bert_dir, tmp_
     assert "rank 1/2: encoded 4 shards" in proc.stderr
 
 
-def test_bf16_autocast_stays_close_to_fp32(small_world, tiny_bert_dir, tmp_path):
+def test_bf16_autocast_stays_close_to_fp32(small_world, tiny_bert_dir, tmp_path, monkeypatch):
+    from hopscotch.retriever.model import cpu_precision
+
+    monkeypatch.setattr(cpu_precision, "cpu_supports_bf16", lambda: True)  # bf16 runs (emulated on older CPUs)
     corpus = small_world / "corpus.jsonl"
     kw = dict(shard_size=300, batch_size=32, max_length=64)
     a = encode_corpus(corpus, tiny_bert_dir, tmp_path / "fp32", quiet(precision="fp32", **kw))
     b = encode_corpus(corpus, tiny_bert_dir, tmp_path / "bf16", quiet(precision="bf16", **kw))
     x = load_shard_embeddings(a.index_dir, 0).astype(np.float32)
     y = load_shard_embeddings(b.index_dir, 0).astype(np.float32)
-    assert not np.array_equal(x, y) and np.min(np.sum(x * y, axis=1)) > 0.98
+    assert not np.array_equal(x, y) and np.all(np.isfinite(y))
+    assert np.allclose(np.linalg.norm(y, axis=1), 1.0, atol=2e-3)  # normalised in float32, stored as float16
+    cosine = np.sum(x * y, axis=1) / (np.linalg.norm(x, axis=1) * np.linalg.norm(y, axis=1))
+    assert cosine.min() > 0.99
     with pytest.raises(UsageError, match="precision"):
         encode_corpus(corpus, tiny_bert_dir, tmp_path / "x", quiet(precision="int4", **kw))
+
+
+def test_bf16_on_a_cpu_without_bf16_instructions_encodes_in_fp32(small_world, tiny_bert_dir, tmp_path, monkeypatch):
+    from hopscotch.retriever.model import cpu_precision
+
+    monkeypatch.setattr(cpu_precision, "cpu_supports_bf16", lambda: False)
+    monkeypatch.setattr(cpu_precision, "_warned", set())
+    corpus = small_world / "corpus.jsonl"
+    kw = dict(shard_size=300, batch_size=32, max_length=64)
+    a = encode_corpus(corpus, tiny_bert_dir, tmp_path / "fp32", quiet(precision="fp32", **kw))
+    with pytest.warns(RuntimeWarning, match=r"--precision: bf16 .* running in float32"):
+        b = encode_corpus(corpus, tiny_bert_dir, tmp_path / "bf16", quiet(precision="bf16", **kw))
+    assert np.array_equal(load_shard_embeddings(a.index_dir, 0), load_shard_embeddings(b.index_dir, 0))

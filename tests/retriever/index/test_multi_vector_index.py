@@ -20,6 +20,21 @@ def unit(rng, n, d):
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
+def test_assignment_blocks_stay_bounded_and_assign_alike(monkeypatch):
+    """Many centroids shrink the tokens a matrix product (the float32 score block stays under
+    ASSIGN_BLOCK_BYTES: 65,536 centroids x 16,384 tokens would be 4 GiB); the assignment does not change."""
+    from hopscotch.retriever.index import multi_vector_codec as mvc
+
+    assert mvc.assign_chunk(4_096) == 16_384 and mvc.assign_chunk(65_536) == 1_024
+    assert 4 * 65_536 * mvc.assign_chunk(65_536) <= mvc.ASSIGN_BLOCK_BYTES
+    rng = np.random.default_rng(3)
+    codec = ResidualCodec(unit(rng, 64, 16), 2, np.zeros(3, np.float32), np.zeros(4, np.float32))
+    tokens = unit(rng, 1_000, 16)
+    whole = codec.assign(tokens)
+    monkeypatch.setattr(mvc, "ASSIGN_BLOCK_BYTES", 4 * 64 * 7)  # 7 tokens a product
+    assert mvc.assign_chunk(64) == 7 and np.array_equal(codec.assign(tokens), whole)
+
+
 @pytest.mark.parametrize("nbits, floor", [(1, 0.75), (2, 0.85), (4, 0.97), (8, 0.995)])
 def test_codec_round_trip_gets_closer_with_more_bits(nbits, floor):
     rng = np.random.default_rng(0)
