@@ -159,7 +159,7 @@ def render_section(result: dict, command: str, png_name: str | None, plot_note: 
              f"`{cfg['ivf_spec']}` (`auto`: what `--spec auto` builds above its Flat cut-off, IVF(2 sqrt N),PQ384x4fsr "
              "with N/39 at most lists, at every size here), merged layout, searched at "
              + (f"nprobe {cfg['nprobe']}, refine {cfg['refine']}" if cfg.get("nprobe") is not None else
-                "`--spec auto`'s defaults (nprobe 1/256 of the lists, at least 8; refine 2)")
+                "`--spec auto`'s defaults (nprobe 1/16 of the lists, at least 8; refine 4)")
              + ", recall against Flat; multi-vector "
              f"({cfg['mv_dim']}-d tokens, {cfg['mv_nbits']}-bit residuals, up to {cfg['multivector_max']:,} "
              f"documents), searched at nprobe {cfg['mv_nprobe']}, {cfg['mv_candidates']} candidates, recall against "

@@ -61,7 +61,7 @@ def register(sub) -> None:
     p.add_argument("--spec", default="Flat", help="FAISS index_factory spec: Flat, IVF4096,PQ64, "
                                                   "OPQ64,IVF262144,PQ64, HNSW32, ...; auto: Flat up to 250,000 "
                                                   "documents, else an IVF fast-scan PQ with recorded search "
-                                                  "defaults (nprobe, refine 2) chosen by the document count")
+                                                  "defaults (nprobe, refine 4) chosen by the document count")
     p.add_argument("--layout", choices=["auto", "shards", "merged"], default="auto",
                    help="one FAISS index per shard or one merged index (auto: shards for Flat, else merged)")
     p.add_argument("--train-size", type=positive_int, help="vectors sampled to train the FAISS index")

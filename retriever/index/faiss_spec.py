@@ -74,10 +74,13 @@ def is_flat(spec: str) -> bool:
 
 #: ``--spec auto``: exact ``Flat`` up to this many vectors (above ~1,000 queries/s on 2 cores at d=384)
 AUTO_FLAT_MAX = 250_000
-#: ``--spec auto`` above :data:`AUTO_FLAT_MAX`: refine depth and the fraction of lists probed (at least 8);
-#: ``IVF2048,PQ384x4fsr`` with nprobe 8, refine 2 gave recall@100 0.968 against Flat at 26.5x its queries/s
-#: on 1M vectors (nprobe 16: 0.982 at 21x; docs/benchmarks.md, scripts/bench_index.py)
-AUTO_REFINE, AUTO_PROBE_FRACTION, AUTO_MIN_NPROBE = 2, 1 / 256, 8
+#: ``--spec auto`` above :data:`AUTO_FLAT_MAX`: refine depth and the fraction of lists probed (at least 8),
+#: chosen for recall on real encoded text, where the coarse lists, not the codes, lose neighbours: 1M documents
+#: of real sentences, question queries (scripts/bench_scale.py), ``IVF2048,PQ384x4fsr`` reached recall@100
+#: 0.668 at nprobe 8, 0.900 at 64 and 0.933 at 128 (refine barely mattered); on the clustered 1M benchmark
+#: (scripts/bench_index.py) nprobe 8 / refine 2 already gives 0.968 at 26.5x Flat. Lower nprobe after
+#: measuring your queries with ``hopscotch audit ann-fidelity`` (docs/benchmarks.md).
+AUTO_REFINE, AUTO_PROBE_FRACTION, AUTO_MIN_NPROBE = 4, 1 / 16, 8
 
 
 def is_auto(spec: str) -> bool:
@@ -90,10 +93,10 @@ def auto_spec(num_docs: int, dim: int) -> tuple[str, dict]:
     Up to :data:`AUTO_FLAT_MAX` vectors: ``Flat`` (exact, nothing to train). Above: an IVF with about
     2 sqrt(N) lists (a power of two, at most N / 39 so k-means has its points) over 4-bit fast-scan PQ
     codes of each vector's residual to its list centre, one dimension a code (``PQ{d}x4fsr``: d/2 bytes a
-    vector), searched with ``nprobe`` = 1/256 of the lists (at least 8) and ``refine`` 2 (the top k x 2
+    vector), searched with ``nprobe`` = 1/16 of the lists (at least 8) and ``refine`` 4 (the top k x 4
     re-scored against the float16 vectors).
 
-        auto_spec(1_000_000, 384) == ("IVF2048,PQ384x4fsr", {"nprobe": 8, "refine": 2})
+        auto_spec(1_000_000, 384) == ("IVF2048,PQ384x4fsr", {"nprobe": 128, "refine": 4})
     """
     if num_docs <= AUTO_FLAT_MAX:
         return "Flat", {}

@@ -134,6 +134,11 @@ class PlanOptions:
         return -(-docs // self.shard_size) if self.layout == "shards" else 1
 
 
+#: bytes a document of encode-time working set beyond its text: Python objects, token ids, the length order
+#: (measured by scripts/bench_scale.py: 616 and 656 MiB for 100,000-document shards at 588 B a document)
+ENCODE_DOC_OVERHEAD = 2_500
+
+
 def plan_index(docs: int, dim: int, spec: str = "Flat", options: PlanOptions | None = None) -> IndexPlan:
     """Memory and disk of encoding ``docs`` documents into shards and building/searching ``spec`` over them."""
     o = options or PlanOptions()
@@ -152,8 +157,9 @@ def plan_index(docs: int, dim: int, spec: str = "Flat", options: PlanOptions | N
                      "for this IVF): FAISS trains it with a warning, and the lists are poor: use fewer")
     shard = min(o.shard_size, docs)
     rows += [
-        ("encode memory", "one shard's embeddings (float32) and texts",
-         4.0 * dim * shard + float(o.avg_doc_bytes or 1000) * shard),
+        ("encode memory", "one shard's embeddings (float32 batches and their concatenation)", 8.0 * dim * shard),
+        ("encode memory", f"one shard's documents in Python (text + ~{ENCODE_DOC_OVERHEAD:,} B a document: objects, "
+         "token ids, length order)", (float(o.avg_doc_bytes or 1000) + ENCODE_DOC_OVERHEAD) * shard),
         ("finalize memory", "docid lookup sort (hash + row + order)", 24.0 * docs),
         ("search memory", f"index in RAM ({spec})", cost.per_vector * docs + cost.fixed * parts),
         ("search memory", "per-shard top-k buffers (1,000 queries, k=100)", 12.0 * 1000 * 100 * parts),
@@ -213,6 +219,8 @@ def _faiss_build_rows(docs: int, dim: int, spec: str, cost: SpecCost, o: PlanOpt
         rows.append(("faiss training memory", "k-means centroids and assignments", 4.0 * dim * cost.nlist + 8.0 * size))
     held = cost.per_vector * (shard if o.layout == "shards" else docs) + cost.fixed
     rows += [("faiss adding memory", "one shard as float32 while adding", 4.0 * dim * shard),
+             ("faiss adding memory", "float16 shards read while adding (page cache, counted in RSS)",
+              2.0 * dim * (shard if o.layout == "shards" else docs)),
              ("faiss adding memory", "index under construction", held)]
     return rows
 

@@ -15,9 +15,9 @@ from hopscotch.retriever.index.layout import IndexMeta, load_shard_embeddings
 def test_auto_spec_by_corpus_size():
     assert auto_spec(1_000, 384) == ("Flat", {})
     assert auto_spec(250_000, 384) == ("Flat", {})
-    assert auto_spec(1_000_000, 384) == ("IVF2048,PQ384x4fsr", {"nprobe": 8, "refine": 2})
-    spec, search = auto_spec(553_000_000, 384)  # ClimbMix: 2 sqrt(N) ~ 47,000 lists -> 65,536, 1/256 probed
-    assert (spec, search) == ("IVF65536,PQ384x4fsr", {"nprobe": 256, "refine": 2})
+    assert auto_spec(1_000_000, 384) == ("IVF2048,PQ384x4fsr", {"nprobe": 128, "refine": 4})
+    spec, search = auto_spec(553_000_000, 384)  # ClimbMix: 2 sqrt(N) ~ 47,000 lists -> 65,536, 1/16 probed
+    assert (spec, search) == ("IVF65536,PQ384x4fsr", {"nprobe": 4096, "refine": 4})
     assert auto_spec(1_000_000, 2560)[0] == "IVF2048,PQ2560x4fsr"
     for docs in (250_001, 400_000, 3_000_000, 553_000_000):  # every auto spec is one the build accepts
         spec, _ = auto_spec(docs, 384)
@@ -69,4 +69,4 @@ def test_plan_resolves_auto_by_the_document_count(cli):
     code, out, err = cli("index", "--plan", "--docs", "1000000", "--dim", "384", "--spec", "auto")
     assert code == 0, err
     assert "--spec auto for 1,000,000 documents of dim 384: IVF2048,PQ384x4fsr" in out
-    assert "'nprobe': 8, 'refine': 2" in out and "1,000,000 documents" in out
+    assert "'nprobe': 128, 'refine': 4" in out and "1,000,000 documents" in out
