@@ -243,8 +243,7 @@ def judge(sets: dict, opts: AnnOptions) -> tuple[str, list[str], dict]:
 def _report(index_dir, meta, index, searcher, sets: dict, opts: AnnOptions, reasoning: bool, note: str
             ) -> AuditReport:
     verdict, problems, gaps = judge(sets, opts)
-    nprobe = opts.nprobe if opts.nprobe is not None else index.search_defaults.get("nprobe")
-    refine = opts.refine if opts.refine is not None else index.search_defaults.get("refine", 1)
+    nprobe, refine = index.search_params(opts.nprobe, opts.refine)
     params = ", ".join(f"{n} {v}" for n, v in (("nprobe", nprobe), ("efSearch", opts.ef_search),
                                                ("refine", refine if refine > 1 else None)) if v is not None)
     summary = [f"index {index_dir}: FAISS {index.spec} ({index.layout}{', ' + params if params else ''}) over "

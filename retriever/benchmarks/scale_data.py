@@ -98,21 +98,14 @@ def write_queries(sources, n: int, path: str | Path) -> int:
     return write_jsonl(path, islice(rows, n))
 
 
-def scaled_nlist(docs: int) -> int:
-    """IVF lists for ``docs`` vectors: ``--spec auto``'s rule (:func:`~hopscotch.retriever.index.faiss_spec.auto_nlist`)."""
-    from hopscotch.retriever.index.faiss_spec import auto_nlist
-
-    return auto_nlist(docs)
-
-
 def ivf_spec(template: str, docs: int, dim: int = 384) -> str:
     """``auto``: the IVF ``--spec auto`` builds above its Flat cut-off (at any size here); else ``template``
-    with ``{nlist}`` replaced by :func:`scaled_nlist` (a spec without it is used as given)."""
-    from hopscotch.retriever.index.faiss_spec import auto_ivf, is_auto
+    with ``{nlist}`` replaced by ``--spec auto``'s list count (a spec without it is used as given)."""
+    from hopscotch.retriever.index.faiss_spec import auto_ivf, auto_nlist, is_auto
 
     if is_auto(template):
         return auto_ivf(docs, dim)[0]
-    return template.replace("{nlist}", str(scaled_nlist(docs)))
+    return template.replace("{nlist}", str(auto_nlist(docs)))
 
 
 def build_scale_encoder(kind: str, out: str | Path, max_length: int, seed: int = 0) -> str:

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 def layout_of(args) -> str:
     """``--layout``; auto: shards for Flat, else merged (left ``auto`` for ``--spec auto``: the build decides)."""
-    from hopscotch.retriever.index.faiss_spec import is_auto, is_flat
+    from hopscotch.retriever.index.faiss_spec import auto_layout, is_auto
 
-    if args.layout != "auto":
+    if args.layout != "auto" or is_auto(args.spec):
         return args.layout
-    if is_auto(args.spec):
-        return "auto"
-    return "shards" if is_flat(args.spec) else "merged"
+    return auto_layout(args.spec)
 
 
 def run_plan(args) -> int:

@@ -130,33 +130,39 @@ def evaluate_model(model_path: str, sets: dict, lengths: dict, batch_size: int =
 
     model = DualEncoder.from_pretrained(model_path, EncoderConfig(**lengths)).eval()
     docs = list(read_corpus(data() / "corpus.jsonl"))
-    doc_emb = embed_texts(model, [(d.title, d.text) for d in docs], "passage", batch_size)
+    doc_emb = _prefixes(embed_texts(model, [(d.title, d.text) for d in docs], "passage", batch_size), dims)
     results = {}
     for set_name, (queries, qrels) in sets.items():
         variants = {"reasoning": [(q["text"], q["reasoning"]) for q in queries],
                     "query-only": [(q["text"], None) for q in queries]}
         for variant, items in variants.items():
             q_emb = embed_texts(model, items, "query", batch_size)
-            results.update(_at_prefixes((set_name, variant), q_emb, doc_emb, docs, queries, qrels, dims))
+            results.update(_at_prefixes((set_name, variant), _prefixes(q_emb, dims), doc_emb, docs, queries, qrels))
         model.config.reasoning_aware = False  # plain text: the step alone, as a non-reasoning retriever sees it
         q_emb = embed_texts(model, [(q["text"], None) for q in queries], "query", batch_size)
         model.config.reasoning_aware = True
-        results.update(_at_prefixes((set_name, "plain"), q_emb, doc_emb, docs, queries, qrels, dims))
+        results.update(_at_prefixes((set_name, "plain"), _prefixes(q_emb, dims), doc_emb, docs, queries, qrels))
     return results
 
 
-def _at_prefixes(key: tuple, q_emb, doc_emb, docs, queries, qrels, dims) -> dict:
+def _prefixes(emb, dims) -> dict:
+    """``{None: emb, D: emb cut to D and renormalised (matryoshka.truncate) for each D in dims}``."""
     import torch
 
-    from hopscotch.retriever.evaluation.metrics import evaluate
-    from hopscotch.retriever.model.dense_encoder import exact_search
     from hopscotch.retriever.model.matryoshka import truncate
 
-    out = {key: _run_and_eval(q_emb, doc_emb, docs, queries, qrels, exact_search, evaluate)}
-    for dim in dims:
-        q, d = (truncate(torch.from_numpy(x), dim).numpy() for x in (q_emb, doc_emb))
-        out[(*key, dim)] = _run_and_eval(q, d, docs, queries, qrels, exact_search, evaluate)
-    return out
+    return {None: emb, **{dim: truncate(torch.from_numpy(emb), dim).numpy() for dim in dims}}
+
+
+def _at_prefixes(key: tuple, q_emb: dict, doc_emb: dict, docs, queries, qrels) -> dict:
+    """Metrics of the full vectors under ``key`` and of each prefix under ``(*key, dim)``; ``q_emb`` and
+    ``doc_emb`` are :func:`_prefixes` of the same dims."""
+    from hopscotch.retriever.evaluation.metrics import evaluate
+    from hopscotch.retriever.model.dense_encoder import exact_search
+
+    return {(key if dim is None else (*key, dim)): _run_and_eval(q_emb[dim], doc_emb[dim], docs, queries, qrels,
+                                                                   exact_search, evaluate)
+            for dim in q_emb}
 
 
 def _run_and_eval(q_emb, doc_emb, docs, queries, qrels, exact_search, evaluate):

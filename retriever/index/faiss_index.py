@@ -33,6 +33,7 @@ import numpy as np
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.index.faiss_spec import (  # noqa: F401 (make_index, check_spec_syntax: re-exported)
     _faiss,
+    auto_layout,
     auto_spec,
     check_spec,
     check_spec_syntax,
@@ -111,7 +112,7 @@ def build_faiss_index(index_dir: str | os.PathLike, spec: str = "Flat", layout: 
     if is_auto(spec):
         spec, search_defaults = auto_spec(meta.num_docs, meta.dim)
     if layout == "auto":
-        layout = "shards" if is_flat(spec) else "merged"
+        layout = auto_layout(spec)
     if layout not in LAYOUTS:
         raise UsageError(f"index layout {layout!r}: use one of {', '.join(LAYOUTS)} or auto")
     check_spec(spec, meta.dim, meta.num_docs, train_size)  # before any file: the one spec rule (faiss_spec)
@@ -222,7 +223,8 @@ def merge_topk(scores: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray
 class ShardedFaissIndex:
     """A loaded FAISS index (per-shard or merged) answering global-row top-k queries."""
 
-    def __init__(self, index_dir: Path, meta: IndexMeta, spec: str, layout: str, parts: list, offsets: list[int]):
+    def __init__(self, index_dir: Path, meta: IndexMeta, spec: str, layout: str, parts: list, offsets: list[int],
+                 search_defaults: dict | None = None):
         self.index_dir, self.meta, self.spec, self.layout = index_dir, meta, spec, layout
         self.parts, self.offsets = parts, offsets
         self._lock = threading.Lock()
@@ -231,7 +233,7 @@ class ShardedFaissIndex:
         self._refiners: dict = {}
         self._keep: list = []
         #: ``nprobe`` / ``refine`` used when a search names none (recorded by ``--spec auto``)
-        self.search_defaults: dict = {}
+        self.search_defaults: dict = dict(search_defaults or {})
 
     @classmethod
     def load(cls, index_dir: str | os.PathLike, name: str | None = None, use_gpu: bool | None = None,
@@ -271,9 +273,13 @@ class ShardedFaissIndex:
                 index = faiss.index_cpu_to_all_gpus(index)
             parts.append(index)
             offsets.append(0 if shard is None else shard * meta.shard_size)
-        loaded = cls(index_dir, meta, spec, layout, parts, offsets)
-        loaded.search_defaults = dict(entry.get("search", {}))
-        return loaded
+        return cls(index_dir, meta, spec, layout, parts, offsets, entry.get("search"))
+
+    def search_params(self, nprobe: int | None = None, refine: int | None = None) -> tuple[int | None, int]:
+        """``(nprobe, refine)`` a search runs with: the given ones, else :attr:`search_defaults`, else FAISS's
+        own nprobe (None) and refine 1."""
+        return (self.search_defaults.get("nprobe") if nprobe is None else nprobe,
+                self.search_defaults.get("refine", 1) if refine is None else refine)
 
     def _set_params(self, nprobe: int | None, ef_search: int | None) -> None:
         if (nprobe, ef_search) == self._params:
@@ -294,8 +300,7 @@ class ShardedFaissIndex:
                refine: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` ``(scores, global rows)`` per query; rows are ``-1`` where fewer than ``k`` exist.
         ``nprobe`` / ``refine`` left None take the index's :attr:`search_defaults` (else FAISS's nprobe, refine 1)."""
-        nprobe = self.search_defaults.get("nprobe") if nprobe is None else nprobe
-        refine = self.search_defaults.get("refine", 1) if refine is None else refine
+        nprobe, refine = self.search_params(nprobe, refine)
         queries = np.ascontiguousarray(queries, dtype=np.float32)
         if queries.ndim != 2 or queries.shape[1] != self.meta.dim:
             raise UsageError(f"query embeddings of shape {queries.shape} do not match the index dimension "

@@ -87,6 +87,12 @@ def is_auto(spec: str) -> bool:
     return spec.strip().lower() == "auto"
 
 
+def auto_layout(spec: str) -> str:
+    """``--layout auto`` for a resolved spec: one FAISS index per shard for Flat (nothing to train or merge),
+    one merged index otherwise (one set of centroids, one nprobe)."""
+    return "shards" if is_flat(spec) else "merged"
+
+
 def auto_spec(num_docs: int, dim: int) -> tuple[str, dict]:
     """What ``--spec auto`` builds over ``num_docs`` ``dim``-d vectors, and the search defaults it records.
 

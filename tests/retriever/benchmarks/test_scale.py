@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from hopscotch.retriever.benchmarks.scale import STAGES, run_scale
-from hopscotch.retriever.benchmarks.scale_data import SentencePool, ivf_spec, scaled_nlist, write_corpus
+from hopscotch.retriever.benchmarks.scale_data import SentencePool, ivf_spec, write_corpus
+from hopscotch.retriever.index.faiss_spec import auto_nlist
 from hopscotch.retriever.benchmarks.scale_report import END, START, write_scale_report
 from hopscotch.retriever.benchmarks.scale_stages import ScaleConfig
 
@@ -96,7 +97,7 @@ def test_documents_are_real_sentences_deterministic_and_prefix_stable(small_worl
     assert all(any(s in d["text"] for s in pool.sentences) for d in a)
     stats = write_corpus(pool, 30, tmp_path / "c.jsonl", seed=1)
     assert stats["docs"] == 30 and stats["avg_doc_bytes"] > 20
-    assert [scaled_nlist(n) for n in (300, 10_000, 100_000, 1_000_000)] == [4, 256, 512, 2048]
+    assert [auto_nlist(n) for n in (300, 10_000, 100_000, 1_000_000)] == [4, 256, 512, 2048]
     assert ivf_spec("IVF{nlist},PQ192x4fs", 100_000) == "IVF512,PQ192x4fs" and ivf_spec("Flat", 5) == "Flat"
     assert ivf_spec("auto", 10_000) == "IVF256,PQ384x4fsr"  # --spec auto's IVF even below its Flat cut-off
 

@@ -29,7 +29,7 @@ def test_split_and_step_queries_on_the_shared_data(shared_data, monkeypatch):
 
 
 def test_prefixes_are_evaluated_on_cut_and_renormalised_vectors():
-    """``_at_prefixes`` scores the full vectors under ``key`` and each prefix under ``(*key, dim)``: a query
+    """``_at_prefixes`` (over ``_prefixes``) scores the full vectors under ``key`` and each prefix under ``(*key, dim)``: a query
     that matches its document only in the first 4 dimensions finds it at @4 as well as in full, and one that
     matches only past dimension 4 loses it at @4."""
     import numpy as np
@@ -45,7 +45,8 @@ def test_prefixes_are_evaluated_on_cut_and_renormalised_vectors():
     q_emb[1, 1], q_emb[1, 4] = 0.3, 1.0   # wants d2: its match lives past dimension 4 (d1 wins at @4)
     queries = [{"_id": "a"}, {"_id": "b"}]
     qrels = {"a": {"d0": 1}, "b": {"d2": 1}}
-    out = train_quality._at_prefixes(("steps", "reasoning"), q_emb, doc_emb, docs, queries, qrels, (4,))
+    out = train_quality._at_prefixes(("steps", "reasoning"), train_quality._prefixes(q_emb, (4,)),
+                                     train_quality._prefixes(doc_emb, (4,)), docs, queries, qrels)
     assert set(out) == {("steps", "reasoning"), ("steps", "reasoning", 4)}
     assert out[("steps", "reasoning")].per_query["a"]["ndcg@10"] == 1.0
     assert out[("steps", "reasoning")].per_query["b"]["ndcg@10"] == 1.0
