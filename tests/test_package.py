@@ -83,7 +83,7 @@ def _pypi_reachable() -> bool:
         try:
             proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-cache-dir",
                                    "--disable-pip-version-check", "--timeout", "10", "--retries", "0", "-q",
-                                   "-d", tmp, "kernels"], check=False, capture_output=True, timeout=60)
+                                   "-d", tmp, "kernels"], check=False, capture_output=True, timeout=1800)
         except (subprocess.TimeoutExpired, OSError):
             return False
         return proc.returncode == 0

@@ -40,19 +40,44 @@ from hopscotch.data_synth.agent.splits import WORLD, WORLD_LONG, data_dir, split
 from hopscotch.retriever.io.common import atomic_write, read_jsonl, write_jsonl
 from hopscotch.retriever.io.queries import context_dict
 
-SET_NAMES = ("hotpotqa", "musique", "world", "world_long", "tongyi_utility", "tongyi", "tongyi_pages")
+SET_NAMES = ("hotpotqa", "musique", "world", "world_long", "tongyi_question", "tongyi_pages_question",
+             "tongyi_utility", "tongyi", "tongyi_pages")
 TITLES = {"hotpotqa": "HotpotQA IRCoT steps", "musique": "MuSiQue hops", "world": "world steps",
-          "world_long": "world, long reasoning and pages", "tongyi_utility": "Tongyi, utility labels",
+          "world_long": "world, long reasoning and pages", "tongyi_question": "Tongyi, question-level labels",
+          "tongyi_pages_question": "Tongyi pages, question-level labels",
+          "tongyi_utility": "Tongyi, call-level utility labels (biased)",
           "tongyi": "Tongyi long reasoning (pseudo-qrels)", "tongyi_pages": "Tongyi, long pages (pseudo-qrels)"}
 LABELS = {"hotpotqa": "gold supporting paragraphs (HotpotQA annotators)",
           "musique": "the hop's gold paragraph (MuSiQue annotators)",
           "world": "exact gold documents from the generator's graph",
           "world_long": "exact gold documents from the generator's graph",
-          "tongyi_utility": "utility: returned documents the agent later used (data_synth/utility_labels.py)",
+          "tongyi_question": "QUESTION-LEVEL: every document any run of the question used anywhere in its trajectory "
+                             "(data_synth/utility_labels.py: question_qrels), whatever the call returned",
+          "tongyi_pages_question": "QUESTION-LEVEL, pages: the pages of the question's used chunks",
+          "tongyi_utility": "CALL-LEVEL utility: documents THIS call's query-only retriever returned and the agent "
+                            "later used (bounded by that retriever: a documented example of the bias)",
           "tongyi": "PSEUDO-QRELS: every document the agent's own query-only retriever returned",
           "tongyi_pages": "PSEUDO-QRELS: the pages of the agent's own query-only retriever's results"}
-PSEUDO = {"tongyi", "tongyi_pages"}   # labels a retriever's ranking produced: no vote on reasoning defaults
-INDEX_NAMES = {"tongyi_utility": "tongyi"}   # sets searched over another set's corpus share its index
+#: sets whose labels the call's own query-only retriever bounds (pseudo-qrels, call-level utility): they punish
+#: every use of the reasoning by construction and vote on no default
+CALL_LEVEL = {"tongyi", "tongyi_pages", "tongyi_utility"}
+PSEUDO = CALL_LEVEL   # the older name
+#: what bounds each set's labels or its pool (the pool bias cannot be removed, only named): the ablation header
+BOUNDS = {
+    "hotpotqa": "labels: none (annotators); pool: HotpotQA's distractor paragraphs (its bigram TF-IDF retriever)",
+    "musique": "labels: none (annotators); pool: MuSiQue's retrieved distractor paragraphs",
+    "world": "labels: none (the generator's graph); pool: the whole generated corpus",
+    "world_long": "labels: none (the generator's graph); pool: the whole generated corpus",
+    "tongyi_question": "labels: not the call's retriever (question-level); pool: what the Tongyi runs' three "
+                       "query-only dense retrievers (qwen3-0.6b, infly, contriever) returned to any call",
+    "tongyi_pages_question": "as tongyi_question, at page level (pool: the pages of those chunks)",
+    "tongyi_utility": "labels: BOUNDED by the call's own query-only retriever (only what it returned can be "
+                      "relevant); pool: as tongyi_question",
+    "tongyi": "labels: ARE the call's query-only retriever's output (pseudo-qrels)",
+    "tongyi_pages": "labels: ARE the call's query-only retriever's output, at page level (pseudo-qrels)",
+}
+#: sets searched over another set's corpus share its index
+INDEX_NAMES = {"tongyi_utility": "tongyi", "tongyi_question": "tongyi", "tongyi_pages_question": "tongyi_pages"}
 
 
 @dataclass
@@ -109,7 +134,7 @@ def _finish(name: str, corpus: Path, by_question: dict[str, list[tuple[dict, dic
     counts = {"tune_steps": len(tune), "test_steps": len(test),
               "tune_questions": sum(1 for q in tune_q if by_question.get(q)),
               "test_questions": sum(1 for q in test_q if by_question.get(q))}
-    return EvalSet(name, corpus, queries, qrels, tune, test, note, counts, LABELS.get(name, ""), name not in PSEUDO)
+    return EvalSet(name, corpus, queries, qrels, tune, test, note, counts, LABELS.get(name, ""), name not in CALL_LEVEL)
 
 
 def hotpotqa() -> EvalSet:
@@ -252,13 +277,58 @@ def tongyi_utility() -> EvalSet:
             "audit 26/30: docs/utility_labels_audit.md); only calls with a used document")
     counts = {"tune_steps": len(tune), "test_steps": len(test)}
     return EvalSet("tongyi_utility", chunks.corpus, queries, {q: qrels[q] for q in keep}, tune, test, note, counts,
-                   LABELS["tongyi_utility"], True, INDEX_NAMES["tongyi_utility"])
+                   LABELS["tongyi_utility"], False, INDEX_NAMES["tongyi_utility"])
+
+
+def _question_level(chunks: EvalSet) -> tuple[dict[str, dict[str, int]], list[str], list[str], list[dict]]:
+    """The ``tongyi`` calls relabelled with their question's used documents (``question_qrels``): qrels, tune and
+    test call ids and query records (calls of a question with no used document are dropped)."""
+    from hopscotch.data_synth.traces import read_traces
+    from hopscotch.data_synth.utility_labels import question_qrels
+
+    src = data_dir() / "qampari_tongyi"
+    by_question, _ = question_qrels(src / "agent_search_steps.jsonl", src / "doc_snippets.jsonl",
+                                    src / "runs" / "infly.jsonl")
+    question_of = {s.query_id: s.question_id for s in read_traces([src / "agent_search_steps.jsonl"], "tongyi")}
+    qrels = {q: dict(by_question[question_of[q]]) for q in chunks.qrels if by_question.get(question_of[q])}
+    tune, test = [q for q in chunks.tune if q in qrels], [q for q in chunks.test if q in qrels]
+    return qrels, tune, test, [row for row in chunks.queries if row["_id"] in qrels]
+
+
+def tongyi_question() -> EvalSet:
+    """The ``tongyi`` calls (same calls, same corpus) with QUESTION-LEVEL labels: relevant = every document that
+    any run of the question used anywhere in its trajectory (:func:`hopscotch.data_synth.utility_labels.
+    question_qrels`), never restricted to what the call returned."""
+    chunks = tongyi()
+    qrels, tune, test, queries = _question_level(chunks)
+    note = ("QUESTION-LEVEL LABELS: the `tongyi` calls (all the thinking so far as reasoning, chunk corpus), relevant "
+            "= every chunk that any of the question's runs used anywhere in its trajectory (the usage rule of "
+            "data_synth/utility_labels.py, unioned over the question: question_qrels; hand audit in "
+            "docs/utility_labels_audit.md), whatever this call returned; pool: the chunks the three query-only "
+            "retrievers returned to any call")
+    return EvalSet("tongyi_question", chunks.corpus, queries, qrels, tune, test, note,
+                   {"tune_steps": len(tune), "test_steps": len(test)}, LABELS["tongyi_question"], True,
+                   INDEX_NAMES["tongyi_question"])
+
+
+def tongyi_pages_question(work: Path) -> EvalSet:
+    """``tongyi_question`` at page level: the same calls against ``tongyi_pages``'s corpus, relevant = the pages
+    of the question's used chunks."""
+    pages = tongyi_pages(work)
+    qrels, tune, test, queries = _question_level(tongyi())
+    qrels = {q: {d.partition("__")[0]: 1 for d in rel} for q, rel in qrels.items()}
+    note = ("QUESTION-LEVEL LABELS as `tongyi_question`, at page level: the same calls against the 1,597 pages of "
+            "`tongyi_pages`; relevant = the pages holding the question's used chunks")
+    return EvalSet("tongyi_pages_question", pages.corpus, queries, qrels, tune, test, note,
+                   {"tune_steps": len(tune), "test_steps": len(test)}, LABELS["tongyi_pages_question"], True,
+                   INDEX_NAMES["tongyi_pages_question"])
 
 
 def build_sets(work: Path, names=SET_NAMES) -> dict[str, EvalSet]:
     """The sets ``names`` (derived files, such as the worlds and the page corpus, under ``work``)."""
     builders = {"hotpotqa": hotpotqa, "musique": musique, "world": lambda: world(work), "tongyi": tongyi,
                 "tongyi_pages": lambda: tongyi_pages(work), "tongyi_utility": tongyi_utility,
+                "tongyi_question": tongyi_question, "tongyi_pages_question": lambda: tongyi_pages_question(work),
                 "world_long": lambda: world_long(work)}
     return {name: builders[name]() for name in names}
 

@@ -80,6 +80,16 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def is_state_folder(folder: Path) -> bool:
+    """Whether ``folder`` is a state folder this audit made: its ``manifest.json`` names the state version and the
+    MinHash settings (what :class:`StateFolder` writes), so ``--fresh`` may empty it."""
+    try:
+        manifest = json.loads((Path(folder) / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and {"version", "shingles", "num_perm", "chunk_size"} <= set(manifest)
+
+
 class StateFolder:
     """The checkpoint files of one corpus (module doc)."""
 
@@ -93,6 +103,12 @@ class StateFolder:
                     "shingles": f"word {mh.SHINGLE_WORDS}-grams of the normal form", "num_perm": mh.NUM_PERM,
                     "seed": mh.SEED, "chunk_size": chunk_size}
         file = self.folder / "manifest.json"
+        if self.folder.exists() and not is_state_folder(self.folder):
+            if not self.folder.is_dir():
+                raise UsageError(f"--state {self.folder}: a file, not a state folder; give a new folder")
+            if any(self.folder.iterdir()):   # never write into, or empty, a folder this audit did not make
+                raise UsageError(f"--state {self.folder}: holds files but no state of this audit (no {file.name} "
+                                 f"it wrote); refusing to {'empty' if fresh else 'write into'} it: give a new folder")
         if fresh and self.folder.is_dir():
             shutil.rmtree(self.folder)
         if file.is_file():

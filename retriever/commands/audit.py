@@ -28,5 +28,12 @@ def register(sub) -> None:
                                    "it fails.")
     kinds = p.add_subparsers(dest="audit_kind", metavar="KIND", help="the audit to run (each has its own --help)")
     kinds.required = True
+    from hopscotch.retriever.commands.audit_common import guarded
+
     for name in audit_modules():
-        importlib.import_module(f"hopscotch.retriever.commands.{name}").register(kinds)
+        module = importlib.import_module(f"hopscotch.retriever.commands.{name}")
+        module.register(kinds)
+        # every audit's outputs through the one output guard (--report, and what the module declares)
+        parser = kinds.choices[name.removeprefix("audit_").replace("_", "-")]
+        parser.set_defaults(func=guarded(parser.get_default("func"), getattr(module, "outputs", None),
+                                         getattr(module, "FINGERPRINT_IGNORE", ())))

@@ -26,7 +26,8 @@ def register(kinds) -> None:
                                      "into cmass's duplicate-group JSONL. Streams the corpus; checkpoints to "
                                      "--state so a killed run resumes.")
     p.add_argument("--corpus", required=True, help="corpus file, BEIR folder or shard folder")
-    # what=None: no --overwrite, the groups file does not go through the output boundary (check_outputs)
+    # what=None: the output flag alone; --report's group adds --overwrite, and the audit's output guard
+    # (audit_common.guarded) checks --out, --state and --report
     add_output_flags(p, "groups JSONL to write ({doc_id, exact_duplicates, near_duplicates})", required=True,
                      what=None)
     p.add_argument("--state", help="checkpoint folder (default: OUT.state)")
@@ -38,9 +39,21 @@ def register(kinds) -> None:
                    help="an LSH bucket pairs each document with at most this many others (default 1000)")
     p.add_argument("--verify-batch", type=int_range(2, 1_000_000_000), default=200_000,
                    help="documents whose shingles are held at once when checking candidates (default 200000)")
-    p.add_argument("--fresh", action="store_true", help="empty the state folder first")
+    p.add_argument("--fresh", action="store_true",
+                   help="empty the state folder first (only a state folder of this audit: anything else is refused)")
     add_report_flag(p)
     p.set_defaults(func=run)
+
+
+#: --fresh changes how the state folder is used, not what the outputs hold
+FINGERPRINT_IGNORE = ("fresh",)
+
+
+def outputs(args) -> list:
+    """``--out`` and the ``--state`` folder (resumable: its own manifest decides a resume), for the output guard."""
+    from hopscotch.retriever.io.outputs import output_folder
+
+    return [args.out, output_folder(args.state or f"{args.out}.state", resumable=True)]
 
 
 def run(args) -> int:

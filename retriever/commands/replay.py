@@ -12,7 +12,7 @@ call with a query is re-issued, with its reasoning and context when ``--reasonin
 ``--query-input``, which implies it) asks for the reasoning-aware template, exactly as ``hopscotch
 search`` does; calls with an empty query, and calls the trace marks as failed (unless
 ``--include-failed``), are skipped and counted.
-BM25 matches the query text only. Call ``n`` of question ``Q`` is ``Q#n`` (``n`` counts the replayed calls).
+With ``--reasoning`` BM25 expands each query with its reasoning (reasoning-aware BM25). Call ``n`` of question ``Q`` is ``Q#n`` (``n`` counts the replayed calls).
 ``--rerank-model`` (every backend's flag, :mod:`hopscotch.retriever.searchers.rerank`) reranks the candidate's
 top ``--rerank-depth`` by MaxSim; the searcher is then ``NAME+rerank`` and its query input the reranker's.
 
@@ -131,14 +131,14 @@ def _searcher_flags(args, name: str) -> dict:
 
 
 def _query_input(searcher, reasoning: bool) -> str | None:
-    """The query input the candidate actually used: ``query`` for plain queries and BM25; a reranked
-    searcher's reranker's; None when a remote service picks its own."""
-    if not reasoning or searcher.name == "bm25":
+    """What the candidate's reasoning-aware queries read (:attr:`~hopscotch.retriever.searchers.base.BaseSearcher.
+    reasoning_input`: a dense variant, BM25's expansion, a reranker's): ``query`` for plain queries or a searcher
+    that ignores the reasoning; None when a remote service picks its own."""
+    if not reasoning:
         return "query"
-    variant = getattr(getattr(searcher, "dense", searcher), "query_input", None)  # RerankedSearcher: the reranker's
-    if variant is None:
+    if searcher.name == "remote":
         return None
-    return str(variant) if variant.uses_reasoning else "query"
+    return searcher.reasoning_input or "query"
 
 
 def _search(searcher, queries, args, out_dir: Path) -> dict:
@@ -264,8 +264,6 @@ def run(args) -> int:
         args.reasoning = True  # as in hopscotch search: the dense searcher makes 'query' plain
     searcher = searcher_from_args(args)  # with --rerank-model: a RerankedSearcher over the backend (.first)
     first = getattr(searcher, "first", searcher)
-    if args.reasoning and searcher.name == "bm25":
-        print("hopscotch replay: note: bm25 matches the query text only; the reasoning is not used", file=sys.stderr)
     query_input = _query_input(searcher, args.reasoning)
     label = args.label or (searcher.name if query_input in ("query", None) else f"{searcher.name} ({query_input})")
     out_dir = Path(args.out)

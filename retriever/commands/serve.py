@@ -190,8 +190,9 @@ def run(args) -> int:
     searcher = server.service.searchers[args.name]
     _setup_logging(args)
     variant = server.service.query_input(args.name)
-    print("hopscotch serve: 'reason' is " + (f"encoded with the query as query input {variant}" if variant else
-          "logged only: this model does not read reasoning (--query-input VARIANT makes it)"), file=sys.stderr)
+    print("hopscotch serve: 'reason' is " + (f"used with the query ({variant})" if variant else
+          "logged only: this searcher does not read reasoning (--query-input VARIANT makes a dense model read it; "
+          "BM25 expands with it unless --bm25-reasoning query)"), file=sys.stderr)
     where = " + ".join(str(p) for p in (getattr(args, "bm25", None), getattr(args, "index", None)) if p)
     print(f"serving {searcher.name} index {where} as '{args.name}' on {server.url}/v1/{args.name}/search"
           + (" (token required)" if args.token else ""), file=sys.stderr, flush=True)

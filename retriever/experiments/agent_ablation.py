@@ -65,28 +65,45 @@ def run_ablation(work: Path, names: list[str], models: dict[str, str], full_base
     def variants_of(m: str) -> tuple[str, ...]:
         return ("query",) if m in short else VARIANTS
 
+    bm25_tag = expansion_tag()
     for n, es in sets.items():
         runs[n, "bm25"] = search(work / "runs" / f"{n}.bm25.trec", paths[n], "--bm25", idx[n]["bm25"])
+        # reasoning-aware BM25 at its defaults (`hopscotch search --bm25 --reasoning`)
+        runs[n, "bm25-reasoning"] = search(work / "runs" / f"{n}.bm25r.{bm25_tag}.trec", paths[n], "--bm25",
+                                           idx[n]["bm25"], "--reasoning")
         for m, model in models.items():
             for v in variants_of(m):
                 runs[n, m, v] = search(work / "runs" / f"{n}.{m}.{file_safe(v)}.trec", paths[n], "--index",
                                        idx[n][m], "--model", model, "--query-input", v)
             # what `hopscotch search --reasoning` does with the model's recorded defaults (variant, late
             # fusion, word gate); and the two hybrid defaults over it
-            runs[n, m, "default"] = search(work / "runs" / f"{n}.{m}.default.trec", paths[n], "--index", idx[n][m],
-                                           "--model", model, "--reasoning")
+            runs[n, m, "default"] = search(work / "runs" / f"{n}.{m}.default.{defaults_tag(model)}.trec", paths[n],
+                                           "--index", idx[n][m], "--model", model, "--reasoning")
             # the same, scoring each document by its first window only (an index without windows: identical)
             if m not in short:
                 runs[n, m, "first-window"] = search(work / "runs" / f"{n}.{m}.default.first-window.trec",
                                                     paths[n], "--index", idx[n][m], "--model", model, "--reasoning",
                                                     "--first-windows-only")
             # the hybrids over it: fused in-process from the two cached runs (`hopscotch search --bm25 --index
-            # --fusion ...` fuses the same two depth-K lists: tests/retriever/searchers/test_searchers.py)
+            # --fusion ... --reasoning` fuses the same two depth-K lists: tests/retriever/searchers/test_searchers.py):
+            # reasoning-aware BM25 and the dense `--reasoning` run when the model reads reasoning (a plain model's
+            # dense half searches with the query alone); `hybrid-query`: the same fusion of plain BM25 and the
+            # query-only dense run (the hybrid without --reasoning); `hybrid-plain-bm25`: the hybrid before BM25
+            # read the reasoning
+            reads = model_reads_reasoning(model)
+            dense_half = runs[n, m, "default" if reads else "query"]
+            tag = f"{bm25_tag}.{defaults_tag(model)}"
             for method in (*HYBRIDS, None):
                 label = method or "default"
                 runs[n, m, f"hybrid-{label}"] = fused(
-                    work / "runs" / f"{n}.{m}.default.hybrid-{label}.{settings_tag(method)}.trec", runs[n, "bm25"],
-                    runs[n, m, "default"], fusion_settings(method), es.tune + es.test)
+                    work / "runs" / f"{n}.{m}.hybrid-{label}.{settings_tag(method)}.{tag}.trec",
+                    runs[n, "bm25-reasoning"], dense_half, fusion_settings(method), es.tune + es.test)
+            runs[n, m, "hybrid-query"] = fused(work / "runs" / f"{n}.{m}.hybrid-query.{settings_tag(None)}.trec",
+                                               runs[n, "bm25"], runs[n, m, "query"], fusion_settings(None),
+                                               es.tune + es.test)
+            runs[n, m, "hybrid-plain-bm25"] = fused(
+                work / "runs" / f"{n}.{m}.hybrid-plain-bm25.{settings_tag(None)}.{defaults_tag(model)}.trec",
+                runs[n, "bm25"], dense_half, fusion_settings(None), es.tune + es.test)
         for key in [k for k in runs if k[0] == n]:
             run = read_run(runs[key])
             test[key], tune[key] = evaluate_ndcg(run, es.qrels, es.test), evaluate_ndcg(run, es.qrels, es.tune)
@@ -95,7 +112,8 @@ def run_ablation(work: Path, names: list[str], models: dict[str, str], full_base
     voters = [n for n, es in sets.items() if es.votes] or list(sets)
     for m, model in models.items():
         if m in short:   # an untrained model's `--reasoning` is the `reasoning` variant: its default row
-            tuned[m] = {"variant": "default", "w": None, "voters": voters}
+            tuned[m] = {"variant": "default", "w": None, "voters": voters,
+                        "reads_reasoning": model_reads_reasoning(model)}
             continue
         variant = _choose({v: [tune[n, m, v].mean["ndcg@10"] for n in voters] for v in VARIANTS[1:]})
         by_w: dict[float, list[float]] = {w: [] for w in reversed(WEIGHTS)}
@@ -108,6 +126,7 @@ def run_ablation(work: Path, names: list[str], models: dict[str, str], full_base
 
         recorded = model_settings(model).query_input
         tuned[m] = {"variant": variant, "w": w, "recorded_variant": recorded and str(recorded), "voters": voters,
+                    "reads_reasoning": model_reads_reasoning(model),
                     "tune_ndcg@10_by_w": {str(k): v for k, v in by_w.items()},
                     "tune_ndcg@10_by_variant": {v: [round(tune[n, m, v].mean["ndcg@10"], 4) for n in sets]
                                                 for v in VARIANTS}}
@@ -120,18 +139,19 @@ def run_ablation(work: Path, names: list[str], models: dict[str, str], full_base
     fusion = {}
     for n, es in sets.items():
         for m, model in models.items():
-            config = work / "fusion" / f"{n}.{m}.default.json"
+            dense_half = runs[n, m, "default" if model_reads_reasoning(model) else "query"]
+            config = work / "fusion" / f"{n}.{m}.{bm25_tag}.{defaults_tag(model)}.json"
             if not config.exists():
                 config.parent.mkdir(parents=True, exist_ok=True)
-                run_cli("tune-fusion", "--sparse", runs[n, "bm25"], "--dense", runs[n, m, "default"],
+                run_cli("tune-fusion", "--sparse", runs[n, "bm25-reasoning"], "--dense", dense_half,
                         "--qrels", paths[n]["qrels"], "--dev-qids", paths[n]["tune"], "--k", K, "--depth", K,
                         "--out", config)
             fusion[n, m] = json.loads(config.read_text())
             key = (n, m, "hybrid")
             from hopscotch.retriever.searchers.fusion import read_fusion_config
 
-            runs[key] = fused(work / "runs" / f"{n}.{m}.default.hybrid-tuned.trec", runs[n, "bm25"],
-                              runs[n, m, "default"], read_fusion_config(config), es.tune + es.test)
+            runs[key] = fused(work / "runs" / f"{n}.{m}.hybrid-tuned.{bm25_tag}.{defaults_tag(model)}.trec",
+                              runs[n, "bm25-reasoning"], dense_half, read_fusion_config(config), es.tune + es.test)
             test[key] = evaluate_ndcg(read_run(runs[key]), es.qrels, es.test)
     lap("hybrid_s")
 
@@ -159,28 +179,104 @@ def run_ablation(work: Path, names: list[str], models: dict[str, str], full_base
             rows.append(row(f"{m}: the same defaults, first window only (`--first-windows-only`)", m,
                             lambda n, m=m: (n, m, "first-window"), lambda n, m=m: (n, m, "query")))
     rows.append(row("BM25", "-", lambda n: (n, "bm25"), lambda n: (n, "base", "query")))
-    for m in models:
-        rows.append(row(f"hybrid: BM25 + {m} defaults, `--fusion` not given ({_default_label()})", m,
-                        lambda n, m=m: (n, m, "hybrid-default"), lambda n, m=m: (n, m, "query")))
+    rows.append(row(f"BM25 `--reasoning` ({_expansion_label()})", "-", lambda n: (n, "bm25-reasoning"),
+                    lambda n: (n, "bm25")))
+    for m, model in models.items():
+        dense = f"{m} `--reasoning` defaults" if model_reads_reasoning(model) else f"{m} query (a plain model)"
+        rows.append(row(f"hybrid, no `--reasoning`: BM25 + {m} query, `--fusion` not given", m,
+                        lambda n, m=m: (n, m, "hybrid-query"), lambda n, m=m: (n, m, "query")))
+        rows.append(row(f"hybrid, before BM25 read the reasoning: BM25 + {dense}, `--fusion` not given", m,
+                        lambda n, m=m: (n, m, "hybrid-plain-bm25"), lambda n, m=m: (n, m, "hybrid-query")))
+        rows.append(row(f"hybrid `--reasoning`: BM25 `--reasoning` + {dense}, `--fusion` not given "
+                        f"({_default_label()}; p against the hybrid without --reasoning)", m,
+                        lambda n, m=m: (n, m, "hybrid-default"), lambda n, m=m: (n, m, "hybrid-query")))
         for method in HYBRIDS:
-            rows.append(row(f"hybrid: BM25 + {m} defaults, `--fusion {method}` defaults", m,
-                            lambda n, m=m, method=method: (n, m, f"hybrid-{method}"), lambda n, m=m: (n, m, "query")))
-        rows.append(row(f"hybrid: BM25 + {m} defaults (fusion tuned per set)", m,
-                        lambda n, m=m: (n, m, "hybrid"), lambda n, m=m: (n, m, "query")))
+            rows.append(row(f"hybrid `--reasoning`: BM25 `--reasoning` + {dense}, `--fusion {method}` defaults", m,
+                            lambda n, m=m, method=method: (n, m, f"hybrid-{method}"),
+                            lambda n, m=m: (n, m, "hybrid-query")))
+        rows.append(row(f"hybrid `--reasoning`: BM25 `--reasoning` + {dense} (fusion tuned per set)", m,
+                        lambda n, m=m: (n, m, "hybrid"), lambda n, m=m: (n, m, "hybrid-query")))
     checks = {n: acceptance(n, test, tuned, models) for n in sets}
     for n, c in checks.items():
         print(f"acceptance {n}: " + "; ".join(c))
+    bias = label_bias(sets, runs, models)
     lap("report_s")
-    return {"sets": {n: {"title": TITLES[n], "note": es.note, "labels": es.labels, "votes": es.votes, **es.counts}
-                     for n, es in sets.items()},
-            "rows": rows, "tuned": tuned, "checks": checks, "timings": timings,
+    from hopscotch.data_synth.agent.eval_sets import BOUNDS
+
+    return {"sets": {n: {"title": TITLES[n], "note": es.note, "labels": es.labels, "votes": es.votes,
+                         "bounds": BOUNDS.get(n, ""), **es.counts} for n, es in sets.items()},
+            "rows": rows, "tuned": tuned, "checks": checks, "timings": timings, "bias": bias,
             "fusion": {f"{n}/{m}": {k: v for k, v in f.items() if k not in ("grid", "test")}
                        for (n, m), f in fusion.items()},
             "runs": {"/".join(map(str, k)): str(v) for k, v in runs.items()}}
 
 
+#: the label sets of the same Tongyi calls, call level first: (set, what its labels are)
+BIAS_LEVELS = (("tongyi", "pseudo-qrels: what the call's retriever returned"),
+               ("tongyi_utility", "call-level: returned by this call AND used later"),
+               ("tongyi_question", "question-level: used anywhere in the question's runs"))
+
+
+def label_bias(sets: dict, runs: dict, models: dict) -> dict:
+    """The call-level bias in numbers: the same test calls (those of ``tongyi_utility``, which have a used
+    document) scored by each systems's run under each label level of :data:`BIAS_LEVELS`. ``{}`` unless the
+    three sets ran (they share the corpus, the index and the call ids, so one run serves all three)."""
+    from hopscotch.retriever.experiments.ablation_runs import evaluate_ndcg
+    from hopscotch.retriever.io.runs import read_run
+
+    names = [n for n, _ in BIAS_LEVELS]
+    if not all(n in sets for n in names):
+        return {}
+    calls = sets["tongyi_utility"].test
+    m = "trained" if "trained" in models else "base"
+    systems = {"BM25": ("tongyi_question", "bm25"), "BM25 --reasoning": ("tongyi_question", "bm25-reasoning"),
+               f"{m} dense, query": ("tongyi_question", m, "query"),
+               f"{m} dense, --reasoning defaults": ("tongyi_question", m, "default"),
+               f"hybrid without --reasoning ({m})": ("tongyi_question", m, "hybrid-query"),
+               f"hybrid --reasoning ({m})": ("tongyi_question", m, "hybrid-default")}
+    out = {"calls": len(calls), "levels": dict(BIAS_LEVELS), "rows": {}}
+    for label, key in systems.items():
+        run = read_run(runs[key])
+        out["rows"][label] = {n: round(evaluate_ndcg(run, sets[n].qrels, calls).mean["ndcg@10"], 4) for n in names}
+    return out
+
+
 def _default_label() -> str:
     return fusion_settings(None).describe()
+
+
+def _expansion_label() -> str:
+    from hopscotch.retriever.searchers.bm25_expansion import DEFAULT_BM25_EXPANSION
+
+    return DEFAULT_BM25_EXPANSION.describe()
+
+
+def expansion_tag() -> str:
+    """A file-name tag of reasoning-aware BM25's defaults (a cached run is redone when they move)."""
+    return _tag(_expansion_label())
+
+
+def defaults_tag(model: str) -> str:
+    """A file-name tag of the model's recorded `search --reasoning` defaults (redone when they move)."""
+    from hopscotch.retriever.model.config import model_settings
+
+    s = model_settings(model)
+    return _tag(f"{s.trained} {s.query_input} {s.late_fusion} {s.late_fusion_max_words}")
+
+
+def _tag(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def model_reads_reasoning(model: str) -> bool:
+    """Whether `search --reasoning` on a hybrid gives the model's dense half the reasoning (a trained
+    reasoning-aware model; a plain one searches with the query alone: :class:`HybridSearcher`)."""
+    from hopscotch.retriever.model.config import model_settings
+
+    s = model_settings(model)
+    return bool(s.trained and s.reasoning_aware)
 
 
 def _recorded(model: str) -> str:
@@ -212,10 +308,14 @@ def _verdict(a, b, metric: str = "ndcg@10") -> str:
 
 
 def acceptance(n: str, test: dict, tuned: dict, models: dict) -> list[str]:
-    """Issue 9's checks on one dev set: the (trained) default beats its query-only row and base; the
-    hybrid beats the better (on test) of BM25 and the same model's default dense run."""
+    """The checks on one dev set (issues 9, 22, 33): `--reasoning` >= query-only for BM25, the (trained) dense
+    defaults and the default hybrid; the dense default beats base; each hybrid beats the better (on test) of its
+    two components (reasoning-aware BM25 and the dense half it fuses)."""
     m = "trained" if "trained" in models else "base"
-    out = [f"{m} defaults >= {m} query-only: {_verdict(test[n, m, 'query'], test[n, m, 'default'])}",
+    out = [f"BM25 --reasoning >= BM25: {_verdict(test[n, 'bm25'], test[n, 'bm25-reasoning'])}",
+           f"{m} defaults >= {m} query-only: {_verdict(test[n, m, 'query'], test[n, m, 'default'])}",
+           f"default hybrid --reasoning >= the same hybrid without it: "
+           f"{_verdict(test[n, m, 'hybrid-query'], test[n, m, 'hybrid-default'])}",
            (f"{m} defaults >= the same, first window only: "
             f"{_verdict(test[n, m, 'first-window'], test[n, m, 'default'])}")]
     if m == "trained":
@@ -224,8 +324,10 @@ def acceptance(n: str, test: dict, tuned: dict, models: dict) -> list[str]:
                    if tuned["base"]["variant"] != "default" else
                    f"trained defaults >= base defaults: {_verdict(test[n, 'base', 'default'], test[n, m, 'default'])}")
         out.append(f"trained defaults >= base query-only: {_verdict(test[n, 'base', 'query'], test[n, m, 'default'])}")
-    dense, bm25 = test[n, m, "default"], test[n, "bm25"]
-    better, label = (bm25, "BM25") if bm25.mean["ndcg@10"] >= dense.mean["ndcg@10"] else (dense, f"{m} dense")
+    dense_key = "default" if tuned.get(m, {}).get("reads_reasoning", True) else "query"
+    dense, bm25 = test[n, m, dense_key], test[n, "bm25-reasoning"]
+    better, label = (bm25, "BM25 --reasoning") if bm25.mean["ndcg@10"] >= dense.mean["ndcg@10"] else \
+        (dense, f"{m} dense")
     for key, what in (("hybrid-default", "--fusion not given"), ("hybrid", "tuned"),
                       *((f"hybrid-{h}", f"--fusion {h} defaults") for h in HYBRIDS)):
         out.append(f"hybrid ({m}, {what}) >= the better of BM25 and dense ({label}): {_verdict(better, test[n, m, key])}")

@@ -24,9 +24,11 @@ def grid() -> list:
                        adapts=(0.25, 0.5, 1.0, 2.0, 4.0), shifts=(-1.0, 0.0, 0.5, 1.0, 1.5, 2.0, 3.0))
 
 
-def table(work: Path, split: str, sets=SET_NAMES, settings_list=None):
+def table(work: Path, split: str, sets=SET_NAMES, settings_list=None, sparse_run: str = "bm25",
+          dense_run: str = "trained.default"):
     """``({setting label: {set: nDCG@10}}, {set: {"bm25"|"dense": nDCG@10}}, {label: {set: per-query}},
-    {set: {"bm25"|"dense": per-query}}, {label: settings})`` on ``split``'s questions of each set."""
+    {set: {"bm25"|"dense": per-query}}, {label: settings})`` on ``split``'s questions of each set; the two lists are
+    ``runs/<set>.<sparse_run>.trec`` and ``runs/<set>.<dense_run>.trec`` under ``work``."""
     from hopscotch.retriever.evaluation.metrics import evaluate
     from hopscotch.retriever.io.qrels import read_qrels
     from hopscotch.retriever.io.runs import read_run
@@ -42,8 +44,8 @@ def table(work: Path, split: str, sets=SET_NAMES, settings_list=None):
         qids = (folder / f"{split}_qids.txt").read_text().split()
         qrels = read_qrels(folder / "qrels.tsv")
         judged = {q: qrels[q] for q in qids if q in qrels}
-        sparse = read_run(work / "runs" / f"{name}.bm25.trec")
-        dense = read_run(work / "runs" / f"{name}.trained.default.trec")
+        sparse = read_run(work / "runs" / f"{name}.{sparse_run}.trec")
+        dense = read_run(work / "runs" / f"{name}.{dense_run}.trec")
         for label, run in (("bm25", sparse), ("dense", dense)):
             result = evaluate({q: dict(sorted(run.get(q, {}).items(), key=lambda kv: (-kv[1], kv[0]))[:100])
                                for q in qids}, judged, ["ndcg@10"])
@@ -64,7 +66,8 @@ def deltas(scores: dict, components: dict) -> dict[str, dict[str, float]]:
     return {label: {n: v - max(components[n].values()) for n, v in by_set.items()} for label, by_set in scores.items()}
 
 
-def report(work: Path, split: str, sets: list[str], top: int) -> list[str]:
+def report(work: Path, split: str, sets: list[str], top: int, sparse_run: str = "bm25",
+           dense_run: str = "trained.default") -> list[str]:
     """The lines the script prints: the better component per set, the ``top`` settings by worst per-set delta
     (and the three ``--fusion`` defaults), the maximin pick per method and overall, the per-query oracle, and
     the paired test of the default against each set's better component."""
@@ -72,7 +75,7 @@ def report(work: Path, split: str, sets: list[str], top: int) -> list[str]:
     from hopscotch.retriever.searchers.fusion import DEFAULT_ADAPTIVE, DEFAULT_INTERP, DEFAULT_RRF, default_settings
     from hopscotch.retriever.searchers.fusion_tuning import maximin
 
-    scores, components, per_query, component_pq, by_label = table(work, split, sets)
+    scores, components, per_query, component_pq, by_label = table(work, split, sets, None, sparse_run, dense_run)
     d = deltas(scores, components)
     worst = {label: min(v.values()) for label, v in d.items()}
     mean = {label: sum(v.values()) / len(v) for label, v in scores.items()}

@@ -143,6 +143,56 @@ class BM25Index:
             out[i] = [(self.docids[j], float(s)) for j, s in zip(idx[row], scores[row]) if s > 0]
         return out
 
+    def term_weights(self, parts: Sequence[tuple[str, float]]) -> dict[int, float]:
+        """``{token id: weight}`` of a weighted bag of texts: each text tokenized by the index's analyzer, each
+        occurrence of a known token adding the text's weight (a text repeated n times = weight n)."""
+        weights: dict[int, float] = {}
+        vocab = self.model.vocab_dict
+        tokens = self.tokenize_queries([text for text, _ in parts])
+        for (_, weight), toks in zip(parts, tokens):
+            for t in toks:
+                i = vocab.get(t)
+                if i is not None:
+                    weights[i] = weights.get(i, 0.0) + weight
+        return weights
+
+    def weighted_scores(self, weights: dict[int, float]) -> np.ndarray:
+        """Every document's BM25 score for a weighted query: ``sum_t weight_t * bm25(t, d)`` from the index's
+        stored per-term scores (each distinct term's postings read once, however long the query)."""
+        scores = self.model.scores
+        data, indices, indptr = scores["data"], scores["indices"], scores["indptr"]
+        ids = np.fromiter(weights, dtype=np.int64, count=len(weights))
+        w = np.fromiter(weights.values(), dtype=np.float64, count=len(weights))
+        starts, ends = indptr[ids], indptr[ids + 1]
+        lengths = (ends - starts).astype(np.int64)
+        out = np.zeros(len(self.docids))
+        if lengths.sum():
+            rows = np.concatenate([indices[a:b] for a, b in zip(starts, ends)])
+            vals = np.concatenate([data[a:b] for a, b in zip(starts, ends)]) * np.repeat(w, lengths)
+            out = np.bincount(rows, weights=vals, minlength=len(self.docids))
+        nonoccurrence = getattr(self.model, "nonoccurrence_array", None)
+        if nonoccurrence is not None:  # BM25L / BM25+ (bm25s adds a score for absent terms)
+            out = out + float((nonoccurrence[ids] * w).sum())
+        return out
+
+    def search_weighted(self, queries: Sequence[Sequence[tuple[str, float]]], k: int = 100
+                        ) -> list[list[tuple[str, float]]]:
+        """:meth:`search` for weighted queries, each a sequence of ``(text, weight)`` (the reasoning-aware BM25
+        query of :mod:`hopscotch.retriever.searchers.bm25_expansion`): top-``k`` ``(docid, score)``, best first
+        (ties by row), documents scoring 0 left out."""
+        k = min(k, len(self.docids))
+        out = []
+        for parts in queries:
+            weights = self.term_weights(parts)
+            if not weights or k <= 0:
+                out.append([])
+                continue
+            scores = self.weighted_scores(weights)
+            top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+            top = top[np.lexsort((top, -scores[top]))]
+            out.append([(self.docids[j], float(scores[j])) for j in top if scores[j] > 0])
+        return out
+
     def row(self, docid: str) -> int | None:
         """The index row of ``docid`` (None for a document not in the index)."""
         if self._rows is None:

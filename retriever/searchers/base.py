@@ -223,6 +223,11 @@ class BaseSearcher(ABC, metaclass=_SearcherMeta):
         one told so with ``--query-input``): the MCP server passes a ``reason`` on only then."""
         return False
 
+    @property
+    def reasoning_input(self) -> str | None:
+        """What a reasoning changes, in words (the REST response's ``query_input``); None when it is ignored."""
+        return None
+
     @abstractmethod
     def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
                      reasoning_aware: bool | Sequence[bool] = False) -> list[Ranked]:

@@ -1,4 +1,5 @@
-"""BM25 searcher over a ``hopscotch bm25-index`` folder (bm25s). Queries are matched on their text only."""
+"""BM25 searcher over a ``hopscotch bm25-index`` folder (bm25s). A query with a reasoning (reasoning-aware search)
+is expanded with it (:mod:`hopscotch.retriever.searchers.bm25_expansion`); without one it is plain BM25."""
 
 from __future__ import annotations
 
@@ -9,13 +10,17 @@ from typing import Any
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.docids import canonical_docid
+from hopscotch.retriever.model.query_template import parse_query
+from hopscotch.retriever.searchers.arg_types import positive_float
 from hopscotch.retriever.searchers.base import (
     BaseSearcher,
     Ranked,
     add_index_option,
     add_option,
     flag,
+    per_query,
 )
+from hopscotch.retriever.searchers.bm25_expansion import DEFAULT_BM25_EXPANSION, BM25Expansion
 from hopscotch.retriever.searchers.rerank import add_rerank_options
 from hopscotch.retriever.searchers.registry import register_searcher
 
@@ -41,18 +46,22 @@ class BM25Searcher(BaseSearcher):
     :param docstore: where documents come from for snippets and ``get_document``: a
         :class:`~hopscotch.retriever.index.docstore.DocStore` (a dense index folder's), an
         :class:`~hopscotch.retriever.index.docstore.InMemoryDocStore`, or None (hits without text)
+    :param expansion: how a reasoning-aware query is expanded with its reasoning
+        (:data:`~hopscotch.retriever.searchers.bm25_expansion.DEFAULT_BM25_EXPANSION` by default)
 
-    Flags: ``--bm25 DIR`` and, for documents, ``--index DIR`` (its docstore) or ``--corpus FILE``; the reranker's
-    ``--rerank-*`` (as every backend's).
+    Flags: ``--bm25 DIR`` and, for documents, ``--index DIR`` (its docstore) or ``--corpus FILE``;
+    ``--bm25-reasoning VARIANT`` and ``--bm25-query-weight W`` (the expansion); the reranker's ``--rerank-*``
+    (as every backend's).
     """
 
     search_type = "BM25"
 
-    def __init__(self, bm25, docstore=None):
+    def __init__(self, bm25, docstore=None, expansion: BM25Expansion | None = None):
         from hopscotch.retriever.index.bm25 import BM25Index
 
         self.index = BM25Index.load(bm25) if isinstance(bm25, (str, os.PathLike)) else bm25
         self.docstore = docstore
+        self.expansion = DEFAULT_BM25_EXPANSION if expansion is None else expansion
         self._lock = threading.Lock()  # bm25s retrieval is not documented as thread-safe
 
     @classmethod
@@ -61,6 +70,7 @@ class BM25Searcher(BaseSearcher):
         add_index_option(parser)
         add_option(parser, "--corpus", help="bm25 without --index: corpus read into memory for document text "
                                             "(snippets, get_document)")
+        add_expansion_options(parser)
         add_rerank_options(parser)
 
     @classmethod
@@ -85,12 +95,44 @@ class BM25Searcher(BaseSearcher):
                              if not flag(args, "index") else "the bm25 searcher takes no --model")
         if flag(args, "fusion"):
             raise UsageError("--fusion needs both --bm25 and --index")
-        return cls(flag(args, "bm25"), docstore=docstore_from_args(args))
+        return cls(flag(args, "bm25"), docstore=docstore_from_args(args), expansion=expansion_from_args(args))
 
     def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
                      reasoning_aware: bool | Sequence[bool] = False) -> list[Ranked]:
+        """Plain BM25 for each query, except a reasoning-aware one with a non-empty reasoning: that one is
+        expanded with it (:attr:`expansion`). A query written in AgentIR's template (``Reasoning: R\n\nQuery:
+        Q``, as AgentIR's reasoning-aware client sends it) is read back as query Q with reasoning R (``Empty``:
+        none), so the template's words are never matched."""
+        queries = list(queries)
+        aware = per_query(reasoning_aware, len(queries), "reasoning_aware")
+        reasonings = per_query(reasonings, len(queries), "reasonings")
+        for i, text in enumerate(queries):
+            parsed = parse_query(text) if "\n\nQuery: " in text else None
+            if parsed is not None:
+                queries[i] = parsed[0]
+                if not (aware[i] and reasonings[i]):
+                    reasonings[i], aware[i] = parsed[1], parsed[1] is not None
+        parts = [self.expansion.text_parts(q, r) if a else None for q, r, a in zip(queries, reasonings, aware)]
+        plain = [i for i, p in enumerate(parts) if p is None]
+        out: list[Ranked] = [[] for _ in queries]
         with self._lock:
-            return self.index.search(list(queries), k=k)
+            if plain:
+                for i, hits in zip(plain, self.index.search([queries[i] for i in plain], k=k)):
+                    out[i] = hits
+            expanded = [i for i, p in enumerate(parts) if p is not None]
+            if expanded:
+                for i, hits in zip(expanded, self.index.search_weighted([parts[i] for i in expanded], k=k)):
+                    out[i] = hits
+        return out
+
+    @property
+    def reasoning_input(self) -> str | None:
+        return f"bm25 {self.expansion.describe()}" if self.expansion.enabled else None
+
+    @property
+    def takes_reasoning(self) -> bool:
+        """True unless the expansion is off (``--bm25-reasoning query``): a reasoning expands the query."""
+        return self.expansion.enabled
 
     def get_document(self, docid: str) -> dict[str, Any] | None:
         return None if self.docstore is None else lookup_document(self.docstore, docid)
@@ -98,6 +140,25 @@ class BM25Searcher(BaseSearcher):
     @property
     def has_documents(self) -> bool:
         return self.docstore is not None
+
+
+def add_expansion_options(parser) -> None:
+    """The reasoning-aware BM25 flags (every backend with a BM25 half declares them)."""
+    d = DEFAULT_BM25_EXPANSION
+    add_option(parser, "--bm25-reasoning", metavar="VARIANT",
+               help="reasoning-aware BM25 (with --reasoning): which reasoning text expands the query, a query input "
+                    f"variant counted in words (default {d.reasoning}, chosen on the dev sets; 'query': no "
+                    "expansion)")
+    add_option(parser, "--bm25-query-weight", type=positive_float, metavar="W",
+               help=f"reasoning-aware BM25: how many times the query's terms count against the reasoning's "
+                    f"(default {d.query_weight:g}, chosen on the dev sets)")
+
+
+def expansion_from_args(args) -> BM25Expansion:
+    """``--bm25-reasoning`` / ``--bm25-query-weight`` over :data:`DEFAULT_BM25_EXPANSION`."""
+    d = DEFAULT_BM25_EXPANSION
+    variant, weight = flag(args, "bm25_reasoning"), flag(args, "bm25_query_weight")
+    return BM25Expansion.parse(variant or d.reasoning, d.query_weight if weight is None else weight)
 
 
 def docstore_from_args(args):

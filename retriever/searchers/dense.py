@@ -208,6 +208,10 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
                    encoder=flag(args, "encoder"))
 
     @property
+    def reasoning_input(self) -> str | None:
+        return str(self.query_input) if self.takes_reasoning else None
+
+    @property
     def takes_reasoning(self) -> bool:
         """A trained reasoning-aware model (its saved variant reads the reasoning), or ``--query-input`` given
         with a variant that reads it; a plain model (``minilm``, an untrained folder) is not."""

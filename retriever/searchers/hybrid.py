@@ -1,4 +1,9 @@
-"""Hybrid searcher: BM25 and dense lists fused by (weighted) RRF or Pyserini-style interpolation."""
+"""Hybrid searcher: BM25 and dense lists fused by (weighted) RRF or Pyserini-style interpolation.
+
+A reasoning-aware query reaches both halves: BM25 expands the query with the reasoning
+(:mod:`~hopscotch.retriever.searchers.bm25_expansion`), the dense half encodes it when its model reads reasoning
+(:attr:`~hopscotch.retriever.searchers.dense.DenseSearcher.takes_reasoning`: a trained reasoning-aware model, or
+``--query-input``); a plain model's dense half searches with the query alone."""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.searchers.arg_types import finite_float, non_negative_float, positive_int
 from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, flag
 from hopscotch.retriever.searchers.rerank import add_rerank_options
-from hopscotch.retriever.searchers.bm25 import BM25Searcher
+from hopscotch.retriever.searchers.bm25 import BM25Searcher, expansion_from_args
 from hopscotch.retriever.searchers.dense import DenseSearcher
 from hopscotch.retriever.searchers.fusion import (
     DEFAULT_ADAPTIVE,
@@ -175,21 +180,30 @@ class HybridSearcher(BaseSearcher):
             raise UsageError("the hybrid searcher needs a BM25 index folder (--bm25)")
         fusion = cls.fusion_from_args(args)  # a bad config fails before a model loads
         dense = DenseSearcher.component_from_args(args, "hybrid")
-        sparse = BM25Searcher(flag(args, "bm25"), docstore=dense.docstore)
+        sparse = BM25Searcher(flag(args, "bm25"), docstore=dense.docstore, expansion=expansion_from_args(args))
         return cls.from_settings(sparse, dense, fusion, depth=flag(args, "depth", 100))
 
     def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
                      reasoning_aware: bool | Sequence[bool] = False, show_progress: bool = False) -> list[Ranked]:
         depth = max(k, self.depth)
-        sparse = self.bm25.search_batch(queries, depth)
-        dense = self.dense.search_batch(queries, depth, reasonings, reasoning_aware, show_progress=show_progress)
+        sparse = self.bm25.search_batch(queries, depth, reasonings, reasoning_aware)
+        # the dense half reads the reasoning only when its model does (a plain model's template input is worse
+        # than its query alone); BM25 expands with it whenever it is given
+        dense_aware = reasoning_aware if self.dense.takes_reasoning else False
+        dense = self.dense.search_batch(queries, depth, reasonings, dense_aware, show_progress=show_progress)
         settings = self.settings
         return [settings.apply(s, d, k) for s, d in zip(sparse, dense)]
 
     @property
+    def reasoning_input(self) -> str | None:
+        """The dense half's variant and BM25's expansion, those that read the reasoning (``; ``-joined)."""
+        parts = [p for p in (self.dense.reasoning_input, getattr(self.bm25, "reasoning_input", None)) if p]
+        return "; ".join(parts) or None
+
+    @property
     def takes_reasoning(self) -> bool:
-        """The dense side's (BM25 matches the query text only)."""
-        return self.dense.takes_reasoning
+        """Whether either half reads a reasoning (the dense side's model, or BM25's expansion)."""
+        return self.dense.takes_reasoning or bool(getattr(self.bm25, "takes_reasoning", False))
 
     def get_document(self, docid: str) -> dict[str, Any] | None:
         return self.dense.get_document(docid)

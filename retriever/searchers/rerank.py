@@ -270,6 +270,12 @@ class RerankedSearcher(BaseSearcher):
         return self.maxsim_reranker.query_input
 
     @property
+    def reasoning_input(self) -> str | None:
+        mv = self.maxsim_reranker.query_input
+        parts = [p for p in (self.first.reasoning_input, f"rerank {mv}" if mv.uses_reasoning else None) if p]
+        return "; ".join(parts) or None
+
+    @property
     def takes_reasoning(self) -> bool:
         return self.maxsim_reranker.query_input.uses_reasoning or self.first.takes_reasoning
 

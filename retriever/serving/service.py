@@ -17,7 +17,8 @@ has a title; with ``parse=false`` the stored record as a JSON string (``{"docid"
 ``hopscotch.serve.reason``, one JSON line); it is encoded with the query (AgentIR's
 ``Reasoning: ...\\n\\nQuery: ...``) only when the index's searcher reads reasoning
 (:attr:`~hopscotch.retriever.searchers.base.BaseSearcher.takes_reasoning`: a trained reasoning-aware model,
-or ``--query-input`` given), otherwise the query is matched alone. The response says which:
+or ``--query-input`` given; BM25 expands the query with it unless ``--bm25-reasoning query``), otherwise the
+query is matched alone. The response says which:
 ``"query": {"text", "reason_used": bool[, "query_input": VARIANT]}`` (only when a ``reason`` was sent).
 """
 
@@ -156,8 +157,7 @@ class SearchService:
         """The query input variant ``reason`` is encoded with on ``name`` (None when it is not used)."""
         if not self.reads_reasoning.get(name):
             return None
-        variant = getattr(getattr(self.searchers[name], "dense", self.searchers[name]), "query_input", None)
-        return None if variant is None else str(variant)
+        return getattr(self.searchers[name], "reasoning_input", None)
 
     # -- search ---------------------------------------------------------------------------------------
     def parse_search(self, name: str, params: Mapping[str, str]) -> SearchRequest:

@@ -246,7 +246,7 @@ def test_sigkilled_run_resumes_to_identical_bytes(tmp_path):
     parts = tmp_path / "killed.jsonl.parts"
     proc = subprocess.Popen(base + ["--out", str(out)], env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 1800
     while proc.poll() is None and time.monotonic() < deadline:
         if parts.is_dir() and len(list(parts.glob("0*.json"))) >= 30:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -24,7 +24,7 @@ DRIVERS = {
 
 def _run(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(SCRIPTS / f"{name}.py"), *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=300, check=False)
+                          text=True, timeout=1800, check=False)
 
 
 @pytest.mark.parametrize("name", sorted(DRIVERS))

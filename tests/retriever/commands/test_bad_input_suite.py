@@ -298,7 +298,7 @@ def test_subprocess_exits_2_without_traceback(line, needle, paths, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     proc = subprocess.run([sys.executable, "-m", "hopscotch.retriever.cli", *argv_of(line, paths, out)],
-                          check=False, capture_output=True, text=True, timeout=120)
+                          check=False, capture_output=True, text=True, timeout=1800)
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert len(lines) == 1 and needle in lines[0], lines

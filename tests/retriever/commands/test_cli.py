@@ -100,5 +100,5 @@ def test_version_names_the_installed_distribution():
     from importlib.metadata import version
 
     out = subprocess.run([sys.executable, "-m", "hopscotch.retriever.cli", "--version"], capture_output=True,
-                         text=True, timeout=120)
+                         text=True, timeout=1800)
     assert out.returncode == 0 and out.stdout.strip() == f"hopscotch {version('hopscotch')}", out.stdout + out.stderr

@@ -18,7 +18,7 @@ from hopscotch.retriever.index.layout import META_FILE, IndexMeta
 
 def hopscotch(*argv, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "hopscotch.retriever.cli", *map(str, argv)], check=False, cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=1800)
 
 
 def test_relative_model_path_index_searches_and_serves_from_another_directory(small_world, tiny_bert_dir, tmp_path):

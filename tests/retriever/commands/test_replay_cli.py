@@ -105,6 +105,20 @@ def test_bm25_per_call_scores_equal_search_and_eval(bm25_replay, bm25_dir, call_
     assert result["plot"]["lines"] == 1 and png_text(bm25_replay / "discovery.png")["hopscotch:lines"] == "1"
 
 
+def test_reasoning_aware_bm25_replay_equals_search_and_eval(bm25_replay, small_world, bm25_dir, call_files, cli,
+                                                           tmp_path):
+    out = tmp_path / "bm25r"
+    code, _, err = cli("replay", "--runs", small_world / "traces.jsonl", "--qrels", small_world / "qrels.tsv",
+                       "--searcher", "bm25", "--bm25", bm25_dir, "--reasoning", "--out", out)
+    assert code == 0, err
+    result = json.loads((out / "replay.json").read_text())
+    assert result["manifest"]["query_input"].startswith("bm25 query x")
+    _assert_same_scores(result, _search_and_eval(cli, tmp_path, call_files, "bm25r", "--bm25", bm25_dir,
+                                                 "--reasoning"))
+    assert _trec_rows(out / "calls.trec") == _trec_rows(tmp_path / "bm25r.trec")
+    assert _trec_rows(out / "calls.trec") != _trec_rows(bm25_replay / "calls.trec")   # the reasoning was used
+
+
 def test_dense_reasoning_replay_compared_with_bm25(bm25_replay, small_world, small_world_index, call_files, cli,
                                                    tmp_path):
     out = tmp_path / "dense"

@@ -26,10 +26,13 @@ def _result(scores: list[float]):
 def test_acceptance_says_which_checks_hold():
     good, bad = _result([1, 1, 1, 1, 0, 1]), _result([0, 0, 1, 0, 0, 0])
     test = {("s", "base", "query"): bad, ("s", "base", "default"): good, ("s", "base", "first-window"): bad,
-            ("s", "bm25"): bad, ("s", "base", "hybrid-default"): good, ("s", "base", "hybrid"): bad,
+            ("s", "bm25"): bad, ("s", "bm25-reasoning"): bad, ("s", "base", "hybrid-default"): good,
+            ("s", "base", "hybrid"): bad, ("s", "base", "hybrid-query"): bad,
             **{("s", "base", f"hybrid-{h}"): good for h in HYBRIDS}}
     lines = acceptance("s", test, {"base": {"variant": "reasoning", "w": 0.5}}, {"base": "minilm"})
-    assert len(lines) == 2 + 2 + len(HYBRIDS)
-    assert lines[0].startswith("base defaults >= base query-only: YES (")
-    assert "the better of BM25 and dense (base dense)" in lines[2] and lines[2].endswith(")")
-    assert ": YES (" in lines[2] and "(base, tuned) >= the better of BM25 and dense (base dense): no (" in lines[3]
+    assert len(lines) == 4 + 2 + len(HYBRIDS)
+    assert lines[0].startswith("BM25 --reasoning >= BM25: YES (")   # equal lists: a tie holds
+    assert lines[1].startswith("base defaults >= base query-only: YES (")
+    assert lines[2].startswith("default hybrid --reasoning >= the same hybrid without it: YES (")
+    assert "the better of BM25 and dense (base dense)" in lines[4] and lines[4].endswith(")")
+    assert ": YES (" in lines[4] and "(base, tuned) >= the better of BM25 and dense (base dense): no (" in lines[5]

@@ -198,7 +198,7 @@ def test_torchrun_two_processes_build_one_index(small_world, tiny_bert_dir, tmp_
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "0",
            "-m", "hopscotch.retriever.cli", "index", "--corpus", str(small_world / "corpus.jsonl"), "--model",
            str(tiny_bert_dir), "--out", str(out), "--shard-size", "40", "--max-length", "64"]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-2000:]
     meta = IndexMeta.load(out)
     assert meta.num_shards == 8

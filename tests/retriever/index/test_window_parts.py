@@ -147,7 +147,7 @@ def _cli_index(corpus, model, out, nproc: int) -> subprocess.CompletedProcess:
     cmd = [*launch, "-m", "hopscotch.retriever.cli", "index", "--corpus", str(corpus), "--model", str(model),
            "--out", str(out), "--shard-size", str(SHARD), "--batch-size", str(BATCH), "--max-length", str(MAX_LENGTH),
            "--windows", str(WINDOWS), "--window-stride", str(STRIDE)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 

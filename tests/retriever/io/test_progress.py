@@ -123,7 +123,7 @@ def test_a_terminal_still_gets_its_bar_and_no_summary():
 # -- through the command line, stderr to a pipe (a log file) ---------------------------------------
 def _hopscotch(*argv) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "hopscotch.retriever.cli", *map(str, argv)],
-                          capture_output=True, text=True, check=False, timeout=120)
+                          capture_output=True, text=True, check=False, timeout=1800)
 
 
 def test_cli_stderr_in_a_log_is_one_line_per_stage(tmp_path):

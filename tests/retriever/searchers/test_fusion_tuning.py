@@ -160,6 +160,7 @@ class _Fixed:
     """A stand-in searcher that returns fixed lists (query text = qid)."""
 
     docstore = object()
+    takes_reasoning = False
 
     def __init__(self, run):
         self.run = run

@@ -263,6 +263,34 @@ def test_agentir_search_tool(world, kind):
             assert all(f"[{t}]" in turn["response"] for t in titles)
 
 
+@pytest.mark.parametrize("kind", ["bm25", "hybrid"])
+def test_reasoning_aware_bm25_through_both_harnesses(world, kind):
+    """BrowseComp-Plus's ``search(query, k, reasoning)`` expands BM25 with the reasoning (the hybrid's BM25 half
+    too); AgentIR's reasoning-aware client sends ``Reasoning: R\\n\\nQuery: Q`` as the query, which BM25 reads back
+    as Q expanded with R (the same list), never matching the template's words; ``Reasoning: Empty``: plain Q."""
+    parser = agentir_parser()
+    # the expansion's flags through the harness's parser (a light query weight, so the reasoning moves a top 4)
+    argv = ["--searcher-type", kind, *world["argv"][kind], "--k", str(K), "--bm25-query-weight", "1"]
+    SEARCHERS[kind].parse_args(parser)
+    searcher = SEARCHERS[kind](parser.parse_args(argv))
+    assert searcher.reasoning_input.startswith("bm25 query x1 + ")
+    plain = [d for d, _ in searcher.search_batch([QUERY], K)[0]]
+    far = searcher.get_document([d for d, _ in searcher.search_batch([QUERY], 40)[0]][-1])   # far down the list
+    name = far["title"]
+    thinking = f"Everything points to {name}. The founder is {name}; {name}, {name}, {name}: look at {name} next."
+    want = [d for d, _ in searcher.search_batch([QUERY], K, [thinking], True)[0]]
+    assert want != plain and [h["docid"] for h in searcher.search(QUERY, K, thinking)] == want
+    if kind == "bm25":
+        turn = AgentIRSearchTool(searcher, k=K, reasoning_aware=True).handle_single(QUERY, thinking)
+        assert turn["docids"] == want
+        empty = AgentIRSearchTool(searcher, k=K, reasoning_aware=True).handle_single(QUERY, None)   # 'Empty'
+        assert empty["docids"] == plain
+    else:   # the BM25 half got the reasoning, the untrained dense half the query alone
+        sparse = searcher.bm25.search_batch([QUERY], searcher.depth, [thinking], True)[0]
+        dense = searcher.dense.search_batch([QUERY], searcher.depth)[0]
+        assert [d for d, _ in searcher.settings.apply(sparse, dense, K)] == want
+
+
 def test_agentir_prepend_oracle_keeps_the_window(world):
     searcher = SEARCHERS["bm25"](argparse.Namespace(bm25=str(world["bm25"]), corpus=str(world["corpus"])))
     ranked = [d for d, _ in searcher.search_batch([QUERY], 50)[0]]

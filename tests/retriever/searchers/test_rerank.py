@@ -70,7 +70,7 @@ def test_reranked_lists_are_maxsim_permutations_of_the_first_stage(world, late_f
     aware = [r is not None for r in reasonings]
     reranked = searcher.search_batch(queries, 12, reasonings, aware)
     top5 = searcher.search_batch(queries, 5, reasonings, aware)
-    before = first.search_batch(queries, 12)
+    before = first.search_batch(queries, 12, reasonings, aware)  # the first stage sees the reasoning too
     for q, r, ranked, short, cands in zip(queries, reasonings, reranked, top5, before):
         assert sorted(d for d, _ in ranked) == sorted(d for d, _ in cands)  # a permutation of the top depth
         assert short == ranked[:5]
@@ -101,7 +101,7 @@ def test_cache_is_hit_the_second_time_and_not_shared_with_another_model(world, t
 
     queries, reasonings = texts(world)
     first = first_stage(world)
-    candidates = {d for hits in first.search_batch(queries, 10) for d, _ in hits}
+    candidates = {d for hits in first.search_batch(queries, 10, reasonings, True) for d, _ in hits}
     cache = tmp_path / "cache"
 
     def run(model, **kw):
@@ -145,7 +145,7 @@ def test_cli_reranks_any_first_stage(cli, world, small_world_index, tiny_bert_di
               "--rerank-cache", tmp_path / "cache", "--reasoning"]
     first = tmp_path / "bm25.trec"
     assert cli("search", "--queries", world["queries"], "--bm25", world["bm25"], "--corpus", world["corpus"],
-               "--k", 15, "--out", first)[0] == 0
+               "--k", 15, "--out", first, "--reasoning")[0] == 0   # the first stage: reasoning-aware BM25
     code, out, err = cli("search", *common, "--bm25", world["bm25"], "--corpus", world["corpus"],
                          "--out", tmp_path / "bm25_rr.trec")
     assert code == 0, err

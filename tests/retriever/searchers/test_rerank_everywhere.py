@@ -135,7 +135,10 @@ def test_serve_rest_answers_with_the_reranked_searcher(world, monkeypatch):
         assert [(c["docid"], c["score"]) for c in body["candidates"]] == ref.search_batch([QUERY], 5)[0]
         assert all(c["doc"] for c in body["candidates"]) and body["query"] == {"text": QUERY}
         body = requests.get(url, params={"query": QUERY, "hits": 5, "reason": REASON}, timeout=60).json()
-        assert body["query"]["reason_used"] is True and body["query"]["query_input"] == "reasoning"
+        # the first stage (reasoning-aware BM25) expands with the reason, the reranker encodes it
+        assert body["query"]["reason_used"] is True
+        assert body["query"]["query_input"] == f"{ref.first.reasoning_input}; rerank reasoning"
+        assert ref.first.reasoning_input.startswith("bm25 query x")
         assert [(c["docid"], c["score"]) for c in body["candidates"]] == ref.search_batch(
             [QUERY], 5, [REASON], reasoning_aware=True)[0]
     finally:

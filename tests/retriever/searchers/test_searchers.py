@@ -313,7 +313,14 @@ def test_dense_and_hybrid_from_args_and_store_rerank(built):
     assert searcher_from_args(args).name == "hybrid"  # the flags select hybrid
     hits = hybrid.search("shipbuilding company", k=3, store_rerank=True)["results"]
     assert len(hits) == 3 and all(h["text"] == h["snippet"] and h["text"] for h in hits)  # short documents
-    assert hybrid.takes_reasoning is False  # an untrained model does not read reasoning
+    # an untrained model does not read reasoning, the BM25 half does (its expansion): the hybrid takes it, and
+    # its dense half searches with the query alone
+    assert hybrid.takes_reasoning is True and hybrid.dense.takes_reasoning is False
+    reasoning = "The harbour city of the shipbuilding firm"
+    aware = hybrid.search_batch(["shipbuilding company"], 3, [reasoning], True)[0]
+    expected = hybrid.settings.apply(hybrid.bm25.search_batch(["shipbuilding company"], 30, [reasoning], True)[0],
+                                     hybrid.dense.search_batch(["shipbuilding company"], 30)[0], 3)
+    assert aware == expected
     dense = SEARCHERS["dense"](argparse.Namespace(index=str(built["dense"]), refine=2))  # SearcherClass(args)
     assert dense.refine == 2 and dense.search("harbour", k=2, store_rerank=True)["results"][0]["text"]
     told = SEARCHERS["dense"](argparse.Namespace(index=str(built["dense"]), query_input="reasoning_tail:16"))

@@ -32,7 +32,9 @@ def bm25_world(small_world, tmp_path_factory):
     out = tmp_path_factory.mktemp("mcp") / "bm25"
     BM25Index.build(read_corpus(small_world / "corpus.jsonl")).save(out)
     corpus = small_world / "corpus.jsonl"
-    return {"bm25": out, "corpus": corpus, "searcher": build_searcher("bm25", bm25=out, corpus=corpus)}
+    return {"bm25": out, "corpus": corpus, "searcher": build_searcher("bm25", bm25=out, corpus=corpus),
+            # BM25 with its reasoning expansion off (--bm25-reasoning query): a searcher that ignores a reason
+            "plain": build_searcher("bm25", bm25=out, corpus=corpus, bm25_reasoning="query")}
 
 
 def with_client(server, work):
@@ -61,9 +63,12 @@ def test_tools_are_listed_as_browsecomp_plus_registers_them(bm25_world):
     assert set(tools) == {"search", "get_document"}
     search = tools["search"]
     assert search.description.startswith(bm25_world["searcher"].search_description(4)) and "top-4" in search.description
-    assert "'reason' argument is accepted but ignored" in search.description
+    assert "this retriever reads it together with the query" in search.description   # reasoning-aware BM25
     assert search.input_schema["required"] == ["query"] and set(search.input_schema["properties"]) == {"query",
                                                                                                        "reason"}
+    plain = build_mcp_server(bm25_world["plain"], MCPOptions(k=4, snippet_max_tokens=-1))
+    [tool] = [t for t in with_client(plain, lambda c: c.list_tools()).tools if t.name == "search"]
+    assert "'reason' argument is accepted but ignored" in tool.description
     assert tools["get_document"].input_schema["required"] == ["docid"]
     only = build_mcp_server(bm25_world["searcher"], MCPOptions(snippet_max_tokens=-1, get_document=False))
     assert [t.name for t in with_client(only, lambda c: c.list_tools()).tools] == ["search"]
@@ -121,8 +126,22 @@ def test_get_document_takes_either_climbmix_spelling(tmp_path):
     assert padded == plain == {"docid": "shard_00045_6622", "title": "Harbour", "text": "a harbour city"}
 
 
-def test_reason_is_ignored_by_a_model_that_does_not_read_it(bm25_world, caplog):
+def test_reason_expands_a_bm25_query(bm25_world):
     searcher = bm25_world["searcher"]
+    server = build_mcp_server(searcher, MCPOptions(k=5, snippet_max_tokens=-1))
+    reason = "the harbour city of the shipbuilder, not its founder"
+
+    async def work(client):
+        return [tool_json(await client.call_tool("search", {"query": QUERIES[1], **extra}))
+                for extra in ({}, {"reason": reason})]
+
+    plain, reasoned = with_client(server, work)
+    assert plain == expected_hits(searcher, QUERIES[1], 5)
+    assert reasoned == expected_hits(searcher, QUERIES[1], 5, reasoning=reason) != plain
+
+
+def test_reason_is_ignored_by_a_model_that_does_not_read_it(bm25_world, caplog):
+    searcher = bm25_world["plain"]
     server = build_mcp_server(searcher, MCPOptions(k=5, snippet_max_tokens=-1))
 
     async def work(client):
@@ -176,7 +195,7 @@ def test_serve_mcp_over_http_needs_the_token(bm25_world, transport):
                              str(bm25_world["corpus"]), "--k", "2", "--snippet-max-tokens", "-1", "--no-get-document"],
                             env={**os.environ, "OMP_NUM_THREADS": "1"}, stderr=subprocess.PIPE, text=True)
     try:
-        deadline, line = time.monotonic() + 60, ""
+        deadline, line = time.monotonic() + 1800, ""
         while "MCP server" not in line and time.monotonic() < deadline:
             line = proc.stderr.readline()
             assert line or proc.poll() is None, "serve exited"

@@ -127,19 +127,48 @@ def test_cmass_client_sees_plain_text_documents(service):
     assert json.loads(raw["doc"]) == {"docid": first, "title": docs[first].title, "text": docs[first].text}
 
 
-def test_reason_is_logged_and_not_used_by_a_bm25_service(service, caplog):
+def test_reason_is_logged_and_expands_a_bm25_query(service, caplog):
+    reason = "I think the city is by the sea, a shipbuilding harbour"
     with caplog.at_level("INFO", logger="hopscotch.serve.reason"):
         with_reason = requests.get(service["url"] + "/v1/wiki/search", params={
-            "query": "harbour city", "hits": 5, "reason": "I think the city is by the sea"}, headers=AUTH, timeout=10)
+            "query": "harbour city", "hits": 5, "reason": reason}, headers=AUTH, timeout=10)
     plain = requests.get(service["url"] + "/v1/wiki/search", params={"query": "harbour city", "hits": 5},
                          headers=AUTH, timeout=10)
+    searcher = service["searcher"]
+    assert with_reason.json()["query"] == {"text": "harbour city", "reason_used": True,
+                                           "query_input": searcher.reasoning_input}
+    assert searcher.reasoning_input.startswith("bm25 query x")
+    want = searcher.search_batch(["harbour city"], 5, [reason], True)[0]
+    assert [(c["docid"], c["score"]) for c in with_reason.json()["candidates"]] == [
+        (d, pytest.approx(s)) for d, s in want]
+    assert [c["docid"] for c in plain.json()["candidates"]] == [d for d, _ in searcher.search_batch(["harbour city"], 5)[0]]
+    logged = [json.loads(r.getMessage()) for r in caplog.records if r.name == "hopscotch.serve.reason"]
+    assert logged == [{"index": "wiki", "query": "harbour city", "reason": reason, "used": True}]
+    index_list = requests.get(service["url"] + "/v1/indexes", headers=AUTH, timeout=10).json()
+    assert index_list["indexes"] == ["wiki"] and index_list["details"]["wiki"]["reason_used"] is True
+
+
+def test_reason_is_logged_and_not_used_by_a_bm25_service_without_expansion(bm25_dir, small_world, caplog):
+    from hopscotch.retriever.searchers import build_searcher
+    from hopscotch.retriever.serving.server import make_server, serve_in_thread
+
+    searcher = build_searcher("bm25", bm25=bm25_dir, corpus=small_world / "corpus.jsonl", bm25_reasoning="query")
+    server = make_server({"wiki": searcher}, port=0, token=TOKEN)
+    serve_in_thread(server)
+    try:
+        with caplog.at_level("INFO", logger="hopscotch.serve.reason"):
+            with_reason = requests.get(server.url + "/v1/wiki/search", params={
+                "query": "harbour city", "hits": 5, "reason": "I think the city is by the sea"}, headers=AUTH,
+                timeout=10)
+        plain = requests.get(server.url + "/v1/wiki/search", params={"query": "harbour city", "hits": 5},
+                             headers=AUTH, timeout=10)
+    finally:
+        server.shutdown_and_close()
     assert with_reason.json()["query"] == {"text": "harbour city", "reason_used": False}
     assert with_reason.json()["candidates"] == plain.json()["candidates"]
     logged = [json.loads(r.getMessage()) for r in caplog.records if r.name == "hopscotch.serve.reason"]
     assert logged == [{"index": "wiki", "query": "harbour city", "reason": "I think the city is by the sea",
                        "used": False}]
-    index_list = requests.get(service["url"] + "/v1/indexes", headers=AUTH, timeout=10).json()
-    assert index_list["indexes"] == ["wiki"] and index_list["details"]["wiki"]["reason_used"] is False
 
 
 @pytest.mark.parametrize("headers,status", [
@@ -230,11 +259,12 @@ def test_serve_bm25_alone_with_a_token_file(bm25_dir, small_world, tmp_path, cli
     env.pop("HOPSCOTCH_SERVE_TOKEN", None)
     proc = subprocess.Popen([sys.executable, "-m", "hopscotch.retriever.cli", "serve", "--searcher", "bm25",
                              "--bm25-index", str(bm25_dir), "--corpus", str(small_world / "corpus.jsonl"),
-                             "--port", str(port), "--name", "bm25", "--token-file", str(token_file)],
+                             "--port", str(port), "--name", "bm25", "--token-file", str(token_file),
+                             "--bm25-reasoning", "query"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 1800
         while time.monotonic() < deadline:
             try:
                 if requests.get(url + "/health", timeout=2).ok:  # no token needed outside /v1

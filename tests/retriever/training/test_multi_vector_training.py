@@ -203,7 +203,7 @@ def test_gradcache_replays_dropout(tiny_bert_dir, monkeypatch):
 def run_training(recipe_file: Path, out: Path, *flags: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, __file__, "--run", str(recipe_file), str(out), *flags], check=False,
-                          env=env, capture_output=True, text=True, timeout=300)
+                          env=env, capture_output=True, text=True, timeout=1800)
 
 
 @pytest.mark.slow
@@ -297,7 +297,7 @@ def test_two_processes_equal_one_process_on_the_concatenated_batch(tiny_bert_dir
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
            "--master_port", str(free_port()), __file__, "--worker", str(out_file), str(tiny_bert_dir)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
     distributed = torch.load(out_file)
     model = build(tiny_bert_dir, learn_temperature=True).eval()

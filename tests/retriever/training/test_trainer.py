@@ -52,7 +52,7 @@ def test_cli_and_train_py_report_errors_on_one_line(cli, tmp_path):
     assert code == 2 and err.strip().count("\n") == 0 and "no such file" in err
     proc = subprocess.run([sys.executable, str(ROOT / "train.py"), "--recipe", str(tmp_path / "missing.yaml"),
                            "--output", str(tmp_path / "out"), "train.lr=1"], check=False, capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
+                          cwd=ROOT, timeout=1800)
     assert proc.returncode == 2 and "train.py: error:" in proc.stderr and "no such file" in proc.stderr
 
 

@@ -1,0 +1,114 @@
+"""Reasoning-aware BM25 (searchers/bm25_expansion.py): the expansion rule, its exact equality with plain BM25
+when there is no reasoning, its equality with bm25s's own scoring of the repeated query text, and the paths
+that carry a reasoning to it (search_batch, hybrid, harness calls, AgentIR's template, the CLI)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.index.bm25 import BM25Index
+from hopscotch.retriever.io.corpus import Document
+from hopscotch.retriever.model.query_input import QueryContext, ReasoningContext
+from hopscotch.retriever.searchers.bm25 import BM25Searcher
+from hopscotch.retriever.searchers.bm25_expansion import DEFAULT_BM25_EXPANSION, BM25Expansion
+
+DOCS = [
+    ("d0", "Harmony Korine directed the film Gummo in Nashville"),
+    ("d1", "Gummo is a 1997 film set in Xenia, Ohio after a tornado"),
+    ("d2", "The Seattle Storm drafted a guard from Stanford"),
+    ("d3", "Xenia is a city in Greene County, Ohio, hit by tornadoes"),
+    ("d4", "A director of photography lit the film in Tennessee"),
+    ("d5", "Stanford guards and forwards in the WNBA draft"),
+]
+QUERY = "film director"
+REASONING = "The question mentions a tornado town. Earlier pages said Gummo was set in Xenia, Ohio."
+
+
+@pytest.fixture(scope="module")
+def index() -> BM25Index:
+    return BM25Index.build([Document(d, "", t) for d, t in DOCS], show_progress=False)
+
+
+def test_expansion_parts_and_validation():
+    e = BM25Expansion.parse("reasoning_tail:4", 3)
+    assert e.text_parts("q", "one two three four five six") == (("q", 3.0), ("three four five six", 1.0))
+    assert e.text_parts("q", None) is None and e.text_parts("q", "   ") is None
+    assert BM25Expansion.parse("query").text_parts("q", "anything") is None   # off
+    ctx = ReasoningContext(QueryContext(reasoning="all of it", current_reasoning="just now"))
+    assert BM25Expansion.parse("current_reasoning").expansion_text("q", ctx) == "just now"
+    assert BM25Expansion.parse("reasoning").expansion_text("q", ctx) == "all of it"
+    for weight in (0, -1, float("nan"), float("inf")):
+        with pytest.raises(UsageError, match="--bm25-query-weight"):
+            BM25Expansion.parse("reasoning", weight)
+    with pytest.raises(UsageError, match="--bm25-reasoning"):
+        BM25Expansion.parse("reasoning_tail")
+    assert DEFAULT_BM25_EXPANSION.enabled
+
+
+def test_no_reasoning_is_plain_bm25_exactly(index):
+    searcher = BM25Searcher(index)
+    queries = [QUERY, "Xenia tornado", "Stanford draft guard"]
+    plain = index.search(queries, k=6)
+    assert searcher.search_batch(queries, 6) == plain
+    assert searcher.search_batch(queries, 6, [None, "", "  "], reasoning_aware=True) == plain
+    assert searcher.search_batch(queries, 6, [REASONING] * 3, reasoning_aware=False) == plain
+    # AgentIR's template with an empty reasoning: the bare query, never the template's words
+    templated = [f"Reasoning: Empty\n\nQuery: {q}" for q in queries]
+    assert searcher.search_batch(templated, 6) == plain
+
+
+def test_weighted_query_equals_bm25s_on_the_repeated_text(index):
+    """query_weight n + reasoning == bm25s scoring the text 'q q ... q reasoning' (each occurrence counts)."""
+    expansion = BM25Expansion.parse("reasoning", 3)
+    parts = expansion.text_parts(QUERY, REASONING)
+    ours = index.search_weighted([parts], k=6)[0]
+    repeated = index.search([" ".join([QUERY] * 3 + [REASONING])], k=6)[0]
+    assert [d for d, _ in ours] == [d for d, _ in repeated]
+    assert [s for _, s in ours] == pytest.approx([s for _, s in repeated], rel=1e-5)
+    # weight 1 without reasoning text: the plain query's own scores
+    one, plain = index.search_weighted([((QUERY, 1.0),)], k=6)[0], index.search([QUERY], k=6)[0]
+    assert [d for d, _ in one] == [d for d, _ in plain]
+    assert [s for _, s in one] == pytest.approx([s for _, s in plain], rel=1e-5)
+
+
+def test_reasoning_moves_the_ranking(index):
+    searcher = BM25Searcher(index, expansion=BM25Expansion.parse("reasoning", 1))
+    plain = [d for d, _ in searcher.search_batch([QUERY], 3)[0]]
+    expanded = [d for d, _ in searcher.search_batch([QUERY], 3, [REASONING], reasoning_aware=True)[0]]
+    assert plain[0] in ("d0", "d4") and expanded[0] == "d1"   # the film set in Xenia, which only the reasoning names
+    # per-query flags: only the aware query is expanded
+    mixed = searcher.search_batch([QUERY, QUERY], 3, [REASONING, REASONING], reasoning_aware=[False, True])
+    assert [d for d, _ in mixed[0]] == plain and [d for d, _ in mixed[1]] == expanded
+    # AgentIR's reasoning-aware client sends the template as the query: the same as query + reasoning
+    templated = searcher.search_batch([f"Reasoning: {REASONING}\n\nQuery: {QUERY}"], 3)[0]
+    assert [d for d, _ in templated] == expanded
+    # the harness call search(query, k, reasoning)
+    assert [h["docid"] for h in searcher.search(QUERY, 3, REASONING)] == expanded
+    assert searcher.takes_reasoning and not BM25Searcher(index, expansion=BM25Expansion.parse("query")).takes_reasoning
+
+
+def test_cli_flags_reach_the_searcher(index, tmp_path, cli):
+    import json
+
+    folder = tmp_path / "bm25"
+    index.save(folder)
+    queries = tmp_path / "q.jsonl"
+    queries.write_text(json.dumps({"_id": "q1", "text": QUERY, "reasoning": REASONING}) + "\n")
+    runs = {}
+    for name, flags in {"plain": [], "default": ["--reasoning"],
+                        "whole": ["--reasoning", "--bm25-reasoning", "reasoning", "--bm25-query-weight", "1"],
+                        "off": ["--reasoning", "--bm25-reasoning", "query"]}.items():
+        out = tmp_path / f"{name}.trec"
+        code, _, err = cli("search", "--bm25", folder, "--queries", queries, "--k", 3, "--out", out, *flags)
+        assert code == 0, err
+        runs[name] = [line.split()[2] for line in out.read_text().splitlines()]
+    assert runs["off"] == runs["plain"] and runs["whole"][0] == "d1"
+    with pytest.raises(SystemExit) as exit_:   # argparse's own refusal: one line, exit 2
+        cli("search", "--bm25", folder, "--queries", queries, "--out", tmp_path / "x.trec", "--reasoning",
+            "--bm25-query-weight", "0")
+    assert exit_.value.code == 2
+    code, _, err = cli("search", "--bm25", folder, "--queries", queries, "--out", tmp_path / "y.trec", "--reasoning",
+                       "--bm25-reasoning", "reasoning_tail:x")
+    assert code == 2 and "--bm25-reasoning" in err
+    assert not (tmp_path / "y.trec").exists()
