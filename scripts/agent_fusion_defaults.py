@@ -2,6 +2,7 @@
 dev sets' tune questions, BM25 + the trained model's ``search --reasoning`` defaults.
 
     .venv/bin/python scripts/agent_fusion_defaults.py --work /tmp/hopscotch-ablation [--split tune] [--top 12]
+        [--reasoning --trained DIR]   # the lists `search --reasoning` fuses: reasoning-aware BM25 + dense defaults
 
 Reads the runs ``scripts/agent_ablation.py --trained DIR`` cached under ``--work`` (``runs/<set>.bm25.trec``,
 ``runs/<set>.trained.default.trec``) and fuses them as ``hopscotch search --fusion`` does (depth 100, k 100)
@@ -34,11 +35,24 @@ def main(argv=None) -> int:
     parser.add_argument("--split", choices=("tune", "test"), default="tune")
     parser.add_argument("--sets", default=",".join(SET_NAMES), help="dev sets (each must be in the ablation's cache)")
     parser.add_argument("--top", type=int, default=12, help="rows to print (the defaults are always printed)")
+    parser.add_argument("--reasoning", action="store_true",
+                        help="fuse what `search --bm25 --index --reasoning` fuses: reasoning-aware BM25 and the trained "
+                             "model's --reasoning defaults at today's defaults (runs/<set>.bm25r.<tag>.trec and "
+                             "runs/<set>.trained.default.<tag>.trec of the ablation; --trained names the model)")
+    parser.add_argument("--trained", help="with --reasoning: the trained model folder the ablation ran")
     args = parser.parse_args(argv)
     from hopscotch.retriever.experiments.fusion_defaults import report
 
     sets = [s.strip() for s in args.sets.split(",") if s.strip()]
-    for line in report(Path(args.work), args.split, sets, args.top):
+    runs = {}
+    if args.reasoning:
+        from hopscotch.retriever.experiments.agent_ablation import defaults_tag, expansion_tag
+
+        if not args.trained:
+            parser.error("--reasoning needs --trained DIR (its recorded defaults name the dense runs)")
+        runs = {"sparse_run": f"bm25r.{expansion_tag()}",
+                "dense_run": f"trained.default.{defaults_tag(str(Path(args.trained).resolve()))}"}
+    for line in report(Path(args.work), args.split, sets, args.top, **runs):
         print(line)
     return 0
 

@@ -303,6 +303,8 @@ def find_near_duplicates(corpus: str | os.PathLike, out: str | os.PathLike, stat
     started = time.perf_counter()
     folder = StateFolder(state, corpus, cfg.chunk_size, fresh)
     n_docs, n_chunks, computed = _signature_chunks(folder, on_chunk)
+    if n_docs == 0:
+        raise UsageError(f"--corpus {corpus}: no documents; nothing to audit")
     rss = {"signatures": rss_mb()}
     class_of, nonempty = _exact_classes(folder, n_chunks)
     reps = np.flatnonzero(nonempty & (class_of == np.arange(len(class_of))))

@@ -159,14 +159,9 @@ class ResidualCodec:
 
     @classmethod
     def load(cls, folder: str | os.PathLike) -> ResidualCodec:
-        folder = Path(folder)
-        try:
-            about = json.loads((folder / CODEC_FILE).read_text())
-            centroids = np.load(folder / CENTROIDS_FILE)
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"{folder}: no readable multi-vector codec ({exc}); rebuild the index") from None
-        return cls(np.asarray(centroids, dtype=np.float32), int(about["nbits"]),
-                   np.asarray(about["cutoffs"], dtype=np.float32), np.asarray(about["values"], dtype=np.float32))
+        from hopscotch.retriever.index.multi_vector_files import read_codec
+
+        return cls(*read_codec(Path(folder), CODEC_FILE, CENTROIDS_FILE))   # checked: one line naming a bad file
 
     @staticmethod
     def saved(folder: str | os.PathLike) -> dict | None:

@@ -28,9 +28,11 @@ from pathlib import Path
 import numpy as np
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.index.layout import IndexMeta
-from hopscotch.retriever.index.multi_vector_build import IVF_FILE, IVF_OFFSETS_FILE, MV_DIR, mv_file, shard_tokens
+from hopscotch.retriever.index.layout import IndexMeta, shard_file
+from hopscotch.retriever.index.multi_vector_build import IVF_FILE, IVF_OFFSETS_FILE, MV_DIR, mv_file
 from hopscotch.retriever.index.multi_vector_codec import ResidualCodec
+from hopscotch.retriever.index.multi_vector_files import check_ivf, check_shard, load_array
+
 
 TOKEN_BLOCK = 4_000_000   # query tokens x distinct centroids scored per block
 
@@ -56,19 +58,29 @@ class MultiVectorStore:
                              "stopped before the token codec: rerun 'hopscotch index' with the same flags)")
         folder = self.index_dir / MV_DIR
         self.codec = ResidualCodec.load(folder)
-        self.ivf = np.load(folder / IVF_FILE, mmap_mode="r")
-        self.ivf_offsets = np.load(folder / IVF_OFFSETS_FILE)
+        n_cent, dim = self.codec.centroids.shape
+        # every file through the one validated reader (multi_vector_files): sizes, dtypes, ranges, finiteness
+        self.ivf = load_array(folder / IVF_FILE, mmap=True)
+        self.ivf_offsets = load_array(folder / IVF_OFFSETS_FILE)
         self.codes, self.residuals, self.token_offsets = [], [], []
         doc_cents, doc_counts = [], []
+        num_docs = 0
         for shard in range(self.meta.num_shards):
-            self.codes.append(np.load(mv_file(index_dir, shard, "codes.npy"), mmap_mode="r"))
-            self.residuals.append(np.load(mv_file(index_dir, shard, "residuals.npy"), mmap_mode="r"))
-            doclens = np.asarray(shard_tokens(index_dir, shard)[1], dtype=np.int64)
+            files = {kind: mv_file(index_dir, shard, f"{kind}.npy")
+                     for kind in ("codes", "residuals", "doc_centroids", "doc_centroid_counts")}
+            files["doclens"] = shard_file(index_dir, shard, "doclens.npy")
+            arrays = {kind: load_array(path, mmap=kind in ("codes", "residuals")) for kind, path in files.items()}
+            check_shard(files, arrays, n_cent, dim, self.codec.nbits)
+            self.codes.append(arrays["codes"])
+            self.residuals.append(arrays["residuals"])
+            doclens = np.asarray(arrays["doclens"], dtype=np.int64)
+            num_docs += len(doclens)
             offsets = np.zeros(len(doclens) + 1, dtype=np.int64)
             np.cumsum(doclens, out=offsets[1:])
             self.token_offsets.append(offsets)   # document i's tokens: codes[offsets[i]:offsets[i + 1]]
-            doc_cents.append(np.load(mv_file(index_dir, shard, "doc_centroids.npy")))
-            doc_counts.append(np.load(mv_file(index_dir, shard, "doc_centroid_counts.npy")))
+            doc_cents.append(arrays["doc_centroids"])
+            doc_counts.append(arrays["doc_centroid_counts"])
+        check_ivf(folder / IVF_FILE, folder / IVF_OFFSETS_FILE, self.ivf, self.ivf_offsets, n_cent, num_docs)
         # each document's distinct centroids (CSR over global rows, built with the inverted file): what centroid
         # interaction scores
         self.doc_centroids = np.concatenate(doc_cents) if doc_cents else np.zeros(0, np.int32)

@@ -25,7 +25,7 @@ from torch import nn
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.model.config import EncoderConfig, read_saved_config
-from hopscotch.retriever.model.loading import quiet_loading_bars, resolve_model_path
+from hopscotch.retriever.model.loading import quiet_loading_bars, refuse_multi_vector, resolve_model_path
 from hopscotch.retriever.model.query_template import format_document, format_queries
 from hopscotch.retriever.model.rng import encode_sides
 from hopscotch.retriever.model.saving import save_model
@@ -83,6 +83,7 @@ class DualEncoder(nn.Module):
 
         quiet_loading_bars()
         path = resolve_model_path(name)
+        refuse_multi_vector(path)   # training a single-vector model from a multi-vector folder would drop its head
         config = config or read_saved_config(path) or EncoderConfig()
         torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
         kwargs = {"dtype": torch_dtype}

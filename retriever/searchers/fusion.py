@@ -230,45 +230,74 @@ class FusionSettings:
 
     @classmethod
     def from_json(cls, obj: dict, path: str | os.PathLike = "fusion config") -> FusionSettings:
-        """The settings :meth:`to_json` wrote (interp: ``alpha`` [+ ``weight_on_dense``], or only
-        ``sparse_weight``; ``normalization`` ``minmax``, ``zscore`` or ``true``, which older files wrote for
-        min-max); other keys are ignored. Every number goes through the ``type=`` function of the flag that
-        sets it (:data:`JSON_CHECKS`), so a file never carries what the flag refuses: a
-        :class:`~hopscotch.retriever.errors.FormatError` names ``path`` and the key."""
+        """The settings a config file names (what :meth:`to_json` wrote, or a hand-written subset): the one reader
+        of fusion configs. A parameter the file leaves out takes the default ``--fusion METHOD`` takes on the command
+        line (:func:`default_settings`), so ``{"method": "adaptive"}`` is exactly ``--fusion adaptive``; ``"weights":
+        null`` is plain RRF. interp / adaptive: ``alpha`` [+ ``weight_on_dense``], or ``sparse_weight``, or both
+        when they agree; ``normalization`` ``minmax``, ``zscore`` or ``true`` (older files' min-max). Refused, with
+        one line naming ``path`` and the key: an unknown method, a parameter of another method, ``alpha`` and
+        ``sparse_weight`` that disagree, ``weight_on_dense`` without ``alpha``. Every number goes through the
+        ``type=`` function of the flag that sets it (:data:`JSON_CHECKS`). Other keys (``metric``, ``grid``, ...)
+        are ignored."""
         method = obj.get("method")
+        if method not in FUSION_METHODS:
+            raise UsageError(f"{path}: 'method': unknown method {method!r}: use one of {', '.join(FUSION_METHODS)}")
         values = {key: json_number(obj[key], check, path, None, f"'{key}'")
                   for key, check in JSON_CHECKS.items() if obj.get(key) is not None}
         if obj.get("weight_on_dense") is not None and not isinstance(obj["weight_on_dense"], bool):
             raise FormatError(path, None, "'weight_on_dense' as true or false", repr(obj["weight_on_dense"])[:80])
-        if method == "adaptive":
-            base = cls.from_json({**obj, "method": "interp", "normalization": obj.get("normalization", "zscore")},
-                                 path)
-            return cls("adaptive", alpha=base.alpha, weight_on_dense=base.weight_on_dense,
-                       normalization=base.normalization, adapt=values.get("adapt", 0.0),
-                       shift=values.get("shift", 0.0), agreement_k=values.get("agreement_k", 10))
-        if method == "interp":
-            norm = obj.get("normalization", True)
-            if norm is False or norm is None:
-                raise UsageError(f"{path}: interpolation without normalisation is not supported")
-            norm = "minmax" if norm is True else norm
-            if norm not in NORMALIZATIONS:
-                raise UsageError(f"{path}: 'normalization': unknown score normalisation {norm!r}: use one of "
-                                 f"{', '.join(NORMALIZATIONS)}")
-            if "alpha" not in obj and "sparse_weight" in values:
-                return cls.convex(values["sparse_weight"], normalization=norm)
-            return cls("interp", alpha=values.get("alpha", 1.0), weight_on_dense=bool(obj.get("weight_on_dense")),
-                       normalization=norm)
+        foreign = [k for k in _OTHER_METHODS_KEYS[method] if obj.get(k) is not None]
+        if foreign:
+            raise UsageError(f"{path}: '{foreign[0]}' does not apply to method {method!r} (it contradicts the method: "
+                             "drop it, or change 'method')")
+        default = default_settings(method)
         if method == "rrf":
-            weights = obj.get("weights")
+            weights = obj.get("weights", default.weights) if "weights" in obj else default.weights
             if weights is not None:
-                if not isinstance(weights, list) or len(weights) != 2:
+                if not isinstance(weights, (list, tuple)) or len(weights) != 2:
                     raise FormatError(path, None, "'weights' as [W_BM25, W_DENSE] (as --rrf-weights takes)",
                                       repr(weights)[:80])
                 weights = tuple(json_number(w, non_negative_float, path, None, "'weights' entries") for w in weights)
                 if max(weights) <= 0:
                     raise FormatError(path, None, "'weights' not both 0", repr(obj["weights"])[:80])
-            return cls("rrf", rrf_k=values.get("rrf_k", 60.0), weights=weights)
-        raise UsageError(f"{path}: 'method': unknown method {method!r}: use one of {', '.join(FUSION_METHODS)}")
+                weights = None if weights == (1.0, 1.0) else weights
+            return cls("rrf", rrf_k=values.get("rrf_k", default.rrf_k), weights=weights)
+        norm = obj.get("normalization", default.normalization)
+        if norm is False or norm is None:
+            raise UsageError(f"{path}: interpolation without normalisation is not supported")
+        norm = "minmax" if norm is True else norm
+        if norm not in NORMALIZATIONS:
+            raise UsageError(f"{path}: 'normalization': unknown score normalisation {norm!r}: use one of "
+                             f"{', '.join(NORMALIZATIONS)}")
+        if "alpha" in values:
+            base = cls("interp", alpha=values["alpha"], weight_on_dense=bool(obj.get("weight_on_dense")),
+                       normalization=norm)
+            if "sparse_weight" in values and abs(base.sparse_weight - values["sparse_weight"]) > 1e-6:
+                raise UsageError(f"{path}: 'sparse_weight' {values['sparse_weight']:g} contradicts 'alpha' "
+                                 f"{values['alpha']:g} (BM25 weight {base.sparse_weight:.6g}): give one of them")
+        elif obj.get("weight_on_dense") is not None and "sparse_weight" not in values:
+            raise UsageError(f"{path}: 'weight_on_dense' needs 'alpha' (the weight it moves): give 'alpha', or "
+                             "'sparse_weight' alone")
+        elif "sparse_weight" in values:
+            base = cls.convex(values["sparse_weight"], normalization=norm)
+            if obj.get("weight_on_dense") is not None and obj["weight_on_dense"] != base.weight_on_dense:
+                raise UsageError(f"{path}: 'weight_on_dense' contradicts 'sparse_weight' "
+                                 f"{values['sparse_weight']:g}: give one of them")
+        else:
+            base = cls("interp", alpha=default.alpha, weight_on_dense=default.weight_on_dense, normalization=norm)
+        if method == "interp":
+            return base
+        return cls("adaptive", alpha=base.alpha, weight_on_dense=base.weight_on_dense, normalization=norm,
+                   adapt=values.get("adapt", default.adapt), shift=values.get("shift", default.shift),
+                   agreement_k=values.get("agreement_k", default.agreement_k))
+
+
+#: the parameters that belong to other methods (a config naming one of them contradicts its own method)
+_OTHER_METHODS_KEYS = {
+    "interp": ("rrf_k", "weights", "adapt", "shift", "agreement_k"),
+    "adaptive": ("rrf_k", "weights"),
+    "rrf": ("alpha", "sparse_weight", "weight_on_dense", "normalization", "adapt", "shift", "agreement_k"),
+}
 
 
 #: each number a fusion config may hold and the ``type=`` function of the flag that sets it (``sparse_weight``:

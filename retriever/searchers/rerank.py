@@ -37,6 +37,7 @@ Example::
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -69,6 +70,8 @@ class MultiVectorReranker:
         from hopscotch.retriever.model.query_input import searcher_query_input
         from hopscotch.retriever.searchers.rerank_cache import TokenCache
 
+        if cache_dir is not None and Path(cache_dir).exists() and not Path(cache_dir).is_dir():
+            raise UsageError(f"--rerank-cache {cache_dir}: a file, not a folder; give a folder for the token cache")
         self.model = model if isinstance(model, MultiVectorModel) else load_multi_vector_model(model, device=device)
         self.depth = checked_count(depth, "--rerank-depth")
         c = self.model.config

@@ -114,3 +114,22 @@ def test_a_rerun_with_other_settings_needs_overwrite(tmp_path, cli):
     assert (out.read_bytes(), report.read_bytes()) == saved
     code, _, err = cli(*common, "--threshold", "0.5", "--state", tmp_path / "other.state", "--overwrite")
     assert code == 0, err
+
+
+def test_an_empty_corpus_is_not_audited_as_ok(tmp_path, cli):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    code, _, err = cli("audit", "near-duplicates", "--corpus", empty, "--out", tmp_path / "g.jsonl")
+    assert code == 2 and "no documents" in err and not (tmp_path / "g.jsonl").exists()
+    assert not (tmp_path / "g.jsonl.state").exists()   # bad input found by this run: nothing left behind
+
+
+def test_a_rerank_cache_that_is_a_file_is_refused(tmp_path):
+    from hopscotch.retriever.errors import UsageError
+    from hopscotch.retriever.searchers.rerank import MultiVectorReranker
+
+    cache = tmp_path / "cache"
+    cache.write_text("not a folder")
+    with pytest.raises(UsageError, match="--rerank-cache .*a file, not a folder"):
+        MultiVectorReranker(tmp_path / "no-model", cache_dir=cache)
+    assert cache.read_text() == "not a folder"

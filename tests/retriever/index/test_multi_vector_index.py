@@ -255,3 +255,66 @@ def test_serve_rest_and_mcp_answer_from_the_multi_vector_index(mv_world, monkeyp
             return json.loads((await client.call_tool("search", {"query": query})).content[0].text)
 
     assert [h["docid"] for h in anyio.run(call)] == [d for d, _ in ref.search_batch([query], 3)[0]]
+
+
+# --- damaged index files: one line naming the file (issue 36, mechanism 2) ------------------------------------------
+
+def _damage_codec_nbits(idx):
+    path = idx / "mv" / "codec.json"
+    about = json.loads(path.read_text())
+    path.write_text(json.dumps({**about, "nbits": 3}))
+    return path
+
+
+def _damage_truncate(name):
+    def damage(idx):
+        path = idx / "mv" / name
+        path.write_bytes(path.read_bytes()[:-40])
+        return path
+    return damage
+
+
+def _damage_array(name, change):
+    def damage(idx):
+        path = idx / name
+        a = np.load(path)
+        np.save(path, change(a.copy()))
+        return path
+    return damage
+
+
+def _out_of_range(a):
+    a[0] = 10_000
+    return a
+
+
+def _nan(a):
+    a[0, 0] = np.nan
+    return a
+
+
+def _longer(a):
+    a[0] += 5
+    return a
+
+
+@pytest.mark.parametrize("damage, needle", [
+    (_damage_codec_nbits, "'nbits' must be one of"),
+    (_damage_truncate("ivf.npy"), "not a readable NumPy array"),
+    (_damage_array("mv/shard_00000.codes.npy", _out_of_range), "token codes out of range"),
+    (_damage_array("mv/centroids.npy", _nan), "NaN"),
+    (_damage_array("shards/shard_00000.doclens.npy", _longer), "token codes (the sum of the document lengths in"),
+    (_damage_array("mv/ivf.npy", _out_of_range), "document rows out of range"),
+    (_damage_array("mv/shard_00001.doc_centroids.npy", _out_of_range), "centroid ids out of range"),
+], ids=["nbits", "truncated-ivf", "codes-range", "nan-centroids", "doclens", "ivf-rows", "doc-centroids"])
+def test_a_damaged_index_file_is_named_in_one_line(mv_world, tmp_path, cli, damage, needle):
+    import shutil
+
+    idx = tmp_path / "idx"
+    shutil.copytree(mv_world["idx"], idx)
+    path = damage(idx)
+    code, _, err = cli("search", "--queries", mv_world["queries"], "--index", idx, "--out", tmp_path / "run.trec")
+    lines = [line for line in err.splitlines() if line.strip() and "note:" not in line]
+    assert code == 2 and "Traceback" not in err, err
+    assert len(lines) == 1 and str(path) in lines[0] and needle in lines[0], lines
+    assert not (tmp_path / "run.trec").exists()
