@@ -57,6 +57,13 @@ def render_table(result: dict) -> str:
                       "|---" * (len(levels) + 1) + "|"]
         bias_lines += [f"| {label} | " + " | ".join(f"{v[n]:.3f}" for n in levels) + " |"
                        for label, v in bias["rows"].items()]
+    recall = result.get("first_stage_recall") or {}
+    if recall:
+        bias_lines += ["", "First stages for a reranker: recall@100 on test (what a reranker of the top 100 can reach):",
+                       "", "| first stage | " + " | ".join(s["title"] for s in sets.values()) + " |",
+                       "|---" * (len(sets) + 1) + "|"]
+        bias_lines += [f"| {label} | " + " | ".join(f"{v.get(n, 0):.3f}" for n in sets) + " |"
+                       for label, v in recall.items()]
     tuned = [f"* {m}: `search --reasoning` defaults only (query-only and default rows; `--full-base` for all)"
              if t.get("w") is None else f"* {m}: default variant `{t['variant']}`, late-fusion w = {t['w']:g}"
              + (f" (the model's own recorded variant: `{t['recorded_variant']}`)" if t.get("recorded_variant") else "")

@@ -56,6 +56,9 @@ def run_ablation(work: Path, names: list[str], models: dict[str, str], full_base
 
     sets = build_sets(work, names)
     paths = {n: es.write(work / "sets" / n) for n, es in sets.items()}
+    # sets over one corpus (the Tongyi calls under three label levels) share their searches: one run of the union
+    # of their queries per index, scored per set (each call's list does not depend on its labels)
+    rn, spaths = shared_runs(work, sets, paths)
     lap("sets_s")
     idx = {n: build_indexes(work, es.index_name or n, es.corpus, models) for n, es in sets.items()}
     lap("index_s")
@@ -67,22 +70,23 @@ def run_ablation(work: Path, names: list[str], models: dict[str, str], full_base
 
     bm25_tag = expansion_tag()
     for n, es in sets.items():
-        runs[n, "bm25"] = search(work / "runs" / f"{n}.bm25.trec", paths[n], "--bm25", idx[n]["bm25"])
+        runs[n, "bm25"] = search(work / "runs" / f"{rn[n]}.bm25.trec", spaths[n], "--bm25", idx[n]["bm25"])
         # reasoning-aware BM25 at its defaults (`hopscotch search --bm25 --reasoning`)
-        runs[n, "bm25-reasoning"] = search(work / "runs" / f"{n}.bm25r.{bm25_tag}.trec", paths[n], "--bm25",
+        runs[n, "bm25-reasoning"] = search(work / "runs" / f"{rn[n]}.bm25r.{bm25_tag}.trec", spaths[n], "--bm25",
                                            idx[n]["bm25"], "--reasoning")
         for m, model in models.items():
             for v in variants_of(m):
-                runs[n, m, v] = search(work / "runs" / f"{n}.{m}.{file_safe(v)}.trec", paths[n], "--index",
+                runs[n, m, v] = search(work / "runs" / f"{rn[n]}.{m}.{file_safe(v)}.trec", spaths[n], "--index",
                                        idx[n][m], "--model", model, "--query-input", v)
             # what `hopscotch search --reasoning` does with the model's recorded defaults (variant, late
             # fusion, word gate); and the two hybrid defaults over it
-            runs[n, m, "default"] = search(work / "runs" / f"{n}.{m}.default.{defaults_tag(model)}.trec", paths[n],
+            runs[n, m, "default"] = search(work / "runs" / f"{rn[n]}.{m}.default.{defaults_tag(model)}.trec", spaths[n],
                                            "--index", idx[n][m], "--model", model, "--reasoning")
             # the same, scoring each document by its first window only (an index without windows: identical)
             if m not in short:
-                runs[n, m, "first-window"] = search(work / "runs" / f"{n}.{m}.default.first-window.trec",
-                                                    paths[n], "--index", idx[n][m], "--model", model, "--reasoning",
+                runs[n, m, "first-window"] = search(
+                    work / "runs" / f"{rn[n]}.{m}.default.{defaults_tag(model)}.first-window.trec",
+                    spaths[n], "--index", idx[n][m], "--model", model, "--reasoning",
                                                     "--first-windows-only")
             # the hybrids over it: fused in-process from the two cached runs (`hopscotch search --bm25 --index
             # --fusion ... --reasoning` fuses the same two depth-K lists: tests/retriever/searchers/test_searchers.py):
@@ -132,7 +136,8 @@ def run_ablation(work: Path, names: list[str], models: dict[str, str], full_base
                                                 for v in VARIANTS}}
         for n, es in sets.items():
             key = (n, m, "late")
-            runs[key] = search(work / "runs" / f"{n}.{m}.late{w:g}.{file_safe(variant)}.trec", paths[n], "--index",
+            runs[key] = search(work / "runs" / f"{rn[n]}.{m}.late{w:g}.{file_safe(variant)}.gate{_gate(model)}.trec",
+                               spaths[n], "--index",
                                idx[n][m], "--model", model, "--query-input", variant, "--late-fusion", w)
             test[key] = evaluate_ndcg(read_run(runs[key]), es.qrels, es.test)
     lap("late_fusion_s")
@@ -200,12 +205,14 @@ def run_ablation(work: Path, names: list[str], models: dict[str, str], full_base
     for n, c in checks.items():
         print(f"acceptance {n}: " + "; ".join(c))
     bias = label_bias(sets, runs, models)
+    recall = first_stage_recall(sets, runs, models)
     lap("report_s")
     from hopscotch.data_synth.agent.eval_sets import BOUNDS
 
     return {"sets": {n: {"title": TITLES[n], "note": es.note, "labels": es.labels, "votes": es.votes,
                          "bounds": BOUNDS.get(n, ""), **es.counts} for n, es in sets.items()},
             "rows": rows, "tuned": tuned, "checks": checks, "timings": timings, "bias": bias,
+            "first_stage_recall": recall,
             "fusion": {f"{n}/{m}": {k: v for k, v in f.items() if k not in ("grid", "test")}
                        for (n, m), f in fusion.items()},
             "runs": {"/".join(map(str, k)): str(v) for k, v in runs.items()}}
@@ -238,6 +245,62 @@ def label_bias(sets: dict, runs: dict, models: dict) -> dict:
     for label, key in systems.items():
         run = read_run(runs[key])
         out["rows"][label] = {n: round(evaluate_ndcg(run, sets[n].qrels, calls).mean["ndcg@10"], 4) for n in names}
+    return out
+
+
+def shared_runs(work: Path, sets: dict, paths: dict) -> tuple[dict[str, str], dict[str, dict]]:
+    """``({set: run-file prefix}, {set: {"queries": file}})``: sets over one index search the union of their queries
+    once (written to ``work/sets/<prefix>/queries.jsonl``); the prefix names the index and the query ids, so a cached
+    run always holds every query it is scored on. ``work/runs/names.json`` records the prefixes (other experiments
+    read it)."""
+    import hashlib
+
+    from hopscotch.retriever.io.common import write_json, write_jsonl
+
+    groups: dict[str, list[str]] = {}
+    for n, es in sets.items():
+        groups.setdefault(es.index_name or n, []).append(n)
+    prefix, spaths = {}, {}
+    for g, members in groups.items():
+        if len(members) == 1 and members[0] == g:
+            prefix[g], spaths[g] = g, paths[g]
+            continue
+        rows = list({r["_id"]: r for n in members for r in sets[n].queries}.values())
+        tag = hashlib.sha256("\n".join(sorted(r["_id"] for r in rows)).encode()).hexdigest()[:8]
+        folder = work / "sets" / f"{g}.{tag}"
+        if not (folder / "queries.jsonl").is_file():
+            folder.mkdir(parents=True, exist_ok=True)
+            write_jsonl(folder / "queries.jsonl", rows)
+        for n in members:
+            prefix[n], spaths[n] = f"{g}.{tag}", {"queries": folder / "queries.jsonl"}
+    (work / "runs").mkdir(parents=True, exist_ok=True)
+    names = work / "runs" / "names.json"
+    known = json.loads(names.read_text()) if names.is_file() else {}
+    write_json(names, {**known, **prefix})
+    return prefix, spaths
+
+
+def _gate(model: str) -> str:
+    from hopscotch.retriever.model.config import model_settings
+
+    return str(model_settings(model).late_fusion_max_words)
+
+
+def first_stage_recall(sets: dict, runs: dict, models: dict) -> dict:
+    """Recall@100 on test of the first stages a reranker can take (what the reranker can reach): ``{system: {set:
+    recall}}`` for BM25, BM25 --reasoning, the dense --reasoning defaults and the default hybrid over both."""
+    from hopscotch.retriever.evaluation.metrics import evaluate
+    from hopscotch.retriever.io.runs import read_run
+
+    m = "trained" if "trained" in models else "base"
+    systems = {"BM25": ("bm25",), "BM25 --reasoning": ("bm25-reasoning",), f"{m} dense --reasoning": (m, "default"),
+               f"hybrid --reasoning ({m})": (m, "hybrid-default")}
+    out = {}
+    for label, key in systems.items():
+        for n, es in sets.items():
+            run = read_run(runs[(n, *key)])
+            result = evaluate({q: run.get(q, {}) for q in es.test}, {q: es.qrels[q] for q in es.test}, ["recall@100"])
+            out.setdefault(label, {})[n] = round(result.mean["recall@100"], 4)
     return out
 
 

@@ -10,6 +10,7 @@ delta is largest (:func:`~hopscotch.retriever.searchers.fusion_tuning.maximin`).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from hopscotch.data_synth.agent.eval_sets import SET_NAMES
@@ -39,13 +40,16 @@ def table(work: Path, split: str, sets=SET_NAMES, settings_list=None, sparse_run
     components: dict[str, dict[str, float]] = {}
     component_pq: dict[str, dict[str, object]] = {}
     by_label = {}
+    names_file = work / "runs" / "names.json"
+    prefixes = json.loads(names_file.read_text()) if names_file.is_file() else {}
     for name in sets:
         folder = work / "sets" / name
         qids = (folder / f"{split}_qids.txt").read_text().split()
         qrels = read_qrels(folder / "qrels.tsv")
         judged = {q: qrels[q] for q in qids if q in qrels}
-        sparse = read_run(work / "runs" / f"{name}.{sparse_run}.trec")
-        dense = read_run(work / "runs" / f"{name}.{dense_run}.trec")
+        run_name = prefixes.get(name, name)   # sets sharing one index share their runs (agent_ablation.shared_runs)
+        sparse = read_run(work / "runs" / f"{run_name}.{sparse_run}.trec")
+        dense = read_run(work / "runs" / f"{run_name}.{dense_run}.trec")
         for label, run in (("bm25", sparse), ("dense", dense)):
             result = evaluate({q: dict(sorted(run.get(q, {}).items(), key=lambda kv: (-kv[1], kv[0]))[:100])
                                for q in qids}, judged, ["ndcg@10"])

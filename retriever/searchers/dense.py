@@ -61,6 +61,12 @@ class DenseOptions:
     dim: int | None = None
 
 
+#: dense flags a multi-vector index does not use (refused there, with the flag's name)
+SINGLE_VECTOR_ONLY = {"instruction": "--instruction", "late_fusion_max_words": "--late-fusion-max-words",
+                      "refine": "--refine", "ef_search": "--ef-search", "faiss_name": "--faiss",
+                      "first_windows_only": "--first-windows-only"}
+
+
 @register_searcher("dense")
 class DenseSearcher(IndexFolderDocuments, BaseSearcher):
     """:param index_dir: a finished index folder
@@ -193,6 +199,14 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
         if is_multi_vector_index(flag(args, "index")):  # built from a multi-vector model: late interaction
             if flag(args, "dim"):
                 raise UsageError("--dim: a multi-vector index's token vectors have no Matryoshka prefixes")
+            for dest, option in SINGLE_VECTOR_ONLY.items():   # accepted by the dense flags, unused here: refused
+                if flag(args, dest) not in (None, False):
+                    raise UsageError(f"{option} does nothing on a multi-vector index ({flag(args, 'index')}): drop it")
+            if flag(args, "late_fusion") is not None:
+                checked_weight(flag(args, "late_fusion"), "--late-fusion")   # named as given, not as the reranker's
+        elif flag(args, "mv_candidates") is not None:
+            raise UsageError(f"--mv-candidates applies to a multi-vector index only; {flag(args, 'index')} is a "
+                             "single-vector index: drop it")
             return MultiVectorIndexSearcher(flag(args, "index"), model=flag(args, "model"), nprobe=flag(args, "nprobe"),
                                             candidates=flag(args, "mv_candidates"),
                                             query_input=flag(args, "query_input"), late_fusion=flag(args, "late_fusion"))

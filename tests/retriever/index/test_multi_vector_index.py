@@ -318,3 +318,23 @@ def test_a_damaged_index_file_is_named_in_one_line(mv_world, tmp_path, cli, dama
     assert code == 2 and "Traceback" not in err, err
     assert len(lines) == 1 and str(path) in lines[0] and needle in lines[0], lines
     assert not (tmp_path / "run.trec").exists()
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--instruction", "Query: "], "--instruction does nothing on a multi-vector index"),
+    (["--late-fusion-max-words", "10"], "--late-fusion-max-words does nothing on a multi-vector index"),
+    (["--refine", "2"], "--refine does nothing on a multi-vector index"),
+    (["--first-windows-only"], "--first-windows-only does nothing"),
+    (["--late-fusion", "2"], "--late-fusion: expected a weight in [0, 1]"),
+], ids=["instruction", "gate", "refine", "first-windows", "late-fusion-value"])
+def test_dense_flags_a_multi_vector_index_does_not_use_are_refused(mv_world, tmp_path, cli, flags, needle):
+    code, _, err = cli("search", "--queries", mv_world["queries"], "--index", mv_world["idx"], "--out",
+                       tmp_path / "run.trec", *flags)
+    assert code == 2 and needle in err and "--rerank-late-fusion" not in err, err
+    assert not (tmp_path / "run.trec").exists()
+
+
+def test_mv_candidates_on_a_single_vector_index_is_refused(small_world, small_world_index, tmp_path, cli):
+    code, _, err = cli("search", "--queries", small_world / "queries.jsonl", "--index", small_world_index,
+                       "--mv-candidates", "64", "--out", tmp_path / "run.trec")
+    assert code == 2 and "--mv-candidates applies to a multi-vector index only" in err, err
