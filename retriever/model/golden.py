@@ -182,8 +182,42 @@ def write_multi_vector_golden(folder: str | os.PathLike, st_model, probes=MULTI_
 
 
 def read_golden(folder: str | os.PathLike) -> dict | None:
-    """The folder's golden vectors, or None when it has none (saved before they were written)."""
+    """The folder's golden vectors, or None when it has none (saved before they were written). A file that is not
+    valid JSON, lacks the probes, or holds a NaN, infinite or ragged vector is a one-line UsageError naming it (the
+    audit would otherwise blame the model for its own record)."""
     import json
+    import math
+
+    from hopscotch.retriever.errors import UsageError
 
     path = Path(folder) / GOLDEN_FILE
-    return json.loads(path.read_text()) if path.is_file() else None
+    if not path.is_file():
+        return None
+
+    def bad(what: str) -> UsageError:
+        return UsageError(f"{path}: malformed golden vectors ({what}); delete it and record them again with "
+                          f"'hopscotch audit model {folder} --write-golden'")
+
+    try:
+        golden = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise bad(f"not readable JSON: {str(exc)[:80]}") from None
+    if not isinstance(golden, dict) or not isinstance(golden.get("probes"), list) or not golden["probes"]:
+        raise bad("expected an object with a non-empty 'probes' list")
+    multi = golden.get("kind") == "multi_vector"
+    if not multi and not isinstance(golden.get("settings"), dict):
+        raise bad("expected a 'settings' object")
+    width = None
+    for i, probe in enumerate(golden["probes"]):
+        rows = probe.get("vectors") if multi and isinstance(probe, dict) else \
+            [probe.get("vector")] if isinstance(probe, dict) else None
+        if not isinstance(rows, list) or not rows:
+            raise bad(f"probe {i}: no {'vectors' if multi else 'vector'}")
+        for row in rows:
+            if not isinstance(row, list) or not row or not all(
+                    isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in row):
+                raise bad(f"probe {i}: a vector must be a list of finite numbers (a NaN, an infinity or a non-number)")
+            if width is not None and len(row) != width:
+                raise bad(f"probe {i}: vectors of {len(row)} and {width} numbers")
+            width = len(row)
+    return golden

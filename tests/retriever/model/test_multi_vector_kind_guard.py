@@ -40,3 +40,20 @@ def test_the_cli_says_it_in_one_line(mv_folder, tmp_path, cli, small_world, smal
     code, _, err = cli("search", "--queries", small_world / "queries.jsonl", "--index", small_world_index, "--model",
                        mv_folder, "--out", tmp_path / "run.trec")
     assert code == 2 and "multi-vector" in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("content, needle", [
+    ("{not json", "not readable JSON"),
+    ('{"kind": "single_vector", "settings": {}, "probes": []}', "non-empty 'probes'"),
+    ('{"kind": "single_vector", "settings": {}, "probes": [{"vector": [0.1, NaN]}]}', "finite numbers"),
+    ('{"kind": "single_vector", "settings": {}, "probes": [{"vector": [0.1, 0.2]}, {"vector": [0.3]}]}',
+     "vectors of 1 and 2 numbers"),
+    ('{"kind": "multi_vector", "probes": [{"vectors": [["x"]]}]}', "finite numbers"),
+], ids=["json", "empty", "nan", "ragged", "multi-vector-strings"])
+def test_malformed_golden_vectors_are_named_not_blamed_on_the_model(tmp_path, content, needle):
+    from hopscotch.retriever.model.golden import GOLDEN_FILE, read_golden
+
+    (tmp_path / GOLDEN_FILE).write_text(content)
+    with pytest.raises(UsageError, match="malformed golden vectors") as err:
+        read_golden(tmp_path)
+    assert needle in str(err.value) and GOLDEN_FILE in str(err.value) and "\n" not in str(err.value)
