@@ -75,19 +75,6 @@ def late_fusion_runs(index: Path, model: str, variant: str, queries: list, gate:
     return runs, encoder
 
 
-def tune_late_fusion(paths: dict, index: Path, model: str, variant: str, encoders: dict, label: str) -> dict:
-    """Tune-slice runs of :func:`late_fusion_runs` with the model's recorded word gate (``encoders[label]``:
-    the encoder, reused across sets)."""
-    from hopscotch.retriever.io.queries import read_queries
-    from hopscotch.retriever.model.config import model_settings
-
-    tune = set(paths["tune"].read_text().split())
-    queries = [q for q in read_queries(paths["queries"]) if q.qid in tune]
-    gate = model_settings(model).late_fusion_max_words
-    runs, encoders[label] = late_fusion_runs(index, model, variant, queries, gate, encoders.get(label))
-    return runs
-
-
 def evaluate_ndcg(run: dict, qrels: dict, qids: list[str]):
     """nDCG@10 of ``run`` on ``qids`` (a query the run lacks scores 0)."""
     from hopscotch.retriever.evaluation.metrics import evaluate

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 from hopscotch.retriever.experiments.ablation_runs import (
-    WEIGHTS,
     K,
     build_indexes,
     evaluate_ndcg,
@@ -25,18 +24,12 @@ from hopscotch.retriever.experiments.ablation_runs import (
     run_cli,
     search,
     settings_tag,
-    tune_late_fusion,
 )
 
 TAIL = 128  # half of MiniLM's 256-token query budget: the latest reasoning, with room for the query
 VARIANTS = ("query", "prior_queries", "reasoning", "current_reasoning", f"reasoning_tail:{TAIL}", "with_documents",
             f"reasoning_focus:{TAIL}")
 HYBRIDS = ("interp", "rrf", "adaptive")   # `--fusion METHOD` rows, each at its defaults, beside `--fusion` alone
-
-
-def _choose(scores: dict) -> object:
-    """The key with the best mean score over the dev sets (first in order among equals)."""
-    return max(scores, key=lambda key: sum(scores[key]) / len(scores[key]))
 
 
 def run_ablation(work: Path, names: list[str], models: dict[str, str], full_base: bool = True) -> dict:
@@ -112,34 +105,19 @@ def run_ablation(work: Path, names: list[str], models: dict[str, str], full_base
             run = read_run(runs[key])
             test[key], tune[key] = evaluate_ndcg(run, es.qrels, es.test), evaluate_ndcg(run, es.qrels, es.tune)
     lap("search_s")
-    tuned, encoders = {}, {}
+    # the defaults are chosen elsewhere, by maximin over the voting sets (scripts/agent_reasoning_defaults.py records
+    # them in the model; scripts/bm25_expansion_grid.py and scripts/agent_fusion_defaults.py set the CLI's): the
+    # table reports them, it does not choose
+    tuned = {}
     voters = [n for n, es in sets.items() if es.votes] or list(sets)
-    for m, model in models.items():
-        if m in short:   # an untrained model's `--reasoning` is the `reasoning` variant: its default row
-            tuned[m] = {"variant": "default", "w": None, "voters": voters,
-                        "reads_reasoning": model_reads_reasoning(model)}
-            continue
-        variant = _choose({v: [tune[n, m, v].mean["ndcg@10"] for n in voters] for v in VARIANTS[1:]})
-        by_w: dict[float, list[float]] = {w: [] for w in reversed(WEIGHTS)}
-        for n, es in sets.items():
-            for w, run in tune_late_fusion(paths[n], idx[n][m], model, variant, encoders, m).items():
-                if n in voters:
-                    by_w[w].append(evaluate_ndcg(run, es.qrels, es.tune).mean["ndcg@10"])
-        w = _choose(by_w)
-        from hopscotch.retriever.model.config import model_settings
+    from hopscotch.retriever.model.config import model_settings
 
-        recorded = model_settings(model).query_input
-        tuned[m] = {"variant": variant, "w": w, "recorded_variant": recorded and str(recorded), "voters": voters,
-                    "reads_reasoning": model_reads_reasoning(model),
-                    "tune_ndcg@10_by_w": {str(k): v for k, v in by_w.items()},
+    for m, model in models.items():
+        s = model_settings(model)
+        tuned[m] = {"variant": "default" if m in short else str(s.query_input), "w": s.late_fusion,
+                    "gate": s.late_fusion_max_words, "voters": voters, "reads_reasoning": model_reads_reasoning(model),
                     "tune_ndcg@10_by_variant": {v: [round(tune[n, m, v].mean["ndcg@10"], 4) for n in sets]
-                                                for v in VARIANTS}}
-        for n, es in sets.items():
-            key = (n, m, "late")
-            runs[key] = search(work / "runs" / f"{rn[n]}.{m}.late{w:g}.{file_safe(variant)}.gate{_gate(model)}.trec",
-                               spaths[n], "--index",
-                               idx[n][m], "--model", model, "--query-input", variant, "--late-fusion", w)
-            test[key] = evaluate_ndcg(read_run(runs[key]), es.qrels, es.test)
+                                                for v in variants_of(m)}}
     lap("late_fusion_s")
     fusion = {}
     for n, es in sets.items():
@@ -175,9 +153,6 @@ def run_ablation(work: Path, names: list[str], models: dict[str, str], full_base
         for v in variants_of(m):
             label = f"{m}: {v}" + (" (default)" if v == t["variant"] else "")
             rows.append(row(label, m, lambda n, v=v, m=m: (n, m, v), lambda n, m=m: (n, m, "query")))
-        if m not in short:
-            rows.append(row(f"{m}: late fusion w={t['w']:g} ({t['variant']} + query)", m,
-                            lambda n, m=m: (n, m, "late"), lambda n, m=m: (n, m, "query")))
         rows.append(row(f"{m}: `search --reasoning` defaults ({_recorded(model)})", m,
                         lambda n, m=m: (n, m, "default"), lambda n, m=m: (n, m, "query")))
         if m not in short:
