@@ -1,11 +1,12 @@
-"""The dense model's reasoning defaults (query input variant, late-fusion weight, word gate) chosen again by maximin
+"""The dense model's reasoning defaults (query input variant, late-fusion weights, word gate) chosen again by maximin
 over the dev sets no retriever bounded (tune questions only), optionally recorded into the model folder.
 
     .venv/bin/python scripts/agent_reasoning_defaults.py --work /tmp/hopscotch-ablation --trained DIR [--record]
 
-Prints the grid ranked by its worst per-set tune gain over the same model's query-only row, the maximin pick and
-the pick on the held-out test questions (paired tests). ``--record`` writes the pick into DIR's
-``hopscotch_config.json`` (``query_input``, ``late_fusion``, ``late_fusion_max_words``: what ``search --reasoning``
+Prints the grid ranked by its worst per-set tune gain over the better of the model's two inputs (the query alone, the
+reasoning-aware input alone), the maximin pick and the pick on the held-out test questions (paired tests against
+the query alone). ``--record`` writes the pick into DIR's ``hopscotch_config.json`` (``query_input``,
+``late_fusion``, ``late_fusion_max_words``, ``late_fusion_long``: what ``search --reasoning``
 and ``serve`` apply; the weights do not depend on them). A thin driver of
 :mod:`hopscotch.retriever.experiments.reasoning_defaults`; the dense indexes are the agent ablation's (``--work``).
 """
@@ -32,14 +33,13 @@ def main(argv=None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import torch
 
-    from hopscotch.retriever.experiments.reasoning_defaults import choose, dense_grid, record
+    from hopscotch.retriever.experiments.reasoning_defaults import choose, dense_runs, record
     from hopscotch.retriever.io.common import write_json
 
     torch.set_num_threads(args.threads)
     model = str(Path(args.trained).resolve())
-    sets, results, settings = dense_grid(Path(args.work), [s.strip() for s in args.sets.split(",") if s.strip()],
-                                         model)
-    lines, pick = choose(sets, results, settings)
+    sets = dense_runs(Path(args.work), [s.strip() for s in args.sets.split(",") if s.strip()], model)
+    lines, pick = choose(sets)
     print("\n".join(lines))
     if args.json:
         write_json(args.json, {"pick": pick, "lines": lines})

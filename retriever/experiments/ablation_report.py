@@ -68,7 +68,8 @@ def render_table(result: dict) -> str:
              if t.get("variant") == "default" else
              f"* {m}: recorded defaults: variant `{t['variant']}`"
              + (f", late-fusion w = {t['w']:g}" if t.get("w") is not None else "")
-             + (f", query alone over {t['gate']} words" if t.get("gate") is not None else ", no word gate")
+             + ((f", w = {t['w_long']:g} over {t['gate']} words" if t.get("w_long") else
+                 f", query alone over {t['gate']} words") if t.get("gate") is not None else ", no word gate")
              for m, t in result.get("tuned", {}).items()]
     checks = []
     for name, c in result.get("checks", {}).items():

@@ -115,7 +115,7 @@ def run_ablation(work: Path, names: list[str], models: dict[str, str], full_base
     for m, model in models.items():
         s = model_settings(model)
         tuned[m] = {"variant": "default" if m in short else str(s.query_input), "w": s.late_fusion,
-                    "gate": s.late_fusion_max_words, "voters": voters, "reads_reasoning": model_reads_reasoning(model),
+                    "gate": s.late_fusion_max_words, "w_long": s.late_fusion_long, "voters": voters, "reads_reasoning": model_reads_reasoning(model),
                     "tune_ndcg@10_by_variant": {v: [round(tune[n, m, v].mean["ndcg@10"], 4) for n in sets]
                                                 for v in variants_of(m)}}
     lap("late_fusion_s")
@@ -299,7 +299,7 @@ def defaults_tag(model: str) -> str:
     from hopscotch.retriever.model.config import model_settings
 
     s = model_settings(model)
-    return _tag(f"{s.trained} {s.query_input} {s.late_fusion} {s.late_fusion_max_words}")
+    return _tag(f"{s.trained} {s.query_input} {s.late_fusion} {s.late_fusion_max_words} {s.late_fusion_long}")
 
 
 def _tag(text: str) -> str:
@@ -328,7 +328,8 @@ def _recorded(model: str) -> str:
     if s.late_fusion is not None:
         out += f", late fusion w={s.late_fusion:g}"
     if s.late_fusion_max_words is not None:
-        out += f", query alone over {s.late_fusion_max_words} words"
+        out += (f", w={s.late_fusion_long:g} over {s.late_fusion_max_words} words" if s.late_fusion_long
+                else f", query alone over {s.late_fusion_max_words} words")
     if s.passage_windows and s.passage_windows > 1:
         out += f", pages as up to {s.passage_windows} windows"
     return out

@@ -1,16 +1,19 @@
-"""Choosing every reasoning default again, by maximin over the dev sets no retriever bounded (issue 33).
+"""Choosing the dense model's reasoning defaults again, by maximin over the dev sets no retriever bounded (issue 33).
 
-Dense: the query input variant, the late-fusion weight ``w`` and the word gate (contexts over N words searched
-with the query alone; ``None``: no gate), jointly. For each set the trained model encodes every query twice per
-variant (the variant's template and the query alone), once; a setting's search vectors are then
-``W_i * q_variant + (1 - W_i) * q_query`` with ``W_i = w`` (0 over the gate), exactly what ``hopscotch search
---query-input V --late-fusion w --late-fusion-max-words N`` searches with (:meth:`DenseSearcher.query_embeddings`).
-The criterion: each setting's tune nDCG@10 minus the query-only row's (``w = 0``), per voting set; the default is
-the setting with the best worst gain (:func:`~hopscotch.retriever.searchers.fusion_tuning.maximin`, ties by
-the mean). Call-level sets are reported and never vote.
+The knobs, chosen jointly: the query input variant ``V``, the late-fusion weight ``w`` of contexts up to ``G`` words,
+the word gate ``G`` and the weight ``w_long`` of contexts over it (``hopscotch search --query-input V --late-fusion w
+--late-fusion-max-words G --late-fusion-long w_long``; no gate: every context at ``w``). A query's search vector is
+``W * q_V + (1 - W) * q_query`` with ``W`` its context's weight (:meth:`DenseSearcher.query_embeddings`), so each
+query's list depends only on ``(V, W)``: every set's queries are searched once per variant and weight (top 10,
+what nDCG@10 reads), and a setting's per-query scores are picked from those by each context's length.
 
-Hybrid: :mod:`.fusion_defaults`'s grid over reasoning-aware BM25 (its chosen defaults) and the chosen dense
-defaults, maximin against each set's better component.
+The rule is the one the hybrid's fusion default follows (:func:`~hopscotch.retriever.searchers.fusion_tuning.
+maximin`): late fusion mixes two inputs, the query alone and the reasoning-aware input, as fusion mixes two lists,
+so a setting's gain on a set is its tune nDCG@10 minus the better input's there (the query alone, or the best
+variant alone at ``W = 1``), and the default is the setting whose worst gain over the voting sets is largest (ties:
+the larger mean). Judged against the query alone only, the smallest set where the query already says everything
+(MuSiQue hops, ``#k`` resolved) would veto any use of the reasoning and HotpotQA would lose 0.16; judged against
+the better input, no set's own strength is thrown away. Call-level sets never vote. Test questions only report.
 """
 
 from __future__ import annotations
@@ -20,16 +23,49 @@ from pathlib import Path
 
 VARIANTS = ("reasoning_tail:64", "reasoning_tail:128", "current_reasoning", "reasoning_focus:128", "reasoning")
 WEIGHTS = tuple(i / 10 for i in range(11))
-GATES = (None, 200, 1000, 5000)
-K = 100
+GATES = (None, 100, 200, 500, 1000, 2000)
 
 
-def _label(variant: str, w: float, gate) -> str:
-    return "query" if w == 0 else f"{variant} w={w:g} gate={gate if gate is not None else 'none'}"
+def _label(variant: str, w: float, gate, w_long: float) -> str:
+    if w == 0 and (gate is None or w_long == 0):
+        return "query"
+    return f"{variant} w={w:g}" + ("" if gate is None else f" over {gate} words w={w_long:g}")
 
 
-def dense_grid(work: Path, names: list[str], model: str, variants=VARIANTS, weights=WEIGHTS, gates=GATES):
-    """``(sets, {set: {label: (tune result, test result)}}, {label: (variant, w, gate)})`` for every setting."""
+class SetRuns:
+    """One set's top-10 lists per (variant, weight), its queries' context lengths, and nDCG@10 per query."""
+
+    def __init__(self, es, queries, words):
+        self.es, self.queries, self.words = es, queries, words
+        self.runs: dict[tuple[str, float], dict] = {}
+        self.ndcg: dict[tuple[str, float], dict[str, float]] = {}
+
+    def add(self, variant: str, w: float, run: dict) -> None:
+        from hopscotch.retriever.experiments.ablation_runs import evaluate_ndcg
+
+        qids = self.es.tune + self.es.test
+        self.runs[variant, w] = run
+        per = evaluate_ndcg(run, self.es.qrels, qids).per_query
+        self.ndcg[variant, w] = {q: per[q]["ndcg@10"] for q in qids}
+
+    def pick(self, variant: str, w: float, gate, w_long: float) -> tuple[dict, dict]:
+        """``(run, per-query nDCG@10)`` of a setting: each query's list at its context's weight."""
+        run, per = {}, {}
+        for q in self.queries:
+            weight = w if gate is None or self.words[q.qid] <= gate else w_long
+            key = (variant, 0.0) if weight == 0 else (variant, weight)
+            run[q.qid] = self.runs[key].get(q.qid, {})
+            if q.qid in self.ndcg[key]:
+                per[q.qid] = self.ndcg[key][q.qid]
+        return run, per
+
+    def mean(self, per: dict, split: str) -> float:
+        qids = self.es.tune if split == "tune" else self.es.test
+        return sum(per[q] for q in qids) / len(qids)
+
+
+def dense_runs(work: Path, names: list[str], model: str, variants=VARIANTS, weights=WEIGHTS) -> dict[str, SetRuns]:
+    """Every set's :class:`SetRuns` (the ablation's indexes under ``work``, built when missing)."""
     import numpy as np
 
     from hopscotch.data_synth.agent.eval_sets import build_sets
@@ -38,89 +74,76 @@ def dense_grid(work: Path, names: list[str], model: str, variants=VARIANTS, weig
     from hopscotch.retriever.model.query_input import ReasoningContext
     from hopscotch.retriever.searchers import build_searcher
 
-    sets = build_sets(work, names)
-    results, settings, encoder = {}, {}, None
-    for n, es in sets.items():
+    out, encoder = {}, None
+    for n, es in build_sets(work, names).items():
         paths = es.write(work / "sets" / n)
         index = build_indexes(work, es.index_name or n, es.corpus, {"trained": model})["trained"]
         keep = set(es.tune) | set(es.test)
         queries = [q for q in read_queries(paths["queries"]) if q.qid in keep]
         texts, contexts = [q.text for q in queries], [ReasoningContext.of(q) for q in queries]
-        words = np.array([len(str(c or "").split()) for c in contexts])
-        results[n] = {}
+        words = {q.qid: len(str(c or "").split()) for q, c in zip(queries, contexts)}
+        runs = out[n] = SetRuns(es, queries, words)
         plain = None
         for variant in variants:
-            emb = {}
-            for w in (1.0, 0.0):
-                searcher = build_searcher("dense", index=index, model=model, query_input=variant, late_fusion=w,
-                                          encoder=encoder)
-                encoder = searcher.encoder
-                if w == 0.0 and plain is not None:
-                    emb[w] = plain
-                    continue
-                emb[w] = searcher.query_embeddings(texts, contexts, True)
-            plain = emb[0.0]
+            searcher = build_searcher("dense", index=index, model=model, query_input=variant, late_fusion=1.0,
+                                      encoder=encoder)
+            encoder = searcher.encoder
+            full = searcher.query_embeddings(texts, contexts, True)
+            if plain is None:
+                plain = build_searcher("dense", index=index, model=model, query_input=variant, late_fusion=0.0,
+                                       encoder=encoder).query_embeddings(texts, contexts, True)
             for w in weights:
-                for gate in gates if 0 < w else (None,):
-                    label = _label(variant, w, gate)
-                    if label in results[n]:
-                        continue
-                    mix = np.where((words <= gate) if gate is not None else np.ones(len(words), bool), w, 0.0)
-                    vectors = (mix[:, None] * emb[1.0] + (1 - mix[:, None]) * emb[0.0]).astype(np.float32)
-                    ranked = searcher.search_embeddings(vectors, 10)   # nDCG@10 reads the top 10 only
-                    run = {q.qid: dict(hits) for q, hits in zip(queries, ranked)}
-                    results[n][label] = _Scored(run, es)
-                    settings[label] = (variant, w, gate)
-    return sets, results, settings
+                vectors = (w * full + (1 - w) * plain).astype(np.float32)
+                ranked = searcher.search_embeddings(vectors, 10)   # nDCG@10 reads the top 10 only
+                runs.add(variant, w, {q.qid: dict(hits) for q, hits in zip(queries, ranked)})
+    return out
 
 
-class _Scored:
-    """A setting's top-10 run on one set: nDCG@10 on tune at once, on test when asked (``[0]`` / ``[1]``)."""
-
-    def __init__(self, run: dict, es):
-        from hopscotch.retriever.experiments.ablation_runs import evaluate_ndcg
-
-        self.run, self.es = run, es
-        self.tune = evaluate_ndcg(run, es.qrels, es.tune)
-        self._test = None
-
-    def __getitem__(self, i: int):
-        from hopscotch.retriever.experiments.ablation_runs import evaluate_ndcg
-
-        if i == 0:
-            return self.tune
-        if self._test is None:
-            self._test = evaluate_ndcg(self.run, self.es.qrels, self.es.test)
-        return self._test
-
-
-def choose(sets, results, settings) -> tuple[list[str], dict]:
-    """The printed lines (the top settings by worst tune gain over the query alone, the pick on test with paired
-    tests) and the pick ``{"query_input", "late_fusion", "late_fusion_max_words"}``."""
+def choose(sets: dict[str, SetRuns], variants=VARIANTS, weights=WEIGHTS, gates=GATES) -> tuple[list[str], dict]:
+    """The printed lines (the top settings by worst tune gain over each set's better input, the pick against the
+    query alone on test with paired tests) and the pick."""
     from hopscotch.retriever.evaluation.metrics import compare_runs
+    from hopscotch.retriever.experiments.ablation_runs import evaluate_ndcg
     from hopscotch.retriever.searchers.fusion_tuning import maximin
 
-    voters = [n for n, es in sets.items() if es.votes]
-    tune = {n: {label: r[0].mean["ndcg@10"] for label, r in by.items()} for n, by in results.items()}
-    gains = {label: {n: tune[n][label] - tune[n]["query"] for n in voters} for label in settings if label != "query"}
+    voters = [n for n, r in sets.items() if r.es.votes]
+    query = {n: r.mean(r.pick(variants[0], 0.0, None, 0.0)[1], "tune") for n, r in sets.items()}
+    alone = {n: max(r.mean(r.pick(v, 1.0, None, 1.0)[1], "tune") for v in variants) for n, r in sets.items()}
+    better = {n: max(query[n], alone[n]) for n in sets}
+    tune, settings = {}, {}
+    for v in variants:
+        for w in weights:
+            for gate in gates:
+                for w_long in (weights if gate is not None else (w,)):
+                    label = _label(v, w, gate, w_long)
+                    if label in settings:
+                        continue
+                    settings[label] = (v, w, gate, w_long)
+                    tune[label] = {n: r.mean(r.pick(v, w, gate, w_long)[1], "tune") for n, r in sets.items()}
+    gains = {label: {n: t[n] - better[n] for n in voters} for label, t in tune.items()}
     worst = {label: min(g.values()) for label, g in gains.items()}
     mean = {label: sum(g.values()) / len(g) for label, g in gains.items()}
     pick, _ = maximin(gains)
-    out = [f"dense defaults: voting sets {', '.join(voters)} (tune questions); gain = nDCG@10 minus the query-only row",
+    out = [f"dense defaults: voting sets {', '.join(voters)} (tune questions); gain = nDCG@10 minus the better input "
+           "on that set (the query alone, or the best variant alone)",
            "| setting | worst tune gain | mean tune gain | " + " | ".join(voters) + " |",
            "|---" * (len(voters) + 3) + "|",
-           "| query only | | | " + " | ".join(f"{tune[n]['query']:.3f}" for n in voters) + " |"]
-    for label in sorted(gains, key=lambda label: (-worst[label], -mean[label]))[:25]:
+           "| query alone | | | " + " | ".join(f"{query[n]:.3f}" for n in voters) + " |",
+           "| best variant alone (w = 1) | | | " + " | ".join(f"{alone[n]:.3f}" for n in voters) + " |"]
+    for label in sorted(gains, key=lambda label: (-worst[label], -mean[label]))[:20]:
         out.append(f"| {label}{' (pick)' if label == pick else ''} | {worst[label]:+.4f} | {mean[label]:+.4f} | "
-                   + " | ".join(f"{tune[n][label]:.3f} ({gains[label][n]:+.3f})" for n in voters) + " |")
-    out.append(f"maximin pick: {pick} (worst tune gain {worst[pick]:+.4f}, mean {mean[pick]:+.4f})")
-    out.append("test questions (held out), query only vs pick, paired randomisation test:")
-    for n in sets:
-        c = compare_runs(results[n]["query"][1], results[n][pick][1], "ndcg@10")
+                   + " | ".join(f"{tune[label][n]:.3f} ({gains[label][n]:+.3f})" for n in voters) + " |")
+    out.append(f"maximin pick: {pick} (worst tune gain over the better input {worst[pick]:+.4f}, mean {mean[pick]:+.4f})")
+    out.append("test questions (held out): the query alone -> the pick, paired randomisation test:")
+    v, w, gate, w_long = settings[pick]
+    for n, r in sets.items():
+        base = evaluate_ndcg(r.pick(v, 0.0, None, 0.0)[0], r.es.qrels, r.es.test)
+        chosen = evaluate_ndcg(r.pick(v, w, gate, w_long)[0], r.es.qrels, r.es.test)
+        c = compare_runs(base, chosen, "ndcg@10")
         out.append(f"  {n}{'' if n in voters else ' (call-level, no vote)'}: {c.mean_a:.4f} -> {c.mean_b:.4f} "
                    f"(delta {c.delta:+.4f}, p = {c.p_randomization:.3f})")
-    variant, w, gate = settings[pick]
-    return out, {"query_input": variant, "late_fusion": w, "late_fusion_max_words": gate,
+    return out, {"query_input": v, "late_fusion": w, "late_fusion_max_words": gate,
+                 "late_fusion_long": None if gate is None else w_long,
                  "worst_tune_gain": worst[pick], "mean_tune_gain": mean[pick]}
 
 
@@ -129,7 +152,7 @@ def record(model: str, pick: dict) -> None:
     and ``serve`` read; the weights do not depend on them)."""
     path = Path(model) / "hopscotch_config.json"
     config = json.loads(path.read_text())
-    for key in ("query_input", "late_fusion", "late_fusion_max_words"):
+    for key in ("query_input", "late_fusion", "late_fusion_max_words", "late_fusion_long"):
         config[key] = pick[key]
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(config, indent=2) + "\n")

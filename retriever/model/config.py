@@ -78,9 +78,11 @@ class EncoderConfig:
     lora: dict = field(default_factory=dict)  # peft LoRA {r, alpha, dropout, target_modules}; {}: none
     # search-time defaults of `hopscotch search --reasoning` (the dense searcher's --late-fusion and
     # --late-fusion-max-words): score reasoning-aware queries by w * reasoning-aware + (1 - w) * query-only,
-    # and search reasoning contexts longer than late_fusion_max_words words with the query alone (w = 0)
+    # and search reasoning contexts longer than late_fusion_max_words words with weight late_fusion_long instead
+    # (null: 0, the query alone)
     late_fusion: float | None = None
     late_fusion_max_words: int | None = None
+    late_fusion_long: float | None = None
     # index-time default of `hopscotch index` (its --windows and --window-stride): a document longer than
     # passage_max_len is indexed as up to passage_windows windows, window_stride tokens apart (null: 80% of
     # passage_max_len), and scored by its best one (index/windows.py); 1 = its first window only
@@ -102,6 +104,7 @@ class EncoderConfig:
                 raise UsageError(f"model.{name}: expected a whole number >= 1, got {getattr(self, name)!r}")
         self._resolve_query_input()
         self.late_fusion = checked_weight(self.late_fusion, "model.late_fusion")
+        self.late_fusion_long = checked_weight(self.late_fusion_long, "model.late_fusion_long")
         self.matryoshka_dims, self.matryoshka_weights = check_matryoshka(self.matryoshka_dims, self.matryoshka_weights)
         for name in ("late_fusion_max_words", "passage_windows", "window_stride"):
             setattr(self, name, checked_count(getattr(self, name), f"model.{name}"))
@@ -187,6 +190,7 @@ class ModelSettings:
     trained: bool = False            # the folder came from Hopscotch training
     late_fusion: float | None = None          # the model's default --late-fusion (EncoderConfig)
     late_fusion_max_words: int | None = None  # the model's default --late-fusion-max-words (EncoderConfig)
+    late_fusion_long: float | None = None     # the model's default --late-fusion-long (EncoderConfig)
     passage_windows: int | None = None        # the model's default index --windows (EncoderConfig)
     window_stride: int | None = None          # the model's default index --window-stride (EncoderConfig)
     matryoshka_dims: list[int] | None = None  # the Matryoshka prefixes it was trained on (EncoderConfig)
@@ -210,5 +214,5 @@ def model_settings(model: str | os.PathLike) -> ModelSettings:
                          reasoning_aware=c.reasoning_aware, query_input=str(c.query_variant()),
                          query_tower=str(tower) if not c.shared_towers and tower.is_dir() else None, trained=True,
                          late_fusion=c.late_fusion, late_fusion_max_words=c.late_fusion_max_words,
-                         passage_windows=c.passage_windows, window_stride=c.window_stride,
+                         late_fusion_long=c.late_fusion_long, passage_windows=c.passage_windows, window_stride=c.window_stride,
                          matryoshka_dims=c.matryoshka_dims)

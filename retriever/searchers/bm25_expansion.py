@@ -72,4 +72,4 @@ class BM25Expansion:
 
 
 #: chosen on the tune questions of the dev sets no retriever bounded (docs/benchmarks.md, "Reasoning-aware BM25")
-DEFAULT_BM25_EXPANSION = BM25Expansion(QueryInput("reasoning_focus", 256), 15.0)
+DEFAULT_BM25_EXPANSION = BM25Expansion(QueryInput("reasoning_tail", 16), 7.0)

@@ -37,8 +37,10 @@ class DenseOptions:
     :param late_fusion: ``w`` in 0..1 to score reasoning-aware queries by ``w * s_reasoning + (1 - w) * s_query``
         (their reasoning-aware and their plain query embedding against the one index; None: the trained
         model's recorded default when ``query_input`` is not given either, else off)
-    :param late_fusion_max_words: reasoning contexts longer than this many words are searched with the query
-        alone (``w = 0``; None: the model's recorded default under the same rule, else no limit)
+    :param late_fusion_max_words: reasoning contexts longer than this many words are searched with late-fusion
+        weight ``late_fusion_long`` (None: the model's recorded default under the same rule, else no limit)
+    :param late_fusion_long: the weight of contexts over ``late_fusion_max_words`` (None: the model's recorded one
+        under the same rule, else 0: the query alone)
     :param first_windows_only: ignore an index's extra passage windows (``windows/``) and score each document
         by its first window only (the usual truncated row)
     :param dim: search with the first ``dim`` dimensions of each query vector, renormalised (Matryoshka); the
@@ -57,12 +59,14 @@ class DenseOptions:
     use_gpu: bool | None = None
     late_fusion: float | None = None
     late_fusion_max_words: int | None = None
+    late_fusion_long: float | None = None
     first_windows_only: bool = False
     dim: int | None = None
 
 
 #: dense flags a multi-vector index does not use (refused there, with the flag's name)
 SINGLE_VECTOR_ONLY = {"instruction": "--instruction", "late_fusion_max_words": "--late-fusion-max-words",
+                      "late_fusion_long": "--late-fusion-long",
                       "refine": "--refine", "ef_search": "--ef-search", "faiss_name": "--faiss",
                       "first_windows_only": "--first-windows-only"}
 
@@ -131,10 +135,15 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
         self.query_input = searcher_query_input(opts.query_input, self.settings.query_input)
         self._query_input_given = opts.query_input is not None
         # the model's recorded late fusion applies when neither the variant nor the weight is chosen here
-        own = opts.query_input is None and opts.late_fusion is None and opts.late_fusion_max_words is None
+        own = (opts.query_input is None and opts.late_fusion is None and opts.late_fusion_max_words is None
+               and opts.late_fusion_long is None)
         self.late_fusion = checked_weight(self.settings.late_fusion if own else opts.late_fusion, "--late-fusion")
         self.late_fusion_max_words = checked_count(
             self.settings.late_fusion_max_words if own else opts.late_fusion_max_words, "--late-fusion-max-words")
+        self.late_fusion_long = checked_weight(self.settings.late_fusion_long if own else opts.late_fusion_long,
+                                               "--late-fusion-long")
+        if self.late_fusion_long is not None and self.late_fusion_max_words is None:
+            raise UsageError("--late-fusion-long weighs contexts over --late-fusion-max-words: give that limit too")
 
     @classmethod
     def parse_args(cls, parser) -> None:
@@ -150,9 +159,12 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
                         "(0..1; one search with the weighted query vector; default: the trained model's "
                         "recorded weight when --query-input is not given either, else off)")
         add_option(parser, "--late-fusion-max-words", type=int, metavar="N",
-                   help="search reasoning contexts longer than N words with the query alone (late-fusion "
-                        "weight 0; default: the trained model's recorded limit under the same rule as "
-                        "--late-fusion, else none)")
+                   help="search reasoning contexts longer than N words with late-fusion weight --late-fusion-long "
+                        "(default 0: the query alone; default N: the trained model's recorded limit under the same "
+                        "rule as --late-fusion, else none)")
+        add_option(parser, "--late-fusion-long", type=float, metavar="W",
+                   help="the late-fusion weight of reasoning contexts over --late-fusion-max-words words (0..1; "
+                        "default: the trained model's recorded one under the same rule as --late-fusion, else 0)")
         add_option(parser, "--nprobe", type=positive_int,
                    help="IVF lists probed per query (a multi-vector index: centroids per query token, default 4)")
         add_option(parser, "--mv-candidates", type=positive_int, metavar="N",
@@ -216,6 +228,7 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
                                query_input=flag(args, "query_input"),
                                late_fusion=flag(args, "late_fusion"),
                                late_fusion_max_words=flag(args, "late_fusion_max_words"),
+                               late_fusion_long=flag(args, "late_fusion_long"),
                                first_windows_only=bool(flag(args, "first_windows_only")),
                                dim=flag(args, "dim"))
         return cls(flag(args, "index"), model=flag(args, "model"), options=options,
@@ -245,11 +258,12 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
                          show_progress: bool = False):
         """The search vectors: each query's encoding, or with :attr:`late_fusion` ``w`` the weighted sum
         ``w * q_reasoning + (1 - w) * q_query`` for the reasoning-aware ones (w = 1, 0: exactly one of them).
-        With :attr:`late_fusion_max_words` a reasoning context longer than that many words gets ``w = 0``."""
+        With :attr:`late_fusion_max_words` a reasoning context longer than that many words gets
+        :attr:`late_fusion_long` (None: 0, the query alone)."""
         import numpy as np
 
         texts = self.query_texts(queries, reasonings, reasoning_aware)
-        w, limit = self.late_fusion, self.late_fusion_max_words
+        w, limit, w_long = self.late_fusion, self.late_fusion_max_words, self.late_fusion_long or 0.0
         if (w is None or w == 1.0) and limit is None:
             return self.encoder.encode_texts(texts, show_progress=show_progress, desc="encode queries")
         plain = self.query_texts(queries, None, False)
@@ -260,7 +274,7 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
                 continue  # a plain query: its one encoding
             weights[i] = 1.0 if w is None else w
             if limit is not None and len(str(context or "").split()) > limit:
-                weights[i] = 0.0
+                weights[i] = w_long
         out = np.zeros((len(texts), self.encoder.dim), dtype=np.float32)
         aware = np.flatnonzero(weights > 0)
         if aware.size:

@@ -31,6 +31,7 @@ from hopscotch.retriever.model.multi_vector import DEFAULT_MARKERS
 
 # single-vector-only keys a multi-vector recipe must leave at their defaults (EncoderConfig's; ModelRecipe's own)
 _SINGLE_VECTOR_ONLY = ("pooling", "normalize", "passage_prefix", "shared_towers", "late_fusion_max_words",
+                       "late_fusion_long",
                        "passage_windows", "window_stride")
 
 

@@ -162,3 +162,31 @@ def test_bad_word_limit_is_a_usage_error(small_world_index, tiny_bert_dir, bad):
 
     with pytest.raises(UsageError, match="late-fusion-max-words"):
         build_searcher("dense", index=small_world_index, model=tiny_bert_dir, late_fusion_max_words=bad)
+
+
+def test_contexts_over_the_word_limit_get_the_long_weight(small_world_index, tiny_bert_dir, steps, tmp_path):
+    """--late-fusion-long W: contexts over --late-fusion-max-words are searched at weight W instead of the query
+    alone (W = 0 is the old gate); recorded in a model, it is the default as the other two are."""
+    queries, reasonings = steps
+    long_ones = [i for i, r in enumerate(reasonings) if r]
+    fused = {w: _search(small_world_index, tiny_bert_dir, queries, reasonings, late_fusion=w) for w in (0.2, 0.7)}
+    got = _search(small_world_index, tiny_bert_dir, queries, reasonings, late_fusion=0.7, late_fusion_max_words=7,
+                  late_fusion_long=0.2)
+    _close(got, [fused[0.2][i] if i in long_ones else fused[0.7][i] for i in range(len(queries))])
+    zero = _search(small_world_index, tiny_bert_dir, queries, reasonings, late_fusion=0.7, late_fusion_max_words=7,
+                   late_fusion_long=0.0)
+    _close(zero, _search(small_world_index, tiny_bert_dir, queries, reasonings, late_fusion=0.7,
+                         late_fusion_max_words=7))
+    model = _recorded(tmp_path, tiny_bert_dir, late_fusion=0.7, late_fusion_max_words=7, late_fusion_long=0.2)
+    _close(_search(small_world_index, model, queries, reasonings), got)
+
+
+def test_a_long_weight_needs_a_word_limit_and_a_weight(small_world_index, tiny_bert_dir):
+    from hopscotch.retriever.errors import UsageError
+    from hopscotch.retriever.searchers import build_searcher
+
+    with pytest.raises(UsageError, match="--late-fusion-long weighs contexts over --late-fusion-max-words"):
+        build_searcher("dense", index=small_world_index, model=tiny_bert_dir, late_fusion=0.5, late_fusion_long=0.2)
+    with pytest.raises(UsageError, match="--late-fusion-long"):
+        build_searcher("dense", index=small_world_index, model=tiny_bert_dir, late_fusion_max_words=5,
+                       late_fusion_long=1.5)
