@@ -380,19 +380,11 @@ def utility_qrels(steps_path: Pathish, snippets_path: Pathish, runs_path: Pathis
 
 def question_qrels(steps_path: Pathish, snippets_path: Pathish, runs_path: Pathish | None = None,
                    **thresholds) -> tuple[dict[str, dict[str, int]], dict]:
-    """``({question_id: {docid: 1}}, stats)``: QUESTION-LEVEL labels, the documents that any run of the question
-    used anywhere in its trajectory, by the same usage rule as :func:`utility_qrels` (one rule, one owner).
-
-    A search call is then judged against its question's documents, whether or not that call's own retriever
-    returned them: a searcher that finds, from the reasoning, a document another call of the question returned
-    and the agent used is credited (call-level labels would score it as wrong). What still bounds the labels is
-    the pool: a document is judged only if some call of some run returned it (the three query-only retrievers
-    of the Tongyi runs, qwen3-0.6b, infly and contriever); that bias can be named, not removed.
-
-    ``stats``: ``questions_labelled``, ``docs_per_question`` (mean), ``calls_labelled`` (call-level),
-    ``question_docs_not_returned_by_call`` (mean share of a call's relevant documents that the call itself did
-    not return), and :func:`utility_qrels`'s stats under ``call_level``.
-    """
+    """``({question_id: {docid: 1}}, stats)``: QUESTION-LEVEL labels, the documents any run of the question used
+    anywhere in its trajectory, by :func:`utility_qrels`'s rule (one rule, one owner). A call is judged against its
+    question's documents whatever its own retriever returned; only the pool still bounds them (a document some call
+    of some run returned). ``stats``: ``questions_labelled``, ``docs_per_question`` (mean) and :func:`utility_qrels`'s
+    stats under ``call_level``."""
     from hopscotch.data_synth.traces import read_traces
 
     calls, call_stats = utility_qrels(steps_path, snippets_path, runs_path, **thresholds)

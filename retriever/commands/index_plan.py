@@ -83,6 +83,10 @@ def model_dim(model) -> int:
     dim = configured_dim(model)
     if dim is not None:
         return dim
+    from hopscotch.retriever.model.config import refuse_multi_vector
+    from hopscotch.retriever.model.loading import resolve_model_path
+
+    refuse_multi_vector(resolve_model_path(model))
     m = load_sentence_transformer(model, device="cpu")
     return int((getattr(m, "get_embedding_dimension", None) or m.get_sentence_embedding_dimension)())
 

@@ -29,11 +29,11 @@ from pathlib import Path
 import numpy as np
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.index.multi_vector_files import NBITS, read_codec
 from hopscotch.retriever.io.common import write_json
 
 CODEC_FILE = "codec.json"
 CENTROIDS_FILE = "centroids.npy"
-NBITS = (1, 2, 4, 8)
 #: tokens assigned to centroids per matrix product (bounds the [chunk, centroids] score block) ...
 ASSIGN_CHUNK = 16_384
 #: ... and the block's bytes: fewer tokens a product when there are many centroids (65,536 centroids x 16,384
@@ -159,8 +159,6 @@ class ResidualCodec:
 
     @classmethod
     def load(cls, folder: str | os.PathLike) -> ResidualCodec:
-        from hopscotch.retriever.index.multi_vector_files import read_codec
-
         return cls(*read_codec(Path(folder), CODEC_FILE, CENTROIDS_FILE))   # checked: one line naming a bad file
 
     @staticmethod

@@ -21,6 +21,7 @@ import numpy as np
 
 from hopscotch.retriever.errors import UsageError
 
+NBITS = (1, 2, 4, 8)   # residual bits per dimension the codec supports
 FULL_CHECK = 50_000_000   # arrays up to this many elements are range-checked whole; larger ones on 64 blocks
 _REBUILD = "rebuild the index ('hopscotch index ... --overwrite')"
 
@@ -70,8 +71,6 @@ def check_finite(path: Path, a: np.ndarray, what: str) -> None:
 
 def read_codec(folder: Path, codec_file: str, centroids_file: str) -> tuple[np.ndarray, int, np.ndarray, np.ndarray]:
     """``(centroids float32 [C, dim], nbits, cutoffs, values)`` of ``codec.json`` and ``centroids.npy``, checked."""
-    from hopscotch.retriever.index.multi_vector_codec import NBITS
-
     path = folder / codec_file
     try:
         about = json.loads(path.read_text())

@@ -149,6 +149,15 @@ def saved_model_kind(path: str | os.PathLike) -> str:
     return kind
 
 
+def refuse_multi_vector(path: str | os.PathLike) -> None:
+    """A one-line UsageError when ``path`` is a multi-vector (late-interaction) model folder: sentence-transformers
+    would load it as a single-vector encoder and drop its projection, so every single-vector path checks first."""
+    if Path(path).is_dir() and saved_model_kind(path) == MULTI_VECTOR:
+        raise UsageError(f"{path}: a multi-vector (late-interaction) model, not a single-vector encoder: use it "
+                         "to rerank (hopscotch search --rerank-model), index it as a multi-vector index (hopscotch "
+                         "index --model), or load it with hopscotch.retriever.model.multi_vector.load_multi_vector_model")
+
+
 def read_saved_config(path: str | os.PathLike):
     """The :class:`EncoderConfig` of a saved folder: ``hopscotch_config.json`` or, for a
     plain sentence-transformers folder, its pooling and normalisation; ``None`` for a bare HF folder.

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from hopscotch.retriever.model.loading import load_sentence_transformer
+from hopscotch.retriever.model.config import refuse_multi_vector
+from hopscotch.retriever.model.loading import load_sentence_transformer, resolve_model_path
 from hopscotch.retriever.model.matryoshka import truncate, truncation
 from hopscotch.retriever.model.query_template import format_document, format_queries
 
@@ -32,6 +33,7 @@ class DenseEncoder:
 
     def __init__(self, model: str | os.PathLike = "minilm", max_length: int | None = 256,
                  batch_size: int = 64, device: str | None = None, truncate_dim: int | None = None):
+        refuse_multi_vector(resolve_model_path(model))   # sentence-transformers would drop its projection
         self.model = load_sentence_transformer(model, device=device, max_length=max_length)
         self.batch_size = batch_size
         self.device = self.model.device

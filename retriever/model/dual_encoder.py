@@ -24,8 +24,8 @@ import torch
 from torch import nn
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.model.config import EncoderConfig, read_saved_config
-from hopscotch.retriever.model.loading import quiet_loading_bars, refuse_multi_vector, resolve_model_path
+from hopscotch.retriever.model.config import EncoderConfig, read_saved_config, refuse_multi_vector
+from hopscotch.retriever.model.loading import quiet_loading_bars, resolve_model_path
 from hopscotch.retriever.model.query_template import format_document, format_queries
 from hopscotch.retriever.model.rng import encode_sides
 from hopscotch.retriever.model.saving import save_model

@@ -123,17 +123,6 @@ def quiet_loading_bars() -> None:
         hf_logging.disable_progress_bar()
 
 
-def refuse_multi_vector(path: str | os.PathLike) -> None:
-    """A one-line UsageError when ``path`` is a multi-vector (late-interaction) model folder: sentence-transformers
-    would load it as a single-vector encoder and drop its projection, so every single-vector path checks first."""
-    from hopscotch.retriever.model.config import MULTI_VECTOR, saved_model_kind
-
-    if Path(path).is_dir() and saved_model_kind(path) == MULTI_VECTOR:
-        raise UsageError(f"{path}: a multi-vector (late-interaction) model, not a single-vector encoder: use it "
-                         "to rerank (hopscotch search --rerank-model), index it as a multi-vector index (hopscotch "
-                         "index --model), or load it with hopscotch.retriever.model.multi_vector.load_multi_vector_model")
-
-
 def load_sentence_transformer(name: str | os.PathLike, device: str | None = None, max_length: int | None = None):
     """Load any sentence-transformers or Hugging Face encoder as a ``SentenceTransformer`` (``name`` as
     :func:`resolve_model_path` takes it).
@@ -145,7 +134,6 @@ def load_sentence_transformer(name: str | os.PathLike, device: str | None = None
 
     quiet_loading_bars()
     path = resolve_model_path(name)
-    refuse_multi_vector(path)
     if device is None:
         import torch
 

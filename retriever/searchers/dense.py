@@ -216,12 +216,12 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
                     raise UsageError(f"{option} does nothing on a multi-vector index ({flag(args, 'index')}): drop it")
             if flag(args, "late_fusion") is not None:
                 checked_weight(flag(args, "late_fusion"), "--late-fusion")   # named as given, not as the reranker's
-        elif flag(args, "mv_candidates") is not None:
-            raise UsageError(f"--mv-candidates applies to a multi-vector index only; {flag(args, 'index')} is a "
-                             "single-vector index: drop it")
             return MultiVectorIndexSearcher(flag(args, "index"), model=flag(args, "model"), nprobe=flag(args, "nprobe"),
                                             candidates=flag(args, "mv_candidates"),
                                             query_input=flag(args, "query_input"), late_fusion=flag(args, "late_fusion"))
+        if flag(args, "mv_candidates") is not None:
+            raise UsageError(f"--mv-candidates applies to a multi-vector index only; {flag(args, 'index')} is a "
+                             "single-vector index: drop it")
         options = DenseOptions(faiss_name=flag(args, "faiss_name"), nprobe=flag(args, "nprobe"),
                                ef_search=flag(args, "ef_search"), refine=flag(args, "refine"),
                                instruction=flag(args, "instruction"),

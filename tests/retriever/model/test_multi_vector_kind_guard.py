@@ -1,6 +1,7 @@
 """A multi-vector folder is never loaded as a single-vector model (issue 36, mechanism 4): sentence-transformers would
 convert it and drop its projection. Every single-vector path (search, index, audits through the encoder, training
-from it) goes through one of these two loaders."""
+from it) goes through DenseEncoder or DualEncoder.from_pretrained, which both refuse it (model/config.py:
+refuse_multi_vector)."""
 
 from __future__ import annotations
 
@@ -20,11 +21,11 @@ def mv_folder(tmp_path):
     return folder
 
 
-def test_sentence_transformer_loader_refuses_a_multi_vector_folder(mv_folder):
-    from hopscotch.retriever.model.loading import load_sentence_transformer
+def test_the_single_vector_encoder_refuses_a_multi_vector_folder(mv_folder):
+    from hopscotch.retriever.model.dense_encoder import DenseEncoder
 
     with pytest.raises(UsageError, match="a multi-vector .* not a single-vector encoder") as err:
-        load_sentence_transformer(mv_folder, device="cpu")
+        DenseEncoder(mv_folder, device="cpu")
     assert str(mv_folder) in str(err.value) and "\n" not in str(err.value)
 
 
