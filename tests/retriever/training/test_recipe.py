@@ -225,7 +225,7 @@ def test_the_query_input_mixture_keys():
             load_recipe(MINIMAL, overrides)
 
 
-@pytest.mark.parametrize("name, default_input", [("minilm_agent", "reasoning_tail:128"),
+@pytest.mark.parametrize("name, default_input", [("minilm_agent", "reasoning_tail:64"),
                                                  ("qwen3_embedding_4b_agent", "current_reasoning")])
 def test_agent_recipes_train_on_the_mixture(name, default_input):
     r = load_recipe(ROOT / "recipes" / f"{name}.yaml")
