@@ -198,6 +198,9 @@ def tail_text(text: str, n: int, tokenizer=None) -> str:
     text = text.strip()
     if not text:
         return ""
+    if tokenizer is None or not getattr(tokenizer, "is_fast", False):   # whitespace words: read from the end only
+        parts = text.rsplit(None, n)
+        return text if len(parts) <= n else text[len(parts[0]):].strip()
     starts = _token_starts(text, tokenizer)
     if len(starts) <= n:
         return text
