@@ -13,10 +13,11 @@ OUTPUT_FLAGS = ("report", "out", "state", "clean")
 def add_report_flag(parser) -> None:
     """``--report PATH``: where the JSON report goes (the summary is printed either way); ``--overwrite``: replace
     an earlier run's outputs made with other inputs or settings."""
+    from hopscotch.retriever.commands.arg_groups import add_overwrite_flag
+
     parser.add_argument("--report", metavar="PATH", help="write the JSON report here")
     if "--overwrite" not in parser._option_string_actions:   # an output flag group may have added it
-        parser.add_argument("--overwrite", action="store_true",
-                            help="replace outputs an earlier run made with other inputs or settings")
+        add_overwrite_flag(parser, "audit outputs (--report and the audit's own)")
 
 
 def _paths_in(value) -> list[str]:

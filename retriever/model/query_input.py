@@ -37,7 +37,6 @@ Example::
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -229,7 +228,6 @@ answer answers question questions search searches searching find look know recal
 FOCUS_QUESTION_WEIGHT = 0.5
 
 
-@functools.lru_cache(maxsize=1 << 16)
 def _focus_stem(word: str) -> str:
     """A light suffix stripping, so that ``films`` / ``film`` and ``directed`` / ``directing`` / ``direct`` meet."""
     if word.endswith("ies") and len(word) > 4:

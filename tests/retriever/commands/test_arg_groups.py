@@ -17,6 +17,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 #: output flag -> its destination
 OUTPUT_FLAGS = {"--out": "out", "--json": "json_out", "--output": "output", "--clean": "clean"}
+#: every audit's report flag: an output beside the audit's own (issue 36: through the output guard, with --overwrite)
+REPORT_FLAG = "--report"
 #: command -> (its output flag, required, default): as the commands declared them before the shared function
 OUTPUTS = {
     "world": ("--out", True, None), "bm25-index": ("--out", True, None), "index": ("--out", False, None),
@@ -25,9 +27,10 @@ OUTPUTS = {
     "eval": ("--json", False, None), "compare": ("--json", False, None), "eval-agent": ("--json", False, None),
     "train": ("--output", True, None), "audit near-duplicates": ("--out", True, None),
     "audit contamination": ("--clean", False, None),
+    **{f"audit {k}": ("--report", False, None) for k in ("ann-fidelity", "false-negatives", "model", "perturbation")},
 }
-#: commands whose output flag has no --overwrite: the groups file does not go through the output boundary
-NO_OUTPUT_BOUNDARY = {"audit near-duplicates"}
+#: commands whose output flag has no --overwrite (none since every audit's outputs go through the output guard)
+NO_OUTPUT_BOUNDARY: set[str] = set()
 #: commands whose --overwrite says more than the usual text
 OWN_OVERWRITE_HELP = {"index", "demo", "train"}
 #: command -> --k default
@@ -94,14 +97,15 @@ def test_every_output_flag_comes_with_overwrite():
     found, without = {}, set()
     for name in COMMANDS:
         opts = _options(name)
-        flags = [f for f in OUTPUT_FLAGS if f in opts]
+        flags = [f for f in OUTPUT_FLAGS if f in opts] or [f for f in (REPORT_FLAG,) if f in opts]
         if not flags:
             assert "--overwrite" not in opts, f"{name}: --overwrite without an output flag"
             continue
         assert len(flags) == 1, (name, flags)
         out = opts[flags[0]]
         found[name] = (flags[0], out.required, out.default)
-        assert out.dest == OUTPUT_FLAGS[flags[0]] and out.type is None and out.nargs is None and out.help, name
+        assert out.dest == {**OUTPUT_FLAGS, REPORT_FLAG: "report"}[flags[0]] and out.type is None \
+            and out.nargs is None and out.help, name
         if "--overwrite" not in opts:
             without.add(name)
             continue

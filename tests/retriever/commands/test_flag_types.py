@@ -175,7 +175,7 @@ def test_check_device():
 
 # numeric flags that keep a plain int/float type, each checked elsewhere before work: serve's own (serve.py,
 # another helper's: run-time checks) and the dense searcher's late fusion (DenseSearcher checks the range)
-LATE_FUSION = {"--late-fusion", "--late-fusion-max-words"}
+LATE_FUSION = {"--late-fusion", "--late-fusion-max-words", "--late-fusion-long"}
 PLAIN_NUMERIC = {"search": LATE_FUSION, "replay": LATE_FUSION,
                  "serve": LATE_FUSION | {"--port", "--max-batch", "--idle-timeout", "--header-timeout",
                                          "--max-in-flight", "--threads", "--k", "--snippet-max-tokens"}}
