@@ -150,8 +150,10 @@ def test_cli_fusion_defaults_are_the_learnt_ones():
     def settings(*argv):
         return HybridSearcher.fusion_from_args(parser.parse_args(list(argv)))
 
-    # no fusion flag: the maximin default (issue 22), adaptive fusion around BM25 weight 0.2
-    assert settings() == DEFAULT_ADAPTIVE == FusionSettings.adaptive(0.2, 1.0, 1.0)
+    # no fusion flag: the maximin default over reasoning-aware BM25 + dense (issue 33), min-max interpolation at
+    # BM25 weight 0.3; --fusion adaptive keeps its own defaults
+    assert settings() == DEFAULT_INTERP == FusionSettings.convex(0.3)
+    assert settings("--fusion", "adaptive") == DEFAULT_ADAPTIVE == FusionSettings.adaptive(0.2, 1.0, 1.0)
     assert DEFAULT_INTERP.sparse_weight == pytest.approx(0.3)
     assert settings("--fusion", "interp") == DEFAULT_INTERP and DEFAULT_INTERP.normalization == "minmax"
     assert settings("--fusion", "interp", "--alpha", "1") == FusionSettings("interp", alpha=1.0)  # Pyserini's
