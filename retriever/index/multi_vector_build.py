@@ -101,7 +101,13 @@ def _train_codec(index_dir: Path, meta: IndexMeta, counts: list[int], opts: Mult
     folder = index_dir / MV_DIR
     total = sum(counts)
     centroids = opts.num_centroids or default_num_centroids(total)
+    if opts.num_centroids and opts.num_centroids > total:   # never clamped quietly: the codec would differ
+        raise UsageError(f"--mv-centroids {opts.num_centroids:,}: more centroids than the {total:,} token vectors "
+                         f"of this corpus; give at most {total:,} (or leave it out: {default_num_centroids(total):,})")
     sample = opts.sample_tokens or min(total, 64 * centroids)
+    if sample < centroids:
+        raise UsageError(f"{sample:,} sampled token vectors cannot train {centroids:,} centroids: sample at least as "
+                         "many tokens as centroids")
     wanted = {"nbits": opts.nbits, "requested_centroids": centroids, "seed": opts.seed, "sample_tokens": sample,
               "encode_sha256": meta.encode_sha256, "num_tokens": total}
     saved = ResidualCodec.saved(folder)

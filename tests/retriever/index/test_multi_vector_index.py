@@ -338,3 +338,10 @@ def test_mv_candidates_on_a_single_vector_index_is_refused(small_world, small_wo
     code, _, err = cli("search", "--queries", small_world / "queries.jsonl", "--index", small_world_index,
                        "--mv-candidates", "64", "--out", tmp_path / "run.trec")
     assert code == 2 and "--mv-candidates applies to a multi-vector index only" in err, err
+
+
+def test_an_impossible_centroid_count_is_refused_not_clamped(mv_world, tmp_path, cli):
+    tokens = json.loads((mv_world["idx"] / "index.json").read_text())["multi_vector"]["num_tokens"]
+    code, _, err = cli("index", "--corpus", mv_world["corpus"], "--model", mv_world["mv"], "--out", tmp_path / "idx",
+                       "--shard-size", "64", "--mv-centroids", str(tokens + 1))
+    assert code == 2 and f"--mv-centroids {tokens + 1:,}" in err and "more centroids than" in err, err
