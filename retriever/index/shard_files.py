@@ -106,6 +106,17 @@ _SUBJECTS = {"corpus": "the corpus", "corpus_files": "the corpus content", "mode
              "model_files": "the model weights", "format": "the config format"}
 
 
+def _by_content(config: dict) -> dict:
+    """``config`` as a resume compares it: by content, not by where it is read from. The corpus and model paths are
+    left out, and the corpus files are listed in order by their content fingerprints (not by their absolute paths), so
+    the same bytes read from another path (a copy, a moved checkout) resume; any content change still refuses."""
+    out = {k: v for k, v in config.items() if k not in ("corpus", "model_path")}
+    files = config.get("corpus_files")
+    if isinstance(files, dict):
+        out["corpus_files"] = [files[k] for k in files]
+    return out
+
+
 def _refusal(path: Path, old: dict | None, config: dict) -> str | None:
     """Why the shards under ``path``'s folder cannot be resumed with ``config`` (None: they can)."""
     rerun = "rerun with --overwrite to start again (or use another --out)"
@@ -114,7 +125,7 @@ def _refusal(path: Path, old: dict | None, config: dict) -> str | None:
     if old.get("format") != config["format"]:
         return (f"{path}: the shards here have different settings (imported with --import-tevatron, or encoded "
                 f"by an earlier Hopscotch without the content fingerprints a resume checks); {rerun}")
-    diffs = manifest_differences(old, config, first="corpus", then="then")
+    diffs = manifest_differences(_by_content(old), _by_content(config), first="corpus", then="then")
     if not diffs:
         return None
     keys = dict.fromkeys(d.split(":", 1)[0].split("[", 1)[0].split(".", 1)[0] for d in diffs)

@@ -345,3 +345,4 @@ def test_an_impossible_centroid_count_is_refused_not_clamped(mv_world, tmp_path,
     code, _, err = cli("index", "--corpus", mv_world["corpus"], "--model", mv_world["mv"], "--out", tmp_path / "idx",
                        "--shard-size", "64", "--mv-centroids", str(tokens + 1))
     assert code == 2 and f"--mv-centroids {tokens + 1:,}" in err and "more centroids than" in err, err
+
