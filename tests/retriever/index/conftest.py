@@ -25,7 +25,7 @@ def _kill_encode_after(corpus: Path, model: Path, out: Path, shard_size: int, sh
     code = ("import sys; from hopscotch.retriever.index.encode import EncodeOptions, encode_corpus; "
             f"encode_corpus(sys.argv[1], sys.argv[2], sys.argv[3], EncodeOptions(shard_size={shard_size}, "
             "batch_size=16, max_length=64, show_progress=False))")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen([sys.executable, "-c", code, str(corpus), str(model), str(out)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -141,7 +141,7 @@ def test_short_documents_give_no_window_rows_and_a_rerun_is_a_no_op(tiny_bert_di
 
 
 def _cli_index(corpus, model, out, nproc: int) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     launch = ([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc), "--master_port", "0"]
               if nproc > 1 else [sys.executable])
     cmd = [*launch, "-m", "hopscotch.retriever.cli", "index", "--corpus", str(corpus), "--model", str(model),

@@ -255,7 +255,7 @@ def test_serve_bm25_alone_with_a_token_file(bm25_dir, small_world, tmp_path, cli
     token_file = tmp_path / "token"
     token_file.write_text(f"{TOKEN}\nignored second line\n")
     port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3]), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("HOPSCOTCH_SERVE_TOKEN", None)
     proc = subprocess.Popen([sys.executable, "-m", "hopscotch.retriever.cli", "serve", "--searcher", "bm25",
                              "--bm25-index", str(bm25_dir), "--corpus", str(small_world / "corpus.jsonl"),

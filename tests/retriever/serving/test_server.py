@@ -227,7 +227,7 @@ def _free_port() -> int:
 
 def test_serve_command_runs_a_server(index_dir, tmp_path):
     port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3]), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "hopscotch.retriever.cli", "serve", "--index", str(index_dir), "--port",
                              str(port), "--name", "mini", "--token", TOKEN], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)

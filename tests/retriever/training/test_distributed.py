@@ -95,7 +95,7 @@ def test_two_processes_equal_one_process_on_the_concatenated_batch(tiny_bert_dir
     from hopscotch.retriever.training.batches import Collator
 
     out_file = tmp_path / "rank0.pt"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
            "--master_port", str(free_port()), __file__, "--worker", str(out_file), str(tiny_bert_dir)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)

@@ -201,7 +201,7 @@ def test_gradcache_replays_dropout(tiny_bert_dir, monkeypatch):
 
 
 def run_training(recipe_file: Path, out: Path, *flags: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.run([sys.executable, __file__, "--run", str(recipe_file), str(out), *flags], check=False,
                           env=env, capture_output=True, text=True, timeout=1800)
 
@@ -294,7 +294,7 @@ def test_two_processes_equal_one_process_on_the_concatenated_batch(tiny_bert_dir
     from hopscotch.retriever.training.batches import Collator
 
     out_file = tmp_path / "rank0.pt"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
            "--master_port", str(free_port()), __file__, "--worker", str(out_file), str(tiny_bert_dir)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)

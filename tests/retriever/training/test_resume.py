@@ -30,7 +30,7 @@ def recipe(model_dir: Path, tuples: Path) -> dict:
 
 
 def run(recipe_file: Path, out: Path, *flags: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.run([sys.executable, __file__, str(recipe_file), str(out), *flags], check=False, env=env,
                           capture_output=True, text=True, timeout=1800)
 
