@@ -84,7 +84,8 @@ def under(module, folder):
 
 import kernels  # Hugging Face's
 assert callable(getattr(kernels, "get_kernel", None)), f"`kernels` is not Hugging Face's: {kernels.__file__}"
-assert not hasattr(kernels, "infonce_loss") and under(kernels, venv_site), kernels.__file__
+# installed here, or already a dependency of the environment (transformers >= 5.25 requires it): never the repository's
+assert not hasattr(kernels, "infonce_loss") and not under(kernels, repo / "kernels"), kernels.__file__
 print(f"  kernels {md.version('kernels')} (Hugging Face): {kernels.__file__}")
 
 import retriever  # PyPI's (the Data Retriever)
