@@ -378,21 +378,23 @@ def utility_qrels(steps_path: Pathish, snippets_path: Pathish, runs_path: Pathis
     return qrels, stats
 
 
-def question_qrels(steps_path: Pathish, snippets_path: Pathish, runs_path: Pathish | None = None,
-                   **thresholds) -> tuple[dict[str, dict[str, int]], dict]:
-    """``({question_id: {docid: 1}}, stats)``: QUESTION-LEVEL labels, the documents any run of the question used
-    anywhere in its trajectory, by :func:`utility_qrels`'s rule (one rule, one owner). A call is judged against its
-    question's documents whatever its own retriever returned; only the pool still bounds them (a document some call
-    of some run returned). ``stats``: ``questions_labelled``, ``docs_per_question`` (mean) and :func:`utility_qrels`'s
-    stats under ``call_level``."""
+def questions_of(calls: dict[str, dict[str, int]], steps_path: Pathish) -> dict[str, dict[str, int]]:
+    """Call-level labels (:func:`utility_qrels`) unioned per question: ``{question_id: {docid: 1}}``."""
     from hopscotch.data_synth.traces import read_traces
 
-    calls, call_stats = utility_qrels(steps_path, snippets_path, runs_path, **thresholds)
     question_of = {step.query_id: step.question_id for step in read_traces([Path(steps_path)], "tongyi")}
     qrels: dict[str, dict[str, int]] = {}
     for call_id, docs in calls.items():
         qrels.setdefault(question_of[call_id], {}).update(docs)
-    stats = {"questions_labelled": len(qrels),
-             "docs_per_question": round(sum(map(len, qrels.values())) / len(qrels), 3) if qrels else 0.0,
-             "call_level": call_stats}
-    return qrels, stats
+    return qrels
+
+
+def question_qrels(steps_path: Pathish, snippets_path: Pathish, runs_path: Pathish | None = None,
+                   **thresholds) -> tuple[dict[str, dict[str, int]], dict]:
+    """``({question_id: {docid: 1}}, stats)``: QUESTION-LEVEL labels, what any run of the question used anywhere
+    (:func:`questions_of` of :func:`utility_qrels`): a call is judged against its question's documents, whatever it
+    returned; only the pool bounds them. ``stats``: ``questions_labelled``, ``docs_per_question``, ``call_level``."""
+    calls, call_stats = utility_qrels(steps_path, snippets_path, runs_path, **thresholds)
+    qrels = questions_of(calls, steps_path)
+    mean = round(sum(map(len, qrels.values())) / len(qrels), 3) if qrels else 0.0
+    return qrels, {"questions_labelled": len(qrels), "docs_per_question": mean, "call_level": call_stats}

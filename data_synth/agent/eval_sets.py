@@ -32,6 +32,7 @@ trace. Driver: ``python scripts/agent_eval_sets.py`` prints each set's counts an
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,7 +62,6 @@ LABELS = {"hotpotqa": "gold supporting paragraphs (HotpotQA annotators)",
 #: sets whose labels the call's own query-only retriever bounds (pseudo-qrels, call-level utility): they punish
 #: every use of the reasoning by construction and vote on no default
 CALL_LEVEL = {"tongyi", "tongyi_pages", "tongyi_utility"}
-PSEUDO = CALL_LEVEL   # the older name
 #: what bounds each set's labels or its pool (the pool bias cannot be removed, only named): the ablation header
 BOUNDS = {
     "hotpotqa": "labels: none (annotators); pool: HotpotQA's distractor paragraphs (its bigram TF-IDF retriever)",
@@ -263,11 +263,8 @@ def tongyi_utility() -> EvalSet:
     """The ``tongyi`` calls relabelled by use (:func:`hopscotch.data_synth.utility_labels.utility_qrels`): a
     returned document is relevant when the agent's later reasoning or final answer newly names its distinctive
     content (or cites its id); calls with no used document are dropped. Same splits and corpus as ``tongyi``."""
-    from hopscotch.data_synth.utility_labels import utility_qrels
-
-    src = data_dir() / "qampari_tongyi"
     chunks = tongyi()
-    qrels, _ = utility_qrels(src / "agent_search_steps.jsonl", src / "doc_snippets.jsonl", src / "runs" / "infly.jsonl")
+    qrels, _ = _usage_labels(str(data_dir() / "qampari_tongyi"))
     keep = {q for q in chunks.qrels if qrels.get(q)}
     tune, test = [q for q in chunks.tune if q in keep], [q for q in chunks.test if q in keep]
     queries = [row for row in chunks.queries if row["_id"] in keep]
@@ -276,19 +273,29 @@ def tongyi_utility() -> EvalSet:
             "steps' reasoning or its final answer, or whose id it cited (rule: data_synth/utility_labels.py; hand "
             "audit 26/30: docs/utility_labels_audit.md); only calls with a used document")
     counts = {"tune_steps": len(tune), "test_steps": len(test)}
-    return EvalSet("tongyi_utility", chunks.corpus, queries, {q: qrels[q] for q in keep}, tune, test, note, counts,
+    return EvalSet("tongyi_utility", chunks.corpus, queries, {q: qrels[q] for q in chunks.qrels if q in keep}, tune, test, note, counts,
                    LABELS["tongyi_utility"], False, INDEX_NAMES["tongyi_utility"])
+
+
+@functools.lru_cache(maxsize=2)
+def _usage_labels(src: str) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
+    """``(call-level, question-level)`` usage labels of the Tongyi steps under ``src``: the usage rule runs once a
+    process for the three sets built from it (``tongyi_utility`` and the two question-level ones)."""
+    from hopscotch.data_synth.utility_labels import questions_of, utility_qrels
+
+    folder = Path(src)
+    steps = folder / "agent_search_steps.jsonl"
+    calls, _ = utility_qrels(steps, folder / "doc_snippets.jsonl", folder / "runs" / "infly.jsonl")
+    return calls, questions_of(calls, steps)
 
 
 def _question_level(chunks: EvalSet) -> tuple[dict[str, dict[str, int]], list[str], list[str], list[dict]]:
     """The ``tongyi`` calls relabelled with their question's used documents (``question_qrels``): qrels, tune and
     test call ids and query records (calls of a question with no used document are dropped)."""
     from hopscotch.data_synth.traces import read_traces
-    from hopscotch.data_synth.utility_labels import question_qrels
 
     src = data_dir() / "qampari_tongyi"
-    by_question, _ = question_qrels(src / "agent_search_steps.jsonl", src / "doc_snippets.jsonl",
-                                    src / "runs" / "infly.jsonl")
+    _, by_question = _usage_labels(str(src))
     question_of = {s.query_id: s.question_id for s in read_traces([src / "agent_search_steps.jsonl"], "tongyi")}
     qrels = {q: dict(by_question[question_of[q]]) for q in chunks.qrels if by_question.get(question_of[q])}
     tune, test = [q for q in chunks.tune if q in qrels], [q for q in chunks.test if q in qrels]

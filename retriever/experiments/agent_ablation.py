@@ -255,12 +255,6 @@ def shared_runs(work: Path, sets: dict, paths: dict) -> tuple[dict[str, str], di
     return prefix, spaths
 
 
-def _gate(model: str) -> str:
-    from hopscotch.retriever.model.config import model_settings
-
-    return str(model_settings(model).late_fusion_max_words)
-
-
 def first_stage_recall(sets: dict, runs: dict, models: dict) -> dict:
     """Recall@100 on test of the first stages a reranker can take (what the reranker can reach): ``{system: {set:
     recall}}`` for BM25, BM25 --reasoning, the dense --reasoning defaults and the default hybrid over both."""

@@ -48,16 +48,17 @@ class SetRuns:
         per = evaluate_ndcg(run, self.es.qrels, qids).per_query
         self.ndcg[variant, w] = {q: per[q]["ndcg@10"] for q in qids}
 
-    def pick(self, variant: str, w: float, gate, w_long: float) -> tuple[dict, dict]:
-        """``(run, per-query nDCG@10)`` of a setting: each query's list at its context's weight."""
-        run, per = {}, {}
-        for q in self.queries:
-            weight = w if gate is None or self.words[q.qid] <= gate else w_long
-            key = (variant, 0.0) if weight == 0 else (variant, weight)
-            run[q.qid] = self.runs[key].get(q.qid, {})
-            if q.qid in self.ndcg[key]:
-                per[q.qid] = self.ndcg[key][q.qid]
-        return run, per
+    def _key(self, qid: str, variant: str, w: float, gate, w_long: float) -> tuple[str, float]:
+        """Which (variant, weight) list a setting gives the query ``qid``: its context's weight."""
+        return variant, (w if gate is None or self.words[qid] <= gate else w_long)
+
+    def scores(self, variant: str, w: float, gate, w_long: float) -> dict[str, float]:
+        """A setting's nDCG@10 per query (what the grid compares; no run is built)."""
+        return {q: self.ndcg[self._key(q, variant, w, gate, w_long)][q] for q in self.es.tune + self.es.test}
+
+    def run(self, variant: str, w: float, gate, w_long: float) -> dict:
+        """A setting's run: each query's top-10 list at its context's weight (for the paired tests)."""
+        return {q.qid: self.runs[self._key(q.qid, variant, w, gate, w_long)].get(q.qid, {}) for q in self.queries}
 
     def mean(self, per: dict, split: str) -> float:
         qids = self.es.tune if split == "tune" else self.es.test
@@ -107,8 +108,8 @@ def choose(sets: dict[str, SetRuns], variants=VARIANTS, weights=WEIGHTS, gates=G
     from hopscotch.retriever.searchers.fusion_tuning import maximin
 
     voters = [n for n, r in sets.items() if r.es.votes]
-    query = {n: r.mean(r.pick(variants[0], 0.0, None, 0.0)[1], "tune") for n, r in sets.items()}
-    alone = {n: max(r.mean(r.pick(v, 1.0, None, 1.0)[1], "tune") for v in variants) for n, r in sets.items()}
+    query = {n: r.mean(r.scores(variants[0], 0.0, None, 0.0), "tune") for n, r in sets.items()}
+    alone = {n: max(r.mean(r.scores(v, 1.0, None, 1.0), "tune") for v in variants) for n, r in sets.items()}
     better = {n: max(query[n], alone[n]) for n in sets}
     tune, settings = {}, {}
     for v in variants:
@@ -119,7 +120,7 @@ def choose(sets: dict[str, SetRuns], variants=VARIANTS, weights=WEIGHTS, gates=G
                     if label in settings:
                         continue
                     settings[label] = (v, w, gate, w_long)
-                    tune[label] = {n: r.mean(r.pick(v, w, gate, w_long)[1], "tune") for n, r in sets.items()}
+                    tune[label] = {n: r.mean(r.scores(v, w, gate, w_long), "tune") for n, r in sets.items()}
     gains = {label: {n: t[n] - better[n] for n in voters} for label, t in tune.items()}
     worst = {label: min(g.values()) for label, g in gains.items()}
     mean = {label: sum(g.values()) / len(g) for label, g in gains.items()}
@@ -137,8 +138,8 @@ def choose(sets: dict[str, SetRuns], variants=VARIANTS, weights=WEIGHTS, gates=G
     out.append("test questions (held out): the query alone -> the pick, paired randomisation test:")
     v, w, gate, w_long = settings[pick]
     for n, r in sets.items():
-        base = evaluate_ndcg(r.pick(v, 0.0, None, 0.0)[0], r.es.qrels, r.es.test)
-        chosen = evaluate_ndcg(r.pick(v, w, gate, w_long)[0], r.es.qrels, r.es.test)
+        base = evaluate_ndcg(r.run(v, 0.0, None, 0.0), r.es.qrels, r.es.test)
+        chosen = evaluate_ndcg(r.run(v, w, gate, w_long), r.es.qrels, r.es.test)
         c = compare_runs(base, chosen, "ndcg@10")
         out.append(f"  {n}{'' if n in voters else ' (call-level, no vote)'}: {c.mean_a:.4f} -> {c.mean_b:.4f} "
                    f"(delta {c.delta:+.4f}, p = {c.p_randomization:.3f})")
