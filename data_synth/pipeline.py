@@ -252,6 +252,7 @@ def _manifest(config: SynthConfig, inputs: SynthInputs, groups: list, qa: QASour
     every input's content (QA, qrels, corpus, traces, the ``--bm25-index``) and the oracle model's files."""
     digest = hashlib.sha256("\n".join(f"{q}\t{len(s)}" for q, s in groups).encode()).hexdigest()
     return {"config": config.fingerprint(), "question_only": inputs.question_only, "questions": digest,
+            "passage_fields": ["docid", "title", "text", "score"],  # work files written without scores: refused
             "inputs": {"qa": _input_fingerprint(qa.queries_path), "qrels": _input_fingerprint(qa.qrels_path),
                        "corpus": _input_fingerprint(corpus), "traces": {str(i): _input_fingerprint(t)
                                                                         for i, t in enumerate(traces)},

@@ -5,7 +5,8 @@ in the process that uses it). ``process(question_id, steps)`` returns the questi
 its stats; it depends on nothing but its inputs and the seed, so any number of processes, in any
 order, produce the same bytes. Each tuple keeps its step's context fields (``current_reasoning``,
 ``prior_queries``, ``prior_results``, where the trace had them) beside ``reasoning``, so that training
-can pick, or mix, query input variants (:mod:`hopscotch.retriever.model.query_input`).
+can pick, or mix, query input variants (:mod:`hopscotch.retriever.model.query_input`). Every passage it keeps
+carries the oracle's ``score`` for the step (the teacher of the distillation losses, ``loss.distill``).
 
 Drop reasons: ``unknown_question`` (not in the QA source), ``empty_query``, ``failed_tool_call``
 (unless ``include_failed_calls``), ``duplicate_step`` (same reasoning and query earlier in the
@@ -103,9 +104,10 @@ class QuestionWorker:
             query, reasoning = step.query, step.reasoning
             if self.config.query_format == "agentir":  # Tevatron reads only 'query': the reasoning goes in it
                 query, reasoning = format_query(step.query, step.reasoning, self.config.query_instruction), None
+            oracle = dict(zip((c.docid for c in candidates), scores))  # the teacher's score of each kept passage
             lines.append(tuple_line(step.query_id, query, reasoning,
-                                    [passage_dict(c.docid, c.title, c.text) for c in result.positives],
-                                    [passage_dict(c.docid, c.title, c.text) for c in result.negatives],
+                                    [passage_dict(c.docid, c.title, c.text, oracle[c.docid]) for c in result.positives],
+                                    [passage_dict(c.docid, c.title, c.text, oracle[c.docid]) for c in result.negatives],
                                     context_dict(step)))
             stats["steps_kept"] += 1
             if gold_set:

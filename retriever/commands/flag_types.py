@@ -98,9 +98,36 @@ def searcher_size(searcher) -> int | None:
 
 
 def clamp_k(command: str, k: int, searcher, flag: str = "--k") -> int:
-    """``k`` cut to :func:`searcher_size` (with the note of :func:`clamp`)."""
+    """``k`` cut to :func:`searcher_size` (with the note of :func:`clamp`), and a note for each candidate pool of
+    the searcher that ``k`` widens (:func:`pool_notes`)."""
     size = searcher_size(searcher)
-    return clamp(command, flag, k, size, f"{size:,} documents" if size is not None else "")
+    k = clamp(command, flag, k, size, f"{size:,} documents" if size is not None else "")
+    for note in pool_notes(k, searcher):
+        print(f"hopscotch {command}: note: {note}", file=sys.stderr)
+    return k
+
+
+def pool_notes(k: int, searcher) -> list[str]:
+    """What a ``k`` above a searcher's candidate pools changes: a pool is never smaller than ``k`` (the reranker's
+    ``--rerank-depth``, a hybrid's ``--depth`` per list, the multi-vector index's ``--mv-candidates``), so with a
+    larger ``k`` more candidates are scored and the top of the list (what nDCG@10 reads) may differ from a
+    search with a smaller ``k``; the documented behaviour, said once per search."""
+    notes = []
+    reranker = getattr(searcher, "maxsim_reranker", None)
+    if reranker is not None and k > reranker.depth:
+        notes.append(f"--k {k:,} > --rerank-depth {reranker.depth:,}: the top {k:,} first-stage candidates are "
+                     f"reranked (a smaller --k reranks {reranker.depth:,}, and its top 10 may differ)")
+    first = getattr(searcher, "first", searcher)
+    depth = getattr(first, "depth", None)
+    if getattr(first, "bm25", None) is not None and getattr(first, "dense", None) is not None and depth and k > depth:
+        notes.append(f"--k {k:,} > --depth {depth:,}: each list gives {k:,} candidates to the fusion (a smaller "
+                     f"--k fuses {depth:,}, and its top 10 may differ)")
+    vector = getattr(first, "dense", first)
+    candidates = getattr(vector, "candidates", None) if getattr(vector, "store", None) is not None else None
+    if candidates and k > candidates:
+        notes.append(f"--k {k:,} > --mv-candidates {candidates:,}: {k:,} documents are scored by exact MaxSim (a "
+                     f"smaller --k scores {candidates:,}, and its top 10 may differ)")
+    return notes
 
 
 def configured_dim(model: str | os.PathLike) -> int | None:

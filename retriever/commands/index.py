@@ -14,7 +14,12 @@ import and the export are :mod:`hopscotch.retriever.index.tevatron_index`.
 Run it under ``torchrun --nproc_per_node G -m hopscotch.retriever.cli index ...`` (or ``accelerate launch``) to split
 the shards across processes/GPUs; rerun the same command after a crash to resume. A rerun whose corpus content,
 model files or encode flags differ from the folder's ``encode_config.json`` is refused with the difference named
-(``--overwrite`` starts again), so one index never mixes shards of two corpora, models or settings.
+(``--overwrite`` starts again), so one index never mixes shards of two corpora, models or settings; a
+multi-vector index rerun with other codec settings (``--nbits``, ``--mv-centroids``) is refused alike.
+
+A flag that does nothing for the kind of model given is refused, naming it, in a build and in ``--plan`` alike
+(``--nbits`` with a single-vector model, ``--spec`` with a multi-vector one, ...; plan-only flags in a build): the
+one table is :data:`hopscotch.retriever.commands.index_plan.INDEX_FLAGS`.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import time
 from pathlib import Path
 
 from hopscotch.retriever.commands.flag_types import non_negative_float, non_negative_int, positive_float, positive_int
-from hopscotch.retriever.commands.index_plan import index_dim, layout_of, model_dim
+from hopscotch.retriever.commands.index_plan import check_index_flags, index_dim, layout_of, model_dim
 
 
 def register(sub) -> None:
@@ -32,13 +37,16 @@ def register(sub) -> None:
 
     p = sub.add_parser("index", help="encode a corpus into shards and build a FAISS index",
                        description="Encode a corpus into resumable float16 shards (multi-process under torchrun) "
-                                   "and build a FAISS index over them; --plan prints the memory and disk a build "
-                                   "and a search need.")
+                                   "and build a FAISS index over them (a multi-vector --model: a token index); "
+                                   "--plan prints the memory and disk a build and a search need. A flag that does "
+                                   "nothing for the kind of model given (single- or multi-vector) is refused, "
+                                   "and so is a plan-only flag in a build.")
     p.add_argument("--corpus", help="corpus JSONL/parquet file, BEIR folder or ClimbMix shard folder")
     p.add_argument("--model", help="'minilm' (bundled) or a model / training output folder")
     add_output_flags(p, "index folder to write (rerun with the same flags to resume)", overwrite_help=(
         "start again: discard shards encoded from another corpus content, model or settings (a rerun that differs "
-        "in any of them is refused otherwise, naming the difference); also write into a folder another command "
+        "in any of them, or in a multi-vector index's codec settings, is refused otherwise, naming the difference); "
+        "also write into a folder another command "
         "made, and replace other runs' Tevatron exports"))
     p.add_argument("--batch-size", type=positive_int, default=64, help="documents per encoder forward pass")
     p.add_argument("--max-length", type=positive_int,
@@ -58,12 +66,12 @@ def register(sub) -> None:
     p.add_argument("--window-stride", type=positive_int, metavar="T",
                    help="tokens between window starts (default: a trained model's window_stride, else 80%% of "
                         "--max-length)")
-    p.add_argument("--spec", default="Flat", help="FAISS index_factory spec: Flat, IVF4096,PQ64, "
-                                                  "OPQ64,IVF262144,PQ64, HNSW32, ...; auto: Flat up to 250,000 "
-                                                  "documents, else an IVF fast-scan PQ with recorded search "
-                                                  "defaults (nprobe, refine 4) chosen by the document count")
-    p.add_argument("--layout", choices=["auto", "shards", "merged"], default="auto",
-                   help="one FAISS index per shard or one merged index (auto: shards for Flat, else merged)")
+    p.add_argument("--spec", help="FAISS index_factory spec (single-vector models): Flat (the default), "
+                                  "IVF4096,PQ64, OPQ64,IVF262144,PQ64, HNSW32, ...; auto: Flat up to 250,000 "
+                                  "documents, else an IVF fast-scan PQ with recorded search defaults (nprobe, "
+                                  "refine 4) chosen by the document count")
+    p.add_argument("--layout", choices=["auto", "shards", "merged"],
+                   help="one FAISS index per shard or one merged index (default auto: shards for Flat, else merged)")
     p.add_argument("--train-size", type=positive_int, help="vectors sampled to train the FAISS index")
     p.add_argument("--reasoning-aware", action="store_true",
                    help="record that this model expects reasoning-aware queries (search --reasoning); part of "
@@ -75,8 +83,8 @@ def register(sub) -> None:
                    help="forward-pass precision (auto: fp16 autocast on CUDA, fp32 on CPU; bf16 on a CPU "
                         "without bfloat16 instructions runs fp32, with a warning)")
     p.add_argument("--wait-timeout", type=positive_float, help="seconds rank 0 waits for the other ranks' shards")
-    p.add_argument("--gpu-index", choices=["auto", "yes", "no"], default="auto",
-                   help="train the FAISS index on GPUs (faiss-gpu) when available")
+    p.add_argument("--gpu-index", choices=["auto", "yes", "no"],
+                   help="train the FAISS index on GPUs (faiss-gpu) when available (default: auto)")
     tev = p.add_argument_group("Tevatron encode pickles (reps, lookup)")
     tev.add_argument("--import-tevatron", metavar="GLOB",
                      help="build --out from Tevatron encode pickles (a quoted glob, e.g. 'corpus.*.pkl') instead "
@@ -89,22 +97,26 @@ def register(sub) -> None:
     plan = p.add_argument_group("planning (--plan prints estimates and builds nothing)")
     plan.add_argument("--plan", action="store_true", help="print the memory / disk / time plan of the index and exit")
     plan.add_argument("--docs", type=positive_int, help="number of documents (default: count --corpus)")
-    plan.add_argument("--avg-doc-bytes", type=non_negative_int, default=0,
-                      help="average document size for the docstore")
+    plan.add_argument("--avg-doc-bytes", type=non_negative_int,
+                      help="average document size for the docstore (default: 0)")
     plan.add_argument("--docs-per-second", type=positive_float, help="measured encoder throughput per GPU")
-    plan.add_argument("--gpus", type=positive_int, default=1, help="GPUs/processes for the encode-time estimate")
-    mv = p.add_argument_group("multi-vector models (a --model saved with model.kind: multi_vector)")
-    mv.add_argument("--nbits", type=positive_int, default=2, choices=[1, 2, 4, 8],
-                    help="bits per dimension of each token's compressed residual")
+    plan.add_argument("--gpus", type=positive_int, help="GPUs/processes for the encode-time estimate (default: 1)")
+    mv = p.add_argument_group("multi-vector models (a --model saved with model.kind: multi_vector; refused with a "
+                              "single-vector one)")
+    mv.add_argument("--nbits", type=positive_int, choices=[1, 2, 4, 8],
+                    help="bits per dimension of each token's compressed residual (default: 2; another value than "
+                         "the index's codec was trained with needs --overwrite)")
     mv.add_argument("--mv-centroids", type=positive_int, metavar="C",
-                    help="k-means centroids of the token vectors (default: ColBERTv2's 2^floor(log2(16 sqrt(tokens))))")
+                    help="k-means centroids of the token vectors (default: ColBERTv2's 2^floor(log2(16 sqrt(tokens)))"
+                         "; another count than the index's codec was trained with needs --overwrite)")
     plan.add_argument("--multi-vector", action="store_true",
                       help="plan a multi-vector token index (implied by a multi-vector --model)")
     plan.add_argument("--tokens-per-doc", type=positive_float,
                       help="multi-vector: stored tokens a document (default: measured on the first 200 documents of "
                            "--corpus with --model, else 160)")
-    plan.add_argument("--ram-gib", type=positive_float, default=64.0,
-                      help="multi-vector: RAM a search machine gives the index (where the plan says to rerank instead)")
+    plan.add_argument("--ram-gib", type=positive_float,
+                      help="multi-vector: RAM a search machine gives the index (where the plan says to rerank "
+                           "instead; default: 64)")
     plan.add_argument("--windows-per-doc", type=non_negative_float,
                       help="passage windows per document beyond its first, for the windows/ index (default: "
                            "measured on the first 1,000 documents of --corpus when --windows or the --model's "
@@ -119,8 +131,10 @@ def run(args) -> int:
     if args.plan:
         from hopscotch.retriever.commands.index_plan import run_plan
 
+        check_index_flags(args)
         return run_plan(args)
     check_device(args.device)
+    check_index_flags(args)  # a flag for the other kind of model, or a plan-only one: refused before any work
     if args.dim is not None and not args.model:
         raise UsageError("--dim cuts the vectors --model encodes from --corpus; an existing index keeps its own")
     args.dim = index_dim(args)  # None: whole vectors

@@ -1,8 +1,105 @@
 """``hopscotch index --plan``: the memory, disk and time a build and a search need, printed before anything runs
 (single-vector FAISS indexes: :mod:`hopscotch.retriever.index.plan`; multi-vector token indexes:
-:mod:`hopscotch.retriever.index.plan_multi_vector`)."""
+:mod:`hopscotch.retriever.index.plan_multi_vector`); and :data:`INDEX_FLAGS`, the one table of the ``index`` flags
+that apply to one kind of model only or to ``--plan`` only, which :func:`check_index_flags` applies to a build and
+to a plan alike (a flag given where it does nothing is refused, naming it).
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+MULTI, SINGLE = "multi-vector", "single-vector"
+_WINDOWS = "drop it (a multi-vector index holds documents' first tokens; rerank with --rerank-windows instead)"
+_FAISS = "drop it (it is for the FAISS index of single vectors)"
+
+
+@dataclass(frozen=True)
+class IndexFlag:
+    """One row of :data:`INDEX_FLAGS`. ``option`` applies to ``kind`` models only (None: to both kinds), and to
+    ``--plan`` only when ``plan_only``; the parser's default is None (False for a switch), so a flag counts as given
+    whatever its value, and :func:`check_index_flags` fills in ``default`` once it is checked; ``hint`` ends the
+    refusal of the flag given with the other kind; ``bare_plan_any_kind``: a ``--plan`` without ``--model`` takes
+    it for either kind (``--dim``: the width planned for)."""
+
+    option: str
+    kind: str | None
+    default: object = None
+    plan_only: bool = False
+    hint: str = "drop it"
+    bare_plan_any_kind: bool = False
+
+    @property
+    def dest(self) -> str:
+        return self.option[2:].replace("-", "_")
+
+
+#: the ``hopscotch index`` flags that do something for one kind of model only, or in ``--plan`` only
+INDEX_FLAGS = (
+    IndexFlag("--nbits", MULTI, 2),
+    IndexFlag("--mv-centroids", MULTI),
+    IndexFlag("--tokens-per-doc", MULTI, plan_only=True),
+    IndexFlag("--ram-gib", MULTI, 64.0, plan_only=True),
+    IndexFlag("--multi-vector", MULTI, False, plan_only=True),
+    IndexFlag("--spec", SINGLE, "Flat", hint=_FAISS),
+    IndexFlag("--layout", SINGLE, "auto", hint=_FAISS),
+    IndexFlag("--train-size", SINGLE, hint=_FAISS),
+    IndexFlag("--gpu-index", SINGLE, "auto", hint=_FAISS),
+    IndexFlag("--dim", SINGLE, bare_plan_any_kind=True,
+              hint="drop it (a multi-vector model's token vectors have no Matryoshka prefixes; its width is the "
+                   "recipe's model.dim)"),
+    IndexFlag("--max-length", SINGLE, hint="drop it (a multi-vector model cuts documents at its own passage_max_len)"),
+    IndexFlag("--windows", SINGLE, hint=_WINDOWS),
+    IndexFlag("--window-stride", SINGLE, hint=_WINDOWS),
+    IndexFlag("--windows-per-doc", SINGLE, plan_only=True, hint=_WINDOWS),
+    IndexFlag("--docs", None, plan_only=True),
+    IndexFlag("--avg-doc-bytes", None, 0, plan_only=True),
+    IndexFlag("--docs-per-second", None, plan_only=True),
+    IndexFlag("--gpus", None, 1, plan_only=True),
+)
+
+
+def _given(value) -> bool:
+    return value is not None and value is not False
+
+
+def check_index_flags(args) -> None:
+    """Refuse a flag of :data:`INDEX_FLAGS` given where it does nothing (with the other kind of model than the one
+    it applies to, or a plan-only one in a build: one line naming it), then fill in the defaults of those not
+    given. The kind is the ``--model``'s (a build; a plan), ``--multi-vector``'s (a plan without ``--model``), or
+    single-vector (``--import-tevatron``'s pickles; a plan without either); an export of an existing index has
+    none."""
+    from hopscotch.retriever.errors import UsageError
+
+    given = [f for f in INDEX_FLAGS if _given(getattr(args, f.dest, None))]
+    kind_flags = [f for f in given if f.kind and not (f.bare_plan_any_kind and args.plan and not args.model)]
+    if kind_flags:
+        kind, subject = _kind(args)
+        for f in kind_flags:
+            if kind is not None and f.kind != kind:
+                raise UsageError(f"{f.option} applies to {f.kind} models only; {subject}: {f.hint}")
+    if not args.plan:
+        for f in given:
+            if f.plan_only:
+                raise UsageError(f"{f.option} applies to --plan only (a build does not read it): drop it, or add "
+                                 "--plan to print the plan")
+    for f in INDEX_FLAGS:
+        if getattr(args, f.dest, None) is None:
+            setattr(args, f.dest, f.default)
+
+
+def _kind(args) -> tuple[str | None, str]:
+    """The kind of index ``args`` builds or plans, and how to say why (None: no model, nothing to check)."""
+    if getattr(args, "import_tevatron", None) and not args.plan:
+        return SINGLE, "--import-tevatron builds a single-vector index from the pickles"
+    if args.model:
+        kind = MULTI if _is_multi_vector(args.model) else SINGLE
+        return kind, f"{args.model} is a {kind} model"
+    if args.plan:
+        return (MULTI, "--multi-vector plans a multi-vector index") if args.multi_vector else \
+            (SINGLE, "this --plan is of a single-vector index (add --multi-vector, or give a multi-vector --model, "
+                     "to plan a token index)")
+    return None, ""
 
 
 def layout_of(args) -> str:
@@ -94,7 +191,8 @@ def model_dim(model) -> int:
 def index_dim(args) -> int | None:
     """``--dim D`` of a build: None (whole vectors: none given, or the model's own width) or D, checked against the
     --model's width (refused when wider; a warning on stderr when the model was not trained on the prefix D:
-    :mod:`hopscotch.retriever.model.matryoshka`). Imported vectors and multi-vector token indexes are not cut."""
+    :mod:`hopscotch.retriever.model.matryoshka`). Imported vectors are not cut; a multi-vector model's tokens neither
+    (:data:`INDEX_FLAGS` refuses --dim with one before this runs)."""
     from hopscotch.retriever.errors import UsageError
     from hopscotch.retriever.model.config import model_settings
     from hopscotch.retriever.model.matryoshka import truncation, warn_untrained
@@ -103,9 +201,6 @@ def index_dim(args) -> int | None:
         return None
     if getattr(args, "import_tevatron", None):
         raise UsageError("--dim cuts the vectors 'hopscotch index' encodes; --import-tevatron keeps the pickles' own")
-    if _is_multi_vector(args.model):
-        raise UsageError("--dim: a multi-vector model's token vectors have no Matryoshka prefixes (its width is "
-                         "the recipe's model.dim)")
     dim = truncation(args.dim, model_dim(args.model), str(args.model))
     warn_untrained(dim, model_settings(args.model).matryoshka_dims, str(args.model))
     return dim

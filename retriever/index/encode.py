@@ -39,6 +39,7 @@ from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.index.corpus_shards import file_row_counts, iter_shards, num_shards, rank_block
 from hopscotch.retriever.index.finalize import finalize_index, finished_meta, load_meta
 from hopscotch.retriever.index.layout import META_FILE, SHARD_DIR, IndexMeta
+from hopscotch.retriever.index.multi_vector_build import build_multi_vector_index, checked_codec_options
 from hopscotch.retriever.index.shard_files import check_encode_config, shard_complete, wait_for_shards, write_shard
 from hopscotch.retriever.index.windows import model_window_spec, passage_length
 from hopscotch.retriever.io.corpus import Document, corpus_files
@@ -244,6 +245,9 @@ def _encode_corpus(corpus, model, out_dir, options: EncodeOptions | None, encode
     config = job.config()
     check_encode_config(job.out_dir, config, opts.overwrite and opts.rank == 0)
     job.fingerprints = {"model_sha256": digest(config["model_files"]), "encode_sha256": digest(config)}
+    if job.multi_vector:  # a codec of other settings than the saved one: refused before any work, unless --overwrite
+        mv = checked_codec_options(job.out_dir, opts.multi_vector, opts.overwrite, job.fingerprints["encode_sha256"])
+        job.options = opts = replace(opts, multi_vector=mv)
     result = EncodeResult(job.out_dir, opts.rank, opts.world_size)
     total = _encode_pending_shards(job, result)
     if total == 0:
@@ -265,7 +269,6 @@ def _encode_corpus(corpus, model, out_dir, options: EncodeOptions | None, encode
     if windows is not None:
         _finish_windows(job, windows, total, result)
     if job.multi_vector:
-        from hopscotch.retriever.index.multi_vector_build import build_multi_vector_index
         result.meta = build_multi_vector_index(job.out_dir, result.meta, opts.multi_vector)
     return result
 

@@ -281,6 +281,21 @@ class ShardedFaissIndex:
         return (self.search_defaults.get("nprobe") if nprobe is None else nprobe,
                 self.search_defaults.get("refine", 1) if refine is None else refine)
 
+    def check_search_params(self, nprobe: int | None, ef_search: int | None, refine: int | None) -> None:
+        """Refuse (one-line :class:`UsageError` naming the flag) a query-time parameter this index would ignore:
+        ``--nprobe`` without inverted lists, ``--ef-search`` without HNSW, ``--refine`` above 1 on exact ``Flat``
+        search; a search with them set would run as without them."""
+        where = f"{self.index_dir}'s FAISS index {self.spec!r}"
+        if refine is not None and refine > 1 and is_flat(self.spec):
+            raise UsageError(f"--refine {refine}: {where} is exact already; nothing to re-score: drop it")
+        try:
+            self._set_params(nprobe, ef_search)
+        except UsageError as exc:
+            name = "--nprobe" if "nprobe" in str(exc) else "--ef-search"
+            value = nprobe if name == "--nprobe" else ef_search
+            raise UsageError(f"{name} {value}: {where} has no "
+                             f"{'inverted lists (IVF)' if name == '--nprobe' else 'HNSW graph'}: drop it") from None
+
     def _set_params(self, nprobe: int | None, ef_search: int | None) -> None:
         if (nprobe, ef_search) == self._params:
             return

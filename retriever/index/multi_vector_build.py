@@ -15,7 +15,10 @@ builds, under ``mv/``, every step resumable:
    (``shard_XXXXX.doc_centroids.npy``, ``shard_XXXXX.doc_centroid_counts.npy``);
 
 and records ``multi_vector`` in ``index.json`` (what :class:`~hopscotch.retriever.index.multi_vector_store.MultiVectorStore`
-reads). A rerun skips every finished step; a codec trained with other settings (``nbits``, centroids) recompresses.
+reads). A rerun skips every finished step. A rerun asking other codec settings (``nbits``, centroids, seed, sample)
+than the saved codec was trained with is refused, naming both, unless ``overwrite`` (``index --overwrite``, which
+also starts the encoding again): the rule of :func:`~hopscotch.retriever.index.shard_files.check_encode_config` for
+the encode settings, so an index is never recompressed in place by a rerun that only meant to resume.
 
 Example::
 
@@ -28,7 +31,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -55,13 +58,15 @@ class MultiVectorOptions:
     """:param nbits: bits per residual dimension (1, 2, 4 or 8); :param num_centroids: k-means centroids (None:
     :func:`~hopscotch.retriever.index.multi_vector_codec.default_num_centroids` of the token count);
     :param sample_tokens: token vectors the codec is trained on (None: 64 per centroid, at most all);
-    :param seed: of the sample and of k-means."""
+    :param seed: of the sample and of k-means; :param overwrite: retrain a saved codec trained with other settings
+    (and recompress every shard) instead of refusing the run."""
 
     nbits: int = 2
     num_centroids: int | None = None
     sample_tokens: int | None = None
     seed: int = 13
     show_progress: bool = True
+    overwrite: bool = False
 
 
 def shard_tokens(index_dir: str | os.PathLike, shard: int) -> tuple[np.ndarray, np.ndarray]:
@@ -104,15 +109,16 @@ def _train_codec(index_dir: Path, meta: IndexMeta, counts: list[int], opts: Mult
     if opts.num_centroids and opts.num_centroids > total:   # never clamped quietly: the codec would differ
         raise UsageError(f"--mv-centroids {opts.num_centroids:,}: more centroids than the {total:,} token vectors "
                          f"of this corpus; give at most {total:,} (or leave it out: {default_num_centroids(total):,})")
-    sample = opts.sample_tokens or min(total, 64 * centroids)
+    wanted = _wanted(opts, total, meta.encode_sha256)
+    sample = wanted["sample_tokens"]
     if sample < centroids:
         raise UsageError(f"{sample:,} sampled token vectors cannot train {centroids:,} centroids: sample at least as "
                          "many tokens as centroids")
-    wanted = {"nbits": opts.nbits, "requested_centroids": centroids, "seed": opts.seed, "sample_tokens": sample,
-              "encode_sha256": meta.encode_sha256, "num_tokens": total}
     saved = ResidualCodec.saved(folder)
     if saved is not None and all(saved.get(k) == v for k, v in wanted.items()):
         return ResidualCodec.load(folder)
+    if saved is not None and not opts.overwrite:
+        raise UsageError(_codec_refusal(folder, saved, wanted, opts))
     if opts.show_progress:
         print(f"multi-vector codec: k-means of {centroids:,} centroids over {sample:,} of {total:,} token vectors, "
               f"{opts.nbits}-bit residuals", file=sys.stderr)
@@ -120,6 +126,51 @@ def _train_codec(index_dir: Path, meta: IndexMeta, counts: list[int], opts: Mult
     (folder / CODEC_FILE).unlink(missing_ok=True)  # every shard compressed with the old codec is redone
     codec.save(folder, **wanted)
     return codec
+
+
+def _wanted(opts: MultiVectorOptions, total: int, encode_sha256: str | None) -> dict:
+    """The settings a codec trained for ``opts`` over ``total`` token vectors records (a saved codec is reused only
+    when it records the same)."""
+    centroids = opts.num_centroids or default_num_centroids(total)
+    return {"nbits": opts.nbits, "requested_centroids": centroids, "seed": opts.seed,
+            "sample_tokens": opts.sample_tokens or min(total, 64 * centroids), "encode_sha256": encode_sha256,
+            "num_tokens": total}
+
+
+def checked_codec_options(index_dir: str | os.PathLike, options: MultiVectorOptions | None, overwrite: bool,
+                          encode_sha256: str) -> MultiVectorOptions:
+    """``options`` (None: the defaults) with ``overwrite``, once checked before any encoding: a run whose codec
+    settings differ from the codec saved in ``index_dir/mv`` is refused unless ``overwrite`` (the rule
+    :func:`_train_codec` applies once the tokens are counted), decided early where the saved codec was trained on
+    these very shards (``encode_sha256``: the token count it records holds)."""
+    opts = replace(options or MultiVectorOptions(), overwrite=overwrite)
+    folder = Path(index_dir) / MV_DIR
+    saved = ResidualCodec.saved(folder) if not overwrite else None
+    if isinstance(saved, dict) and saved.get("encode_sha256") == encode_sha256 and \
+            isinstance(saved.get("num_tokens"), int) and saved["num_tokens"] > 0:
+        wanted = _wanted(opts, saved["num_tokens"], encode_sha256)
+        if any(saved.get(k) != v for k, v in wanted.items()):
+            raise UsageError(_codec_refusal(folder, saved, wanted, opts))
+    return opts
+
+
+#: how a codec setting is named in a refusal (the flag that sets it, where there is one)
+_CODEC_SETTINGS = {"nbits": "--nbits", "requested_centroids": "--mv-centroids", "seed": "seed",
+                   "sample_tokens": "sample_tokens", "num_tokens": "num_tokens", "encode_sha256": "encode_sha256"}
+
+
+def _codec_refusal(folder: Path, saved: dict, wanted: dict, opts: MultiVectorOptions) -> str:
+    """Why a rerun may not replace the codec saved in ``folder``: the old and the new settings (the flags always,
+    the other settings where they differ; the sample size only where it was asked, else it follows the others)."""
+    keys = [k for k in _CODEC_SETTINGS if k in ("nbits", "requested_centroids")
+            or (saved.get(k) != wanted[k] and (k != "sample_tokens" or opts.sample_tokens))]
+
+    def said(about: dict) -> str:
+        values = {k: "unrecorded" if about.get(k) is None else str(about[k]) for k in keys}
+        return " ".join(f"{_CODEC_SETTINGS[k]} {v[:12] if k == 'encode_sha256' else v}" for k, v in values.items())
+
+    return (f"{folder} holds a codec trained with {said(saved)}; this run asks {said(wanted)}: rerun with "
+            "--overwrite to build the index again with these settings (or use another --out)")
 
 
 def _compress_shards(index_dir: Path, meta: IndexMeta, codec: ResidualCodec, key: str, show: bool) -> None:

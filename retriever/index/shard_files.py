@@ -31,6 +31,7 @@ from hopscotch.retriever.index.layout import (
     shard_file,
     shard_name,
 )
+from hopscotch.retriever.index.multi_vector_build import MV_DIR
 from hopscotch.retriever.index.windows import WINDOWS_DIR
 from hopscotch.retriever.io.common import write_json
 from hopscotch.retriever.io.corpus import Document
@@ -153,8 +154,9 @@ def check_encode_config(out_dir: Path, config: dict, overwrite: bool) -> None:
         if done_shards(out_dir) or (out_dir / META_FILE).exists():
             raise UsageError(f"{out_dir}: holds shards but no {ENCODE_CONFIG_FILE} saying what they were encoded "
                              "from; rerun with --overwrite to start again (or use another --out)")
-    if overwrite:  # everything derived from the old shards goes: shards, manifest, lookup, FAISS indexes
-        for name in (SHARD_DIR, LOOKUP_DIR, FAISS_DIR, WINDOWS_DIR):
+    if overwrite:  # everything derived from the old shards goes: shards, manifest, lookup, FAISS indexes, windows,
+        # the multi-vector codec and compressed tokens (whose markers would otherwise vouch for the old shards')
+        for name in (SHARD_DIR, LOOKUP_DIR, FAISS_DIR, WINDOWS_DIR, MV_DIR):
             shutil.rmtree(out_dir / name, ignore_errors=True)
         if (out_dir / META_FILE).exists():
             os.unlink(out_dir / META_FILE)

@@ -1,12 +1,16 @@
 """Training tuples: the one reader and writer of DR-Synth / Tevatron / AgentIR training JSONL.
 
 A tuple is ``{query_id, query, reasoning?, current_reasoning?, prior_queries?, prior_results?,
-positive_passages: [{docid, title, text}], negative_passages}``; the optional context fields are those of
+positive_passages: [{docid, title, text, score?}], negative_passages}``; the optional context fields are those of
 :func:`hopscotch.retriever.io.queries.parse_context_fields` (DR-Synth writes what its traces know, so
 training can pick or mix query input variants).
 AgentIR's files carry no ``reasoning`` field but a query string ``Reasoning: ...\\n\\nQuery: ...``;
 it is split back into the two so the reasoning can be cut from the left at training time.
 Passage docids are read through :func:`hopscotch.retriever.io.docids.canonical_docid`.
+A passage's optional ``score`` is a teacher's score of it for the query (DR-Synth writes its oracle's score on
+every passage it keeps; Tevatron's ``train_distil`` reads the same per-passage field): a finite number, read into
+:attr:`Passage.score` (None where absent, so files without scores read as before); the distillation losses
+(``loss.distill``) need it on every passage: ``read_training_tuples(..., scores_for="loss.distill: kl")``.
 :func:`tuple_line` writes one line (DR-Synth's output); :func:`read_training_tuples` reads files,
 folders or, online, Hugging Face datasets.
 """
@@ -14,6 +18,7 @@ folders or, online, Hugging Face datasets.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -34,6 +39,7 @@ class Passage:
     docid: str
     title: str
     text: str
+    score: float | None = None   # the teacher's (DR-Synth's oracle's) score for the tuple's query; None: none given
 
 
 @dataclass(slots=True)
@@ -64,7 +70,12 @@ def _passage(obj, path, lineno, field: str) -> Passage:
         docid = canonical_docid(check_id(docid, path, lineno, f"a '{field}' docid"))
     else:
         docid = f"text:{signed_docid_hash(title + chr(0) + text):x}"
-    return Passage(docid, title, text)
+    score = obj.get("score")
+    if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))
+                              or not math.isfinite(score)):
+        raise FormatError(path, lineno, f"a finite number as the 'score' of '{field}' entries (the teacher's)",
+                          repr(score)[:80])
+    return Passage(docid, title, text, None if score is None else float(score))
 
 
 def parse_tuple(obj: dict, path, lineno) -> TrainingTuple:
@@ -128,18 +139,23 @@ def _hf_rows(name: str) -> Iterable[tuple[int, dict]]:
 
 
 def read_training_tuples(sources: str | os.PathLike | Sequence[str | os.PathLike],
-                         corpus: str | os.PathLike | None = None) -> list[TrainingTuple]:
+                         corpus: str | os.PathLike | None = None, scores_for: str | None = None) -> list[TrainingTuple]:
     """Read tuples from JSONL files or folders (or ``org/name[:split]`` Hugging Face datasets when online).
 
     Rows in Tevatron's newer format (``query_text``, ``positive_document_ids``, ...) are resolved against
-    ``corpus`` by :class:`hopscotch.retriever.io.tevatron.TevatronIdResolver`.
+    ``corpus`` by :class:`hopscotch.retriever.io.tevatron.TevatronIdResolver`. ``scores_for`` (what needs them,
+    e.g. ``"loss.distill: kl"``): every passage must carry a ``score``; the first tuple without one is a one-line
+    :class:`UsageError` naming its file and line.
     """
     from hopscotch.retriever.io.tevatron import TevatronIdResolver
 
     resolver = TevatronIdResolver(corpus)
 
     def parse(obj: dict, path, lineno) -> TrainingTuple:
-        return parse_tuple(resolver.expand(obj, path, lineno), path, lineno)
+        t = parse_tuple(resolver.expand(obj, path, lineno), path, lineno)
+        if scores_for:
+            check_scores(t, path, lineno, scores_for)
+        return t
 
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
@@ -158,9 +174,23 @@ def read_training_tuples(sources: str | os.PathLike | Sequence[str | os.PathLike
     return tuples
 
 
-def passage_dict(docid: str, title: str | None, text: str) -> dict:
-    """A ``{docid, title, text}`` entry of ``positive_passages`` / ``negative_passages``."""
-    return {"docid": docid, "title": title or "", "text": text}
+def check_scores(t: TrainingTuple, path, lineno, scores_for: str) -> None:
+    """A :class:`UsageError` naming ``path:lineno`` unless every passage of ``t`` carries a teacher score."""
+    for field, passages in (("positive_passages", t.positives), ("negative_passages", t.negatives)):
+        missing = next((p for p in passages if p.score is None), None)
+        if missing is not None:
+            raise UsageError(f"{path}:{lineno}: {scores_for} needs a teacher 'score' on every passage; tuple "
+                             f"{t.query_id!r} has none on {field} {missing.docid!r} (tuples written before DR-Synth "
+                             "kept its oracle's scores: rerun hopscotch synth, or set loss.distill: none)")
+
+
+def passage_dict(docid: str, title: str | None, text: str, score: float | None = None) -> dict:
+    """A ``{docid, title, text}`` entry of ``positive_passages`` / ``negative_passages``, with ``score`` (the
+    teacher's, Tevatron's distillation field) after them when given."""
+    out = {"docid": docid, "title": title or "", "text": text}
+    if score is not None:
+        out["score"] = float(score)
+    return out
 
 
 def tuple_line(query_id: str, query: str, reasoning: str | None, positives: Sequence[dict],

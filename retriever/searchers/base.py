@@ -205,6 +205,19 @@ class BaseSearcher(ABC, metaclass=_SearcherMeta):
         return False
 
     @classmethod
+    def effective_backend(cls, args: argparse.Namespace) -> type[BaseSearcher]:
+        """The backend these flags make of this one (``dense`` over a multi-vector index is ``multi_vector``); the
+        registry builds it and checks the flags against it."""
+        return cls
+
+    @classmethod
+    def used_dests(cls, args: argparse.Namespace, dests_of) -> frozenset[str]:
+        """The flag destinations a search with these flags uses: those the effective backend declares
+        (:meth:`effective_backend`; ``dests_of(backend)`` gives a backend's, the registry's ``backend_dests``);
+        a backend made of parts (hybrid) says which of its parts' flags apply."""
+        return dests_of(cls.effective_backend(args))
+
+    @classmethod
     def unused_flag_message(cls, option: str, dest: str, users: list[str], args: argparse.Namespace) -> str:
         """Why the flag ``option`` (destination ``dest``, declared by the backends ``users``, not by this one) is
         refused when this backend is selected; a backend may say it better for its own case."""

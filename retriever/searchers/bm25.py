@@ -162,7 +162,10 @@ def expansion_from_args(args) -> BM25Expansion:
 
 
 def docstore_from_args(args):
-    """Documents for a BM25 searcher: ``--index``'s docstore, else ``--corpus`` in memory, else None."""
+    """Documents for a BM25 searcher: ``--index``'s docstore, else ``--corpus`` in memory, else None (both given:
+    a UsageError, one of them would be ignored)."""
+    if flag(args, "index") and flag(args, "corpus"):
+        raise UsageError("--corpus and --index both give the BM25 searcher's documents: give one of them")
     if flag(args, "index"):
         from hopscotch.retriever.index.docstore import DocStore
         return DocStore(flag(args, "index"))

@@ -13,14 +13,15 @@ from hopscotch.retriever.model.query_input import ALLOWED, QueryInput, searcher_
 from hopscotch.retriever.searchers.base import (
     BaseSearcher,
     Ranked,
-    add_index_option,
     add_option,
     flag,
     per_query,
 )
+from hopscotch.retriever.searchers.encoder_flags import add_encoder_options
 from hopscotch.retriever.searchers.index_documents import IndexFolderDocuments
+from hopscotch.retriever.searchers.multi_vector_index import MultiVectorIndexSearcher, is_multi_vector_index
 from hopscotch.retriever.searchers.rerank import add_rerank_options
-from hopscotch.retriever.searchers.registry import register_searcher
+from hopscotch.retriever.searchers.registry import backend_dests, backend_options, register_searcher
 
 
 @dataclass
@@ -62,13 +63,6 @@ class DenseOptions:
     late_fusion_long: float | None = None
     first_windows_only: bool = False
     dim: int | None = None
-
-
-#: dense flags a multi-vector index does not use (refused there, with the flag's name)
-SINGLE_VECTOR_ONLY = {"instruction": "--instruction", "late_fusion_max_words": "--late-fusion-max-words",
-                      "late_fusion_long": "--late-fusion-long",
-                      "refine": "--refine", "ef_search": "--ef-search", "faiss_name": "--faiss",
-                      "first_windows_only": "--first-windows-only"}
 
 
 @register_searcher("dense")
@@ -128,6 +122,7 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
             raise UsageError(f"model {model} encodes {self.encoder.dim}-d vectors but {index_dir} holds "
                              f"{self.meta.dim}-d ones (built with {self.meta.model})")
         self.index = ShardedFaissIndex.load(index_dir, name=opts.faiss_name, use_gpu=opts.use_gpu, meta=self.meta)
+        self.index.check_search_params(opts.nprobe, opts.ef_search, opts.refine)  # none given that would do nothing
         self.ids = ShardIds(index_dir, self.meta)
         self.windows = None if opts.first_windows_only else _window_index(index_dir, self.meta, opts)
         self.nprobe, self.ef_search, self.refine = opts.nprobe, opts.ef_search, opts.refine
@@ -147,17 +142,9 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
 
     @classmethod
     def parse_args(cls, parser) -> None:
-        add_index_option(parser)
-        add_option(parser, "--model", help="query encoder (default: the model recorded in --index)")
+        add_encoder_options(parser)
         add_option(parser, "--instruction", help="prefix of every encoded query (default: a trained model's own "
                                                  "instruction, else none)")
-        add_option(parser, "--query-input", metavar="VARIANT",
-                   help=f"what reasoning-aware queries show the encoder: {ALLOWED} (default: the trained model's "
-                        "own variant, else reasoning); implies --reasoning unless 'query'")
-        add_option(parser, "--late-fusion", type=float, metavar="W",
-                   help="score reasoning-aware queries by W * reasoning-aware + (1 - W) * query-only similarity "
-                        "(0..1; one search with the weighted query vector; default: the trained model's "
-                        "recorded weight when --query-input is not given either, else off)")
         add_option(parser, "--late-fusion-max-words", type=int, metavar="N",
                    help="search reasoning contexts longer than N words with late-fusion weight --late-fusion-long "
                         "(default 0: the query alone; default N: the trained model's recorded limit under the same "
@@ -165,11 +152,6 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
         add_option(parser, "--late-fusion-long", type=float, metavar="W",
                    help="the late-fusion weight of reasoning contexts over --late-fusion-max-words words (0..1; "
                         "default: the trained model's recorded one under the same rule as --late-fusion, else 0)")
-        add_option(parser, "--nprobe", type=positive_int,
-                   help="IVF lists probed per query (a multi-vector index: centroids per query token, default 4)")
-        add_option(parser, "--mv-candidates", type=positive_int, metavar="N",
-                   help="a multi-vector index: documents kept by centroid interaction and scored by exact MaxSim "
-                        "(default 256)")
         add_option(parser, "--ef-search", type=positive_int, help="HNSW search breadth")
         add_option(parser, "--refine", type=positive_int,
                    help="re-score k*R approximate hits exactly from the shards (default: what the index "
@@ -187,41 +169,46 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
 
     @classmethod
     def selected_by(cls, args) -> bool:
-        return bool(flag(args, "index")) and not flag(args, "bm25")
+        return (bool(flag(args, "index")) and not (flag(args, "bm25") or flag(args, "bm25_url"))  # those: hybrid
+                and not is_multi_vector_index(flag(args, "index")))
+
+    @classmethod
+    def effective_backend(cls, args) -> type[BaseSearcher]:
+        """The multi-vector searcher when ``--index`` is a multi-vector index (``--searcher-type dense`` and
+        BrowseComp-Plus's ``dense`` keep working on one), else this class."""
+        return MultiVectorIndexSearcher if is_multi_vector_index(flag(args, "index")) else cls
 
     @classmethod
     def unused_flag_message(cls, option, dest, users, args) -> str:
         if dest == "fusion":
             return "--fusion needs both --bm25 and --index"
+        if "multi_vector" in users and flag(args, "index"):
+            return (f"{option} applies to a multi-vector index only; {flag(args, 'index')} is a single-vector "
+                    "index: drop it")
         return super().unused_flag_message(option, dest, users, args)
 
     @classmethod
-    def from_args(cls, args) -> DenseSearcher:
+    def from_args(cls, args) -> BaseSearcher:
         if flag(args, "fusion"):
             raise UsageError("--fusion needs both --bm25 and --index")
         return cls.component_from_args(args, "dense")
 
     @classmethod
-    def component_from_args(cls, args, kind: str) -> DenseSearcher:
-        """The dense searcher of a ``kind`` (``dense`` or ``hybrid``) searcher's flags."""
+    def component_from_args(cls, args, kind: str) -> BaseSearcher:
+        """The vector searcher of a ``kind`` (``dense`` or ``hybrid``) searcher's flags: this class over a
+        single-vector index, :class:`MultiVectorIndexSearcher` over a multi-vector one (:meth:`effective_backend`).
+        A flag of the other kind set in ``args`` (a namespace built in Python, which the registry's check of the
+        command line does not see) is refused here the same way."""
         if not flag(args, "index"):
             raise UsageError(f"the {kind} searcher needs a dense index folder (--index)")
-        from hopscotch.retriever.searchers.multi_vector_index import MultiVectorIndexSearcher, is_multi_vector_index
-
-        if is_multi_vector_index(flag(args, "index")):  # built from a multi-vector model: late interaction
-            if flag(args, "dim"):
-                raise UsageError("--dim: a multi-vector index's token vectors have no Matryoshka prefixes")
-            for dest, option in SINGLE_VECTOR_ONLY.items():   # accepted by the dense flags, unused here: refused
-                if flag(args, dest) not in (None, False):
-                    raise UsageError(f"{option} does nothing on a multi-vector index ({flag(args, 'index')}): drop it")
-            if flag(args, "late_fusion") is not None:
-                checked_weight(flag(args, "late_fusion"), "--late-fusion")   # named as given, not as the reranker's
-            return MultiVectorIndexSearcher(flag(args, "index"), model=flag(args, "model"), nprobe=flag(args, "nprobe"),
-                                            candidates=flag(args, "mv_candidates"),
-                                            query_input=flag(args, "query_input"), late_fusion=flag(args, "late_fusion"))
-        if flag(args, "mv_candidates") is not None:
-            raise UsageError(f"--mv-candidates applies to a multi-vector index only; {flag(args, 'index')} is a "
-                             "single-vector index: drop it")
+        actual = cls.effective_backend(args)
+        other = MultiVectorIndexSearcher if actual is cls else cls
+        for dest in sorted(backend_dests(other) - backend_dests(actual)):
+            if flag(args, dest) not in (None, False):
+                option = backend_options(other)[dest]
+                raise UsageError(actual.unused_flag_message(option, dest, [other.name], args))
+        if actual is not cls:
+            return MultiVectorIndexSearcher.from_args(args)
         options = DenseOptions(faiss_name=flag(args, "faiss_name"), nprobe=flag(args, "nprobe"),
                                ef_search=flag(args, "ef_search"), refine=flag(args, "refine"),
                                instruction=flag(args, "instruction"),

@@ -28,7 +28,8 @@ from hopscotch.retriever.searchers.fusion import (
     parse_rrf_weights,
     read_fusion_config,
 )
-from hopscotch.retriever.searchers.registry import register_searcher
+from hopscotch.retriever.searchers.multi_vector_index import MultiVectorIndexSearcher
+from hopscotch.retriever.searchers.registry import backend_dests, register_searcher
 
 
 @register_searcher("hybrid")
@@ -87,6 +88,7 @@ class HybridSearcher(BaseSearcher):
     def parse_args(cls, parser) -> None:
         BM25Searcher.parse_args(parser)
         DenseSearcher.parse_args(parser)
+        MultiVectorIndexSearcher.parse_args(parser)
         add_option(parser, "--fusion", choices=list(FUSION_METHODS),
                    help=f"how BM25 and dense lists are fused (default {DEFAULT_FUSION}, chosen on the dev sets; rrf "
                         "when only --rrf-k / --rrf-weights are given; adaptive: a BM25 weight per query from the "
@@ -111,7 +113,7 @@ class HybridSearcher(BaseSearcher):
                    help="rrf: weights of the BM25 and the dense list (default "
                         f"{DEFAULT_RRF.weights[0]:g},{DEFAULT_RRF.weights[1]:g}, learnt on the dev sets; 1,1 is plain RRF)")
         add_option(parser, "--depth", type=positive_int, default=100,
-                   help="hybrid: candidates from each list before fusing")
+                   help="hybrid: candidates from each list before fusing (a larger --k widens it, with a note)")
         add_option(parser, "--fusion-config", metavar="JSON",
                    help="hybrid: fusion method and parameters from 'hopscotch tune-fusion --out' (replaces "
                         "--fusion/--alpha/--rrf-k; weighted RRF only this way)")
@@ -120,6 +122,24 @@ class HybridSearcher(BaseSearcher):
     @classmethod
     def selected_by(cls, args) -> bool:
         return bool(flag(args, "bm25")) and bool(flag(args, "index"))
+
+    @classmethod
+    def used_dests(cls, args, dests_of=backend_dests) -> frozenset[str]:
+        """BM25's flags, the fusion's, and those of the backend the vector half is (dense or multi-vector, by
+        ``--index``): ``--instruction`` does nothing on a multi-vector index, ``--mv-candidates`` nothing on a
+        single-vector one."""
+        halves = dests_of(DenseSearcher) | dests_of(MultiVectorIndexSearcher)
+        half = DenseSearcher.effective_backend(args)
+        return (dests_of(cls) - halves | dests_of(BM25Searcher) | dests_of(half)) - {"corpus"}
+
+    @classmethod
+    def unused_flag_message(cls, option, dest, users, args) -> str:
+        if dest == "corpus":
+            return "--corpus does nothing for the hybrid searcher: its documents come from --index's docstore: drop it"
+        half = DenseSearcher.effective_backend(args)
+        if dest in backend_dests(DenseSearcher) | backend_dests(MultiVectorIndexSearcher):
+            return half.unused_flag_message(option, dest, users, args)
+        return super().unused_flag_message(option, dest, users, args)
 
     @classmethod
     def fusion_from_args(cls, args) -> FusionSettings:
@@ -178,6 +198,8 @@ class HybridSearcher(BaseSearcher):
     def from_args(cls, args) -> HybridSearcher:
         if flag(args, "index") and not flag(args, "bm25"):  # check before loading a model
             raise UsageError("the hybrid searcher needs a BM25 index folder (--bm25)")
+        if flag(args, "corpus"):  # a harness's namespace, which the registry's flag check does not see
+            raise UsageError(cls.unused_flag_message("--corpus", "corpus", ["bm25"], args))
         fusion = cls.fusion_from_args(args)  # a bad config fails before a model loads
         dense = DenseSearcher.component_from_args(args, "hybrid")
         sparse = BM25Searcher(flag(args, "bm25"), docstore=dense.docstore, expansion=expansion_from_args(args))

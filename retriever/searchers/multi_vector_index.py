@@ -1,7 +1,12 @@
-"""Full-corpus late-interaction search over a multi-vector index (PLAID-style; :mod:`hopscotch.retriever.index.multi_vector_store`).
+"""The ``multi_vector`` backend: full-corpus late-interaction search over a multi-vector index (PLAID-style;
+:mod:`hopscotch.retriever.index.multi_vector_store`).
 
 ``hopscotch search --index DIR`` (and every command, service and harness that builds the ``dense`` backend) gives
-this searcher when ``DIR`` was built from a multi-vector model: candidates come from the token centroids
+this searcher when ``DIR`` was built from a multi-vector model (the registry selects it by the index; ``dense``
+asked for by name resolves to it, :meth:`~hopscotch.retriever.searchers.dense.DenseSearcher.effective_backend`).
+Its flags: ``--index DIR [--model M] [--query-input VARIANT] [--late-fusion W] [--nprobe N] [--mv-candidates N]``
+and the reranker's ``--rerank-*``; a single-vector flag (``--instruction``, ``--refine``, ``--dim``, ...) is
+refused by name. Search: candidates come from the token centroids
 (``--nprobe`` centroids per query token, the best ``--mv-candidates`` by centroid interaction), and those are
 scored by exact MaxSim on their decompressed token vectors, with the same query encoding, query input variants and
 late fusion (``--late-fusion W``) as the MaxSim reranker (:class:`~hopscotch.retriever.searchers.rerank.MultiVectorReranker`),
@@ -21,20 +26,60 @@ from collections.abc import Sequence
 import numpy as np
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, per_query
+from hopscotch.retriever.model.config import checked_weight
+from hopscotch.retriever.searchers.arg_types import positive_int
+from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, flag, per_query
+from hopscotch.retriever.searchers.encoder_flags import add_encoder_options
 from hopscotch.retriever.searchers.index_documents import IndexFolderDocuments
+from hopscotch.retriever.searchers.registry import register_searcher
+from hopscotch.retriever.searchers.rerank import add_rerank_options
 
 DEFAULT_NPROBE = 4
 DEFAULT_CANDIDATES = 256
 
 
+@register_searcher("multi_vector")
 class MultiVectorIndexSearcher(IndexFolderDocuments, BaseSearcher):
     """:param index_dir: a finished multi-vector index folder; :param model: the query encoder (default: the
     index's model); :param nprobe: centroids probed per query token; :param candidates: documents kept by
     centroid interaction and scored exactly; :param query_input, late_fusion: as for the reranker."""
 
-    name = "multi_vector"
-    search_type = "multi_vector"
+    @classmethod
+    def parse_args(cls, parser) -> None:
+        add_encoder_options(parser)
+        add_option(parser, "--mv-candidates", type=positive_int, metavar="N",
+                   help="a multi-vector index: documents kept by centroid interaction and scored by exact MaxSim "
+                        f"(default {DEFAULT_CANDIDATES}; a larger --k widens it, with a note)")
+        add_rerank_options(parser)
+
+    @classmethod
+    def selected_by(cls, args) -> bool:
+        return (bool(flag(args, "index")) and not (flag(args, "bm25") or flag(args, "bm25_url"))  # those: hybrid
+                and is_multi_vector_index(flag(args, "index")))
+
+    @classmethod
+    def unused_flag_message(cls, option, dest, users, args) -> str:
+        if dest == "dim":
+            return "--dim: a multi-vector index's token vectors have no Matryoshka prefixes"
+        if dest == "fusion":
+            return "--fusion needs both --bm25 and --index"
+        if "dense" in users and flag(args, "index"):
+            return f"{option} does nothing on a multi-vector index ({flag(args, 'index')}): drop it"
+        return super().unused_flag_message(option, dest, users, args)
+
+    @classmethod
+    def from_args(cls, args) -> MultiVectorIndexSearcher:
+        index = flag(args, "index")
+        if not index:
+            raise UsageError("the multi_vector searcher needs a multi-vector index folder (--index)")
+        if not is_multi_vector_index(index):
+            raise UsageError(f"--index {index} is not a multi-vector index (hopscotch index with a multi-vector "
+                             "--model): search it with the dense searcher")
+        if flag(args, "late_fusion") is not None:
+            checked_weight(flag(args, "late_fusion"), "--late-fusion")   # named as given, not as the reranker's
+        return cls(index, model=flag(args, "model"), nprobe=flag(args, "nprobe"),
+                   candidates=flag(args, "mv_candidates"), query_input=flag(args, "query_input"),
+                   late_fusion=flag(args, "late_fusion"))
 
     def __init__(self, index_dir: str | os.PathLike, model: str | os.PathLike | None = None, *,
                  nprobe: int | None = None, candidates: int | None = None, query_input: str | None = None,

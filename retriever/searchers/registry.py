@@ -22,11 +22,14 @@ selected backend (any of them, remote too: the candidates' text comes from its `
 command that builds its searcher here (``search``, ``serve`` REST and MCP, ``replay``) reranks with no code
 of its own.
 
-One rule for flags that would do nothing: a backend flag given on the command line that the selected
-backend does not declare (``--alpha`` with ``--bm25`` alone: only hybrid fuses) is a :class:`UsageError`
-naming the flag and the searcher (:func:`refuse_unused_flags`); flags several backends declare (``--index``,
-``--corpus``, the ``--rerank-*`` ones) belong to each of them, and the command's own flags (``--k``,
-``--queries``) are not checked.
+One rule for flags that would do nothing: a backend flag given on the command line that the *effective* backend
+does not declare (``--alpha`` with ``--bm25`` alone: only hybrid fuses) is a :class:`UsageError` naming the flag
+and the searcher (:func:`refuse_unused_flags`); flags several backends declare (``--index``, ``--corpus``, the
+``--rerank-*`` ones) belong to each of them, and the command's own flags (``--k``, ``--queries``) are not
+checked. The effective backend is the one the index makes it (:meth:`~BaseSearcher.effective_backend`: ``dense``
+over a multi-vector index is ``multi_vector``), and a hybrid's flags are BM25's, its own and those of the
+backend its vector half is (:meth:`~BaseSearcher.used_dests`): ``--instruction`` on a multi-vector index and
+``--mv-candidates`` on a single-vector one are refused whichever backend was named.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.searchers.base import OWN_DESTS, BaseSearcher, add_option, given_flags
 
 #: modules of ``hopscotch.retriever.searchers`` that register a backend when imported, in listing order
-BACKEND_MODULES = ("bm25", "dense", "hybrid", "remote")
+BACKEND_MODULES = ("bm25", "dense", "multi_vector_index", "hybrid", "remote")
 
 _CLASSES: dict[str, type[BaseSearcher]] = {}
 
@@ -73,7 +76,9 @@ class SearcherRegistry(Mapping):
         return self._load()[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(list(self._load()))
+        order = {module: i for i, module in enumerate(BACKEND_MODULES)}  # listing order, not import order
+        classes = self._load()
+        return iter(sorted(classes, key=lambda n: order.get(classes[n].__module__.rsplit(".", 1)[-1], len(order))))
 
     def __len__(self) -> int:
         return len(self._load())
@@ -124,26 +129,36 @@ def searcher_from_args(args: argparse.Namespace, local_only: bool = False) -> Ba
         kind = chosen[0]
     cls = get_searcher_class(kind)
     refuse_unused_flags(cls, args)
-    return cls.from_flags(args)
+    return cls.effective_backend(args).from_flags(args)
 
 
 @functools.cache
 def backend_dests(cls: type[BaseSearcher]) -> frozenset[str]:
     """The flag destinations backend ``cls`` declares (its :meth:`~BaseSearcher.parse_args`)."""
+    return frozenset(backend_options(cls))
+
+
+@functools.cache
+def backend_options(cls: type[BaseSearcher]) -> dict[str, str]:
+    """``{destination: option string}`` of the flags backend ``cls`` declares (its :meth:`~BaseSearcher.parse_args`)."""
     parser = argparse.ArgumentParser(add_help=False)
     cls.parse_args(parser)
-    return frozenset(parser.get_default(OWN_DESTS) or ())
+    own = set(parser.get_default(OWN_DESTS) or ())
+    return {a.dest: a.option_strings[0] for a in parser._actions if a.dest in own and a.option_strings}
 
 
 def refuse_unused_flags(cls: type[BaseSearcher], args: argparse.Namespace) -> None:
-    """:class:`UsageError` for the first backend flag given on the command line that ``cls`` does not declare
-    (the module doc's rule); its message is :meth:`~BaseSearcher.unused_flag_message`'s."""
+    """:class:`UsageError` for the first backend flag given on the command line that the backend ``cls`` is for
+    these flags does not use (:meth:`~BaseSearcher.used_dests`; the module doc's rule); its message is the
+    effective backend's :meth:`~BaseSearcher.unused_flag_message`."""
+    used = cls.used_dests(args, backend_dests)
+    speaker = cls.effective_backend(args)
     for dest, option in sorted(given_flags(args).items()):
-        if dest in backend_dests(cls):
+        if dest in used:
             continue
         users = [name for name, other in SEARCHERS.items() if dest in backend_dests(other)]
         if users:  # else not a backend flag: the command's own
-            raise UsageError(cls.unused_flag_message(option, dest, users, args))
+            raise UsageError(speaker.unused_flag_message(option, dest, users, args))
 
 
 def build_searcher(kind: str, /, **options) -> BaseSearcher:
@@ -155,6 +170,7 @@ def build_searcher(kind: str, /, **options) -> BaseSearcher:
     (and ``rerank_depth=``, ...) reranks it, as ``--rerank-model`` does.
     """
     cls = get_searcher_class(kind)
+    cls = cls.effective_backend(argparse.Namespace(**options))  # "dense" over a multi-vector index: multi_vector
     parser = argparse.ArgumentParser(add_help=False)
     cls.parse_args(parser)
     args = parser.parse_args([])

@@ -216,7 +216,7 @@ class MultiVectorReranker:
                    help="rerank the first stage's candidates by MaxSim with this multi-vector (ColBERT-style) "
                         "model folder (hopscotch.retriever.model.multi_vector)")
         add_option(parser, "--rerank-depth", type=positive_int, metavar="N",
-                   help="first-stage candidates reranked per query (default 100; at least --k)")
+                   help="first-stage candidates reranked per query (default 100; a larger --k widens it, with a note)")
         add_option(parser, "--rerank-cache", metavar="DIR",
                    help="keep documents' token vectors here (float16, per model fingerprint), so repeated "
                         "searches encode only new candidates")

@@ -9,17 +9,18 @@ Each epoch (:func:`plan_epoch`), deterministically from ``(seed, epoch)``:
   and no tuple's passages include another tuple's positives; a tuple that would clash waits for a later
   batch. An incomplete last batch is dropped.
 
-:class:`Collator` tokenizes a batch with dynamic padding and gives the labels and docid hashes the loss
-needs. Queries are written in the model's query input variant (``model.query_input``), from each tuple's
-context fields; ``plan_epoch(..., variants=[...], weights=[...])`` instead draws one variant per tuple per
-epoch (seeded, and without changing the rest of the plan): the recipe's ``data.query_inputs`` mixture.
-Besides the query input variants the mixture knows :data:`EMPTY_REASONING` (the template with the text
-dropped: ``Reasoning: Empty``). Resuming at ``(epoch, batch)`` replays the same plan and skips the batches
-already done.
+:class:`Collator` tokenizes a batch with dynamic padding and gives the labels, docid hashes and (where the
+tuples carry them) teacher scores the loss needs. Queries are written in the model's query input variant
+(``model.query_input``), from each tuple's context fields; ``plan_epoch(..., variants=[...], weights=[...])``
+instead draws one variant per tuple per epoch (seeded, and without changing the rest of the plan): the recipe's
+``data.query_inputs`` mixture. Besides the query input variants the mixture knows :data:`EMPTY_REASONING` (the
+template with the text dropped: ``Reasoning: Empty``). Resuming at ``(epoch, batch)`` replays the same plan and
+skips the batches already done.
 """
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -175,13 +176,15 @@ class Batch:
     labels: torch.Tensor      # index of each query's positive among ``passages``
     q_pos_ids: torch.Tensor   # docid hash of each query's positive
     p_ids: torch.Tensor       # docid hash of each passage
+    teacher_scores: torch.Tensor | None = None  # float32 teacher score of each passage (NaN: none); None: none at all
 
     def to(self, device) -> Batch:
         def move(features: dict) -> dict:
             return {k: v.to(device) for k, v in features.items()}
 
+        scores = None if self.teacher_scores is None else self.teacher_scores.to(device)
         return Batch(move(self.queries), move(self.passages), self.labels.to(device), self.q_pos_ids.to(device),
-                     self.p_ids.to(device))
+                     self.p_ids.to(device), scores)
 
     @property
     def num_queries(self) -> int:
@@ -206,9 +209,12 @@ class Collator:
         for g in groups:
             starts.append(n)
             n += len(g.passages)
+        scores = None
+        if any(p.score is not None for p in passages):  # the tuples' teacher scores, for the distillation losses
+            scores = torch.tensor([math.nan if p.score is None else p.score for p in passages], dtype=torch.float32)
         return Batch(queries, features, torch.tensor(starts, dtype=torch.long),
                      torch.tensor([signed_docid_hash(g.passages[0].docid) for g in groups], dtype=torch.long),
-                     torch.tensor([signed_docid_hash(p.docid) for p in passages], dtype=torch.long))
+                     torch.tensor([signed_docid_hash(p.docid) for p in passages], dtype=torch.long), scores)
 
 
 def local_share(batch: list[Group], rank: int, world_size: int) -> list[Group]:

@@ -40,7 +40,7 @@ from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.common import decoded_lines
 from hopscotch.retriever.model.config import EncoderConfig
 from hopscotch.retriever.training.loss import BACKENDS
-from hopscotch.retriever.training.recipe_kinds import ModelKindKeys, check_loss_kind
+from hopscotch.retriever.training.recipe_kinds import DistillKeys, ModelKindKeys, check_loss_kind
 
 SCHEDULERS = ("linear", "cosine", "constant")
 _MISSING = dataclasses.MISSING
@@ -100,9 +100,9 @@ class ModelRecipe(_encoder_base("_EncoderModelFields", "model"), ModelKindKeys):
 
 
 @dataclass
-class LossRecipe(_encoder_base("_EncoderLossFields", "loss")):
-    """``loss``: InfoNCE over in-batch, hard and cross-process negatives (summed over nested prefixes with
-    ``matryoshka_dims``); ``temperature``, ``learn_temperature`` and the ``matryoshka_*`` keys are EncoderConfig's."""
+class LossRecipe(DistillKeys, _encoder_base("_EncoderLossFields", "loss")):
+    """``loss``: InfoNCE over in-batch, hard and cross-process negatives (over nested prefixes with ``matryoshka_dims``;
+    ``temperature``, ``learn_temperature``, ``matryoshka_*``: EncoderConfig's); ``distill*``: :class:`DistillKeys`."""
 
     backend: Literal[BACKENDS] = "auto"      # auto (fused on CUDA, reference elsewhere) | fused | reference
     exclude_positive_duplicates: bool = True  # a copy of a query's positive is not one of its negatives

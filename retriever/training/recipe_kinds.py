@@ -1,4 +1,5 @@
-"""The ``model.kind`` keys of a recipe (part of :class:`~hopscotch.retriever.training.recipe.ModelRecipe`).
+"""The ``model.kind`` keys of a recipe (part of :class:`~hopscotch.retriever.training.recipe.ModelRecipe`), and the
+``loss.distill`` keys (part of :class:`~hopscotch.retriever.training.recipe.LossRecipe`, see :class:`DistillKeys`).
 
 ``model.kind``: ``single_vector`` (the default: the dual encoder, one pooled vector per text) or
 ``multi_vector`` (late interaction, ColBERT-style: one vector per token, scored by MaxSim; the model of
@@ -28,6 +29,7 @@ from typing import Literal
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.model.config import MODEL_KINDS, MULTI_VECTOR, SINGLE_VECTOR, EncoderConfig
 from hopscotch.retriever.model.multi_vector import DEFAULT_MARKERS
+from hopscotch.retriever.training.loss import DISTILL_LOSSES
 
 # single-vector-only keys a multi-vector recipe must leave at their defaults (EncoderConfig's; ModelRecipe's own)
 _SINGLE_VECTOR_ONLY = ("pooling", "normalize", "passage_prefix", "shared_towers", "late_fusion_max_words",
@@ -80,9 +82,37 @@ def check_model_kind(model) -> None:
                          f", got {model.query_augmentation}")
 
 
+@dataclass
+class DistillKeys:
+    """``loss.distill`` and its keys: a distillation term from the teacher scores the tuples carry (DR-Synth's oracle's,
+    a ``score`` on every passage) beside InfoNCE, ``infonce_weight * InfoNCE + distill_weight * distill``
+    (:mod:`hopscotch.retriever.training.loss` has the formulas). ``none`` (the default) is the plain InfoNCE loss."""
+
+    distill: Literal[DISTILL_LOSSES] = "none"       # none | kl | margin_mse
+    distill_weight: float = _knob(1.0, gt=0)        # the distillation term's weight
+    infonce_weight: float = _knob(1.0, ge=0, hint="0: the distillation term alone")  # InfoNCE's weight
+    teacher_temperature: float = _knob(1.0, gt=0)   # divides the teacher's scores
+    student_temperature: float | None = _knob(None, gt=0, hint="null: loss.temperature, learnt or not")  # the student's
+
+
+_DISTILL_ONLY = ("distill_weight", "teacher_temperature", "student_temperature")
+
+
 def check_loss_kind(recipe) -> None:
-    """The loss keys of one kind: ``loss.matryoshka_dims`` (prefixes of one pooled vector) is single-vector only;
-    ``recipe`` is a :class:`~hopscotch.retriever.training.recipe.Recipe`."""
+    """The loss keys of one kind: ``loss.matryoshka_dims`` (prefixes of one pooled vector) is single-vector only; the
+    distillation keys need ``loss.distill``, which needs a hard negative (``data.group_size`` >= 2) and leaves
+    ``loss.infonce_weight: 0`` something to train (``recipe``: a :class:`~.recipe.Recipe`)."""
     if recipe.model.kind != SINGLE_VECTOR and recipe.loss.matryoshka_dims is not None:
         raise UsageError(f"recipe key loss.matryoshka_dims applies to model.kind {SINGLE_VECTOR} only (prefixes of "
                          f"one pooled vector), got {recipe.loss.matryoshka_dims!r} with model.kind {recipe.model.kind}")
+    loss = recipe.loss
+    if loss.distill == "none":
+        for key in _DISTILL_ONLY:
+            if getattr(loss, key) != DistillKeys.__dataclass_fields__[key].default:
+                raise UsageError(f"recipe key loss.{key} applies with loss.distill kl or margin_mse, got "
+                                 f"{getattr(loss, key)!r} with loss.distill none")
+        if loss.infonce_weight == 0:
+            raise UsageError("recipe key loss.infonce_weight: 0 leaves nothing to train with loss.distill none")
+    elif recipe.data.group_size < 2:
+        raise UsageError(f"recipe key loss.distill: {loss.distill} needs data.group_size >= 2 (the positive and at "
+                         f"least one hard negative, each with a teacher score), got {recipe.data.group_size}")

@@ -97,12 +97,15 @@ def build_multi_vector(recipe: Recipe) -> TrainableMultiVector:
 
 
 def build_loss(recipe: Recipe, model_dim: int | None = None) -> InfoNCELoss:
-    """The recipe's loss; ``model_dim`` (the built model's embedding size) bounds ``loss.matryoshka_dims``."""
+    """The recipe's loss (InfoNCE, plus ``loss.distill``'s term); ``model_dim`` (the built model's embedding size)
+    bounds ``loss.matryoshka_dims``."""
     loss = recipe.loss
     if model_dim is not None:
         check_dims_fit(loss.matryoshka_dims, model_dim, recipe.model.name)
     return InfoNCELoss(loss.backend, loss.exclude_positive_duplicates, loss.cross_process_negatives,
-                       prefixes(loss.matryoshka_dims, loss.matryoshka_weights), recipe.model.normalize)
+                       prefixes(loss.matryoshka_dims, loss.matryoshka_weights), recipe.model.normalize,
+                       loss.distill, loss.distill_weight, loss.infonce_weight, loss.teacher_temperature,
+                       loss.student_temperature)
 
 
 def build_optimizer(model: torch.nn.Module, train: TrainRecipe) -> torch.optim.Optimizer:

@@ -11,7 +11,8 @@ Memory is that of one mini-batch; the parameter gradients equal those of the ful
 every mini-batch but the last runs under ``no_sync``; the last query and passage mini-batches share
 one forward so that a single synchronising backward touches every parameter. A multi-vector model's
 representations (:class:`~hopscotch.retriever.model.multi_vector_trainable.TokenEmbeddings`) are cached as
-one padded ``(n, L, dim)`` tensor and its mask, each mini-batch in its first columns.
+one padded ``(n, L, dim)`` tensor and its mask, each mini-batch in its first columns. The batch's teacher scores
+(distillation) reach the loss in both steps, so the cached step's gradients are the full batch's with them too.
 """
 
 from __future__ import annotations
@@ -32,9 +33,14 @@ def full_step(model, batch: Batch, loss_fn, backward: Callable, loss_scale: floa
               encode_chunk_size: int | None = None) -> float:
     """Encode, score, back-propagate; returns the global mean loss."""
     q, p, temperature = model(queries=batch.queries, passages=batch.passages, chunk_size=encode_chunk_size)
-    out = loss_fn(q, p, batch.labels, temperature, batch.q_pos_ids, batch.p_ids)
+    out = loss_fn(q, p, batch.labels, temperature, batch.q_pos_ids, batch.p_ids, **_teacher(batch))
     backward(out.loss * loss_scale)
     return out.value
+
+
+def _teacher(batch: Batch) -> dict:
+    """The batch's teacher scores as the loss's keyword (none when the tuples carry none: any loss function works)."""
+    return {} if batch.teacher_scores is None else {"teacher_scores": batch.teacher_scores}
 
 
 def _chunks(features: dict, chunk_size: int, padding_side: str) -> list[tuple[torch.Tensor, dict]]:
@@ -129,7 +135,7 @@ def _embedding_grads(loss_fn, batch: Batch, q_reps, p_reps, temperature: torch.T
     _leaf(p_reps).requires_grad_(True)
     t = temperature.detach().clone().requires_grad_(cache.learn_temperature)
     out = loss_fn(q_reps, p_reps, batch.labels, t if cache.learn_temperature else float(t), batch.q_pos_ids,
-                  batch.p_ids)
+                  batch.p_ids, **_teacher(batch))
     (out.loss * cache.loss_scale).backward()
     return out.value, _leaf(q_reps).grad, _leaf(p_reps).grad, t.grad if cache.learn_temperature else None
 

@@ -90,7 +90,10 @@ def _start(recipe: Recipe, output_dir: Path, resume: bool, overwrite: bool = Fal
     accelerator, deepspeed = _accelerator(recipe, output_dir)
     latest = preflight(recipe, output_dir, resume, overwrite, accelerator, deepspeed)
     setup.set_threads(tr)
-    tuples = read_training_tuples(data.train, corpus=data.corpus)[:data.max_tuples]  # no RNG draws: before the seed, the model
+    distill = recipe.loss.distill
+    scores_for = None if distill == "none" else f"loss.distill: {distill}"  # a tuple without scores: FILE:LINE error
+    # no RNG draws: before the seed, the model
+    tuples = read_training_tuples(data.train, corpus=data.corpus, scores_for=scores_for)[:data.max_tuples]
     global_batch, accum = tr.batch_size * accelerator.num_processes, tr.grad_accum_steps
 
     def plan(epoch: int) -> list:  # a pure function of (seed, epoch): a resumed run replays it

@@ -51,7 +51,9 @@ def test_world_tuples_have_the_tevatron_layout_and_honest_stats(small_world, tmp
         assert len(row["positive_passages"]) == 1 and 1 <= len(row["negative_passages"]) <= 7
         assert row["positive_passages"][0]["docid"] in trace["gold_docids"]  # the step's own gold
         for p in row["positive_passages"] + row["negative_passages"]:
-            assert list(p) == ["docid", "title", "text"]
+            assert list(p) == ["docid", "title", "text", "score"] and isinstance(p["score"], float)  # the oracle's
+        # the gold positive outscores every negative (the oracle's gold weight, 2, beats the rest)
+        assert all(n["score"] < row["positive_passages"][0]["score"] for n in row["negative_passages"])
         for n in row["negative_passages"]:
             assert n["docid"] not in qrels[qid]
             assert not any(a.lower() in f"{n['title']} {n['text']}".lower() for a in answers[qid])
@@ -60,6 +62,32 @@ def test_world_tuples_have_the_tevatron_layout_and_honest_stats(small_world, tmp
     assert stats["positives"] == {"total": stats["steps_kept"], "gold": stats["steps_kept"], "reranked": 0}
     assert json.loads((tmp_path / "tuples.stats.json").read_text())["steps_kept"] == stats["steps_kept"]
     assert not (tmp_path / "tuples.jsonl.parts").exists()
+
+
+def test_every_kept_passage_carries_the_oracles_score(small_world, tmp_path, monkeypatch):
+    """The teacher of the distillation losses: the ``score`` of each written passage is the one the oracle gave that
+    candidate for that step, and the trainer's reader takes it."""
+    from hopscotch.data_synth.labels import Labeller
+    from hopscotch.retriever.io.tuples import read_training_tuples
+
+    given = {}
+    label = Labeller.label
+
+    def recording(self, query_id, candidates, scores, mode):
+        given[query_id] = {c.docid: s for c, s in zip(candidates, scores)}
+        return label(self, query_id, candidates, scores, mode)
+
+    monkeypatch.setattr(Labeller, "label", recording)
+    out = tmp_path / "tuples.jsonl"
+    run_world(small_world, out, max_questions=6)
+    got = rows(out)
+    assert got and all(r["query_id"] in given for r in got)
+    for row in got:
+        for p in row["positive_passages"] + row["negative_passages"]:
+            assert p["score"] == given[row["query_id"]][p["docid"]]
+    read = read_training_tuples(out, scores_for="loss.distill: kl")
+    assert [p.score for p in read[0].positives + read[0].negatives] == \
+        [p["score"] for p in got[0]["positive_passages"] + got[0]["negative_passages"]]
 
 
 def test_same_seed_same_bytes_other_seed_other_negatives(small_world, tmp_path):

@@ -122,3 +122,15 @@ def test_the_oracle_model_files_are_part_of_the_manifest(small_world, tiny_bert_
     assert recorded == {"path": str(model.resolve()), "files": model_fingerprint(model)}
     assert "model.safetensors" in recorded["files"]
     assert pipeline._oracle_model(SynthConfig(reranker="lexical")) is None
+
+
+def test_work_files_written_before_the_oracle_scores_are_refused(small_world, bm25, interrupted):
+    """Parts of a run that wrote passages without the oracle's ``score`` (its manifest has no ``passage_fields``)
+    would mix scored and unscored tuples in one file: refused, naming the field."""
+    traces, out, parts = interrupted
+    manifest = json.loads((parts / "manifest.json").read_text())
+    assert manifest["passage_fields"] == ["docid", "title", "text", "score"]
+    del manifest["passage_fields"]
+    (parts / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(UsageError, match=r"passage_fields: absent then, \['docid', 'title', 'text', 'score'\] now"):
+        run(small_world, traces, out, bm25["all"])

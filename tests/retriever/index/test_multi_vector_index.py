@@ -59,27 +59,6 @@ def test_codec_saves_and_loads_identically(tmp_path):
     assert default_num_centroids(10_000) == 1024 and default_num_centroids(100) == 12
 
 
-@pytest.fixture(scope="module")
-def mv_world(small_world, tiny_bert_dir, tmp_path_factory):
-    from hopscotch.retriever.cli import main
-    from hopscotch.retriever.model.multi_vector import build_multi_vector_model
-
-    root = tmp_path_factory.mktemp("mv_index")
-    build_multi_vector_model(tiny_bert_dir, dim=16, query_max_len=32, passage_max_len=48, query_augmentation=8,
-                             seed=0, device="cpu").save(root / "mv")
-    corpus = small_world / "corpus.jsonl"
-    assert main(["bm25-index", "--corpus", str(corpus), "--out", str(root / "bm25")]) == 0
-    assert main(["index", "--corpus", str(corpus), "--model", str(root / "mv"), "--out", str(root / "idx"),
-                 "--shard-size", "64", "--nbits", "8", "--mv-centroids", "64"]) == 0
-    rows = [json.loads(line) for line in (small_world / "queries.jsonl").read_text().splitlines()][:8]
-    for i, row in enumerate(rows):
-        if i % 2:
-            row["reasoning"] = f"The agent first checked {row['text'].split()[0]} and now wants the rest."
-    (root / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return {"root": root, "corpus": corpus, "mv": root / "mv", "idx": root / "idx", "bm25": root / "bm25",
-            "queries": root / "queries.jsonl", "rows": rows}
-
-
 def exact_top(model, corpus, query, k):
     """Exact MaxSim over every document (float16-rounded token vectors, as the shards store them)."""
     from hopscotch.retriever.model.multi_vector import maxsim
@@ -153,7 +132,7 @@ def test_cli_search_hybrid_and_browsecomp_registry(mv_world, cli, tmp_path):
     assert len(hits) == 3 and all(h["text"] and h["docid"] for h in hits)
 
 
-def test_rerun_resumes_and_new_settings_recompress(mv_world, tmp_path):
+def test_rerun_resumes_and_new_settings_recompress(mv_world, tmp_path, cli):
     from hopscotch.retriever.cli import main
 
     idx = tmp_path / "idx"
@@ -166,7 +145,11 @@ def test_rerun_resumes_and_new_settings_recompress(mv_world, tmp_path):
     after = {p.name: p.stat().st_mtime_ns for p in (idx / "mv").iterdir()}
     changed = {n for n in stamp if stamp[n] != after.get(n)}
     assert changed == {"shard_00002.codes.npy", "shard_00002.residuals.npy", "shard_00002.done.json"}
-    assert main(args[:-4] + ["--nbits", "2", "--mv-centroids", "64"]) == 0
+    files = {p: p.read_bytes() for p in idx.rglob("*") if p.is_file()}
+    code, _, err = cli(*args[:-4], "--nbits", "2", "--mv-centroids", "64")  # other settings: refused, untouched
+    assert code == 2 and f"{idx / 'mv'} holds a codec trained with --nbits 8" in err and "--overwrite" in err, err
+    assert {p: p.read_bytes() for p in idx.rglob("*") if p.is_file()} == files
+    assert main(args[:-4] + ["--nbits", "2", "--mv-centroids", "64", "--overwrite"]) == 0
     meta = json.loads((idx / "index.json").read_text())["multi_vector"]
     assert meta["nbits"] == 2 and np.load(idx / "mv" / "shard_00000.residuals.npy").shape[1] == 4
 

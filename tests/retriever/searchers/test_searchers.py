@@ -180,7 +180,7 @@ def test_adaptive_hybrid_run_is_the_library_fusion(cli, built, tmp_path):
 def test_searcher_objects_share_the_interface(built):
     from hopscotch.retriever.searchers import build_searcher, get_searcher_class, searcher_names
 
-    assert searcher_names() == ["bm25", "dense", "hybrid", "remote"]
+    assert searcher_names() == ["bm25", "dense", "multi_vector", "hybrid", "remote"]
     dense = build_searcher("dense", index=built["dense"])
     hits = dense.search("Which city is the shipbuilding company headquartered in?", k=3)
     assert len(hits) == 3 and set(hits[0]) == {"docid", "score", "text", "snippet"}
@@ -198,15 +198,15 @@ def test_searcher_objects_share_the_interface(built):
     assert [set(run[q.qid]) for q in queries] == [set(e) for e in exact_run(built, [q.text for q in queries], 5)]
 
 
-def test_registry_lists_the_four_backends():
+def test_registry_lists_the_five_backends():
     from hopscotch.retriever.searchers import SEARCHERS, get_searcher_class, searcher_names
     from hopscotch.retriever.searchers.bm25 import BM25Searcher
     from hopscotch.retriever.searchers.remote import RemoteSearcher
 
-    assert list(SEARCHERS) == searcher_names() == ["bm25", "dense", "hybrid", "remote"]
-    assert searcher_names(local_only=True) == ["bm25", "dense", "hybrid"]
+    assert list(SEARCHERS) == searcher_names() == ["bm25", "dense", "multi_vector", "hybrid", "remote"]
+    assert searcher_names(local_only=True) == ["bm25", "dense", "multi_vector", "hybrid"]
     assert SEARCHERS["bm25"] is BM25Searcher and get_searcher_class("remote") is RemoteSearcher
-    assert "bm25" in SEARCHERS and "splade" not in SEARCHERS and len(SEARCHERS) == 4
+    assert "bm25" in SEARCHERS and "splade" not in SEARCHERS and len(SEARCHERS) == 5
     for name, cls in SEARCHERS.items():
         assert cls.name == name and isinstance(cls.search_type, str) and cls.search_type  # class-level
     assert BM25Searcher.search_type == "BM25"
@@ -321,8 +321,8 @@ def test_dense_and_hybrid_from_args_and_store_rerank(built):
     expected = hybrid.settings.apply(hybrid.bm25.search_batch(["shipbuilding company"], 30, [reasoning], True)[0],
                                      hybrid.dense.search_batch(["shipbuilding company"], 30)[0], 3)
     assert aware == expected
-    dense = SEARCHERS["dense"](argparse.Namespace(index=str(built["dense"]), refine=2))  # SearcherClass(args)
-    assert dense.refine == 2 and dense.search("harbour", k=2, store_rerank=True)["results"][0]["text"]
+    dense = SEARCHERS["dense"](argparse.Namespace(index=str(built["dense"]), instruction="Q: "))  # SearcherClass(args)
+    assert dense.instruction == "Q: " and dense.search("harbour", k=2, store_rerank=True)["results"][0]["text"]
     told = SEARCHERS["dense"](argparse.Namespace(index=str(built["dense"]), query_input="reasoning_tail:16"))
     assert told.takes_reasoning and not SEARCHERS["dense"](argparse.Namespace(
         index=str(built["dense"]), query_input="query")).takes_reasoning
@@ -339,10 +339,14 @@ def test_build_searcher_takes_flag_destinations(built):
     assert shared.encoder is hybrid.dense.encoder
     from hopscotch.retriever.searchers.dense import DenseOptions, DenseSearcher
 
-    plain = DenseSearcher(built["dense"], refine=3, instruction="Find: ", encoder=shared.encoder)  # plain keywords
-    assert (plain.refine, plain.instruction) == (3, "Find: ")
+    plain = DenseSearcher(built["dense"], late_fusion=0.5, instruction="Find: ", encoder=shared.encoder)  # keywords
+    assert (plain.late_fusion, plain.instruction) == (0.5, "Find: ")
     with pytest.raises(TypeError, match="not both"):
-        DenseSearcher(built["dense"], options=DenseOptions(), refine=3)
+        DenseSearcher(built["dense"], options=DenseOptions(), instruction="Find: ")
+    from hopscotch.retriever.errors import UsageError
+
+    with pytest.raises(UsageError, match="--refine 3: .* is exact already"):  # Flat: refine would do nothing
+        DenseSearcher(built["dense"], refine=3, encoder=shared.encoder)
 
 
 def test_search_through_a_remote_service_writes_the_same_run(cli, built, tmp_path):
