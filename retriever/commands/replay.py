@@ -1,7 +1,8 @@
 """``hopscotch replay``: re-issue an agent's recorded search calls to a candidate retriever and score them.
 
     hopscotch replay --runs PATH [--qrels Q [--duplicates D]] --searcher bm25|dense|hybrid|remote
-                     [searcher flags: --bm25 DIR, --index DIR, --model M, --url URL, ...] [--rerank-model M ...]
+                     [searcher flags: --bm25 DIR | --bm25-url URL, --index DIR, --model M, --url URL, ...]
+                     [--rerank-model M ...]
                      [--reasoning]
                      [--query-input VARIANT] [--k 10] [--label NAME] [--compare OTHER/replay.json ...]
                      [--no-plot] --out DIR
@@ -13,6 +14,8 @@ call with a query is re-issued, with its reasoning and context when ``--reasonin
 search`` does; calls with an empty query, and calls the trace marks as failed (unless
 ``--include-failed``), are skipped and counted.
 With ``--reasoning`` BM25 expands each query with its reasoning (reasoning-aware BM25). Call ``n`` of question ``Q`` is ``Q#n`` (``n`` counts the replayed calls).
+A hybrid's BM25 half may be a Pyserini-compatible endpoint (``--bm25-url ROOT/v1/NAME --index DIR``, e.g. the cmass
+ClimbMix service: :mod:`hopscotch.retriever.searchers.remote_bm25`); ``replay.json`` records its URL, never a token.
 ``--rerank-model`` (every backend's flag, :mod:`hopscotch.retriever.searchers.rerank`) reranks the candidate's
 top ``--rerank-depth`` by MaxSim; the searcher is then ``NAME+rerank`` and its query input the reranker's.
 
@@ -75,7 +78,8 @@ def register(sub) -> None:
     p.add_argument("--permutations", type=permutations_int, default=10_000, help="randomisation test permutations")
     p.add_argument("--batch-size", type=positive_int, default=256, help="calls searched per step")
     add_option(p, "--searcher", "--searcher-type", dest="searcher_type", choices=searcher_names(),
-               help="the candidate retriever (default: chosen from the flags given: --bm25 and/or --index, or --url)")
+               help="the candidate retriever (default: chosen from the flags given: --bm25 (or --bm25-url) and/or --index, "
+                    "or --url)")
     for name in searcher_names():
         SEARCHERS[name].parse_args(p)  # --bm25, --index, --model, --query-input, --fusion, --url, --rerank-model, ...
     p.set_defaults(func=run, depth=1000)  # hybrid candidate depth as in hopscotch search
@@ -117,8 +121,12 @@ def _trajectories(args):
     return calls, queries, list(order), skipped
 
 
+#: flags never written to replay.json: credentials (the remote service's, a remote BM25 half's)
+SECRET_FLAGS = frozenset({"token", "bm25_token"})
+
+
 def _searcher_flags(args, name: str) -> dict:
-    """The candidate backend's flags that differ from their defaults, as recorded in replay.json (no --token)."""
+    """The candidate backend's flags that differ from their defaults, as recorded in replay.json (no tokens)."""
     import argparse
 
     from hopscotch.retriever.searchers.registry import get_searcher_class
@@ -126,7 +134,7 @@ def _searcher_flags(args, name: str) -> dict:
     parser = argparse.ArgumentParser(add_help=False)
     get_searcher_class(name).parse_args(parser)
     defaults = vars(parser.parse_args([]))
-    values = {k: getattr(args, k, None) for k in defaults if not k.startswith("_") and k != "token"}
+    values = {k: getattr(args, k, None) for k in defaults if not k.startswith("_") and k not in SECRET_FLAGS}
     return {k: v for k, v in values.items() if isinstance(v, (str, int, float, bool)) and v != defaults[k]}
 
 

@@ -3,6 +3,8 @@
     hopscotch search --queries PATH --out RUN [--bm25 DIR] [--index DIR [--model M]] [--reasoning]
                      [--query-input VARIANT] [--instruction TEXT] [--k K] [--fusion interp|rrf|adaptive] [--alpha A]
     hopscotch search --queries PATH --out RUN --url http://HOST:PORT [--name NAME] [--token T]
+    hopscotch search --queries PATH --out RUN --bm25-url http://HOST/v1/NAME --index DIR [--bm25-token T]
+                     [--remote-timeout S] ...     (hybrid whose BM25 half is a Pyserini-compatible endpoint)
     ... [--rerank-model M [--rerank-depth N] [--rerank-cache DIR] [--rerank-late-fusion W] [--rerank-windows N]]
 
 With ``--reasoning`` the dense encoder sees ``{instruction}Reasoning: {text or 'Empty'}\\n\\nQuery:
@@ -11,6 +13,8 @@ With ``--reasoning`` the dense encoder sees ``{instruction}Reasoning: {text or '
 ``hopscotch_config.json``), else ``reasoning``; ``--query-input VARIANT`` overrides it (and implies
 ``--reasoning``; ``--query-input query`` is the plain query). Without either, ``{instruction}{query}``. BM25 always
 matches the query text. With both ``--bm25`` and ``--index`` the lists are fused (``--fusion``; its default is chosen on the agent dev sets by the maximin rule).
+``--bm25-url`` in place of ``--bm25`` takes the BM25 list from a Pyserini-compatible REST endpoint (the cmass ClimbMix
+service, ``hopscotch serve``; :mod:`hopscotch.retriever.searchers.remote_bm25`).
 The searcher flags belong to the backends (:mod:`hopscotch.retriever.searchers.registry`); the backend is
 ``--searcher-type`` or the one the flags select. ``--rerank-model`` (a multi-vector model; every backend takes
 it, as ``serve`` and ``replay`` do) reranks the first stage's top ``--rerank-depth`` by MaxSim

@@ -3,6 +3,7 @@
     hopscotch serve --index DIR [--model M] [--bm25 DIR] [--host 127.0.0.1] [--port 8000] [--name NAME]
     hopscotch serve --searcher bm25 --bm25-index DIR --corpus FILE ...     (BM25 alone, no dense index)
     hopscotch serve ... --rerank-model M [--rerank-depth N] [--rerank-cache DIR]   (reranked by MaxSim)
+    hopscotch serve --index DIR --bm25-url http://HOST/v1/NAME [--bm25-token T]    (hybrid, BM25 from an endpoint)
 
 The searcher flags are the local backends' own (:mod:`hopscotch.retriever.searchers.registry`), as in
 ``hopscotch search`` (``--searcher`` is ``--searcher-type``, ``--bm25-index`` is ``--bm25``); the remote
@@ -193,7 +194,8 @@ def run(args) -> int:
     print("hopscotch serve: 'reason' is " + (f"used with the query ({variant})" if variant else
           "logged only: this searcher does not read reasoning (--query-input VARIANT makes a dense model read it; "
           "BM25 expands with it unless --bm25-reasoning query)"), file=sys.stderr)
-    where = " + ".join(str(p) for p in (getattr(args, "bm25", None), getattr(args, "index", None)) if p)
+    parts = (getattr(args, "bm25", None), getattr(args, "bm25_url", None), getattr(args, "index", None))
+    where = " + ".join(str(p) for p in parts if p)
     print(f"serving {searcher.name} index {where} as '{args.name}' on {server.url}/v1/{args.name}/search"
           + (" (token required)" if args.token else ""), file=sys.stderr, flush=True)
     try:

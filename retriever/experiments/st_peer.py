@@ -1,4 +1,13 @@
-"""The peer baseline of the multi-vector (ColBERT-style) model: a plain sentence-transformers fine-tune.
+"""The peer baselines of our recipes: plain sentence-transformers fine-tunes on the same tuples.
+
+Two kinds (``kind``): ``multi_vector`` (the ColBERT-style peer, below) and ``single_vector``: a
+``SentenceTransformer`` of the backbone as it is (the bundled all-MiniLM-L6-v2: its mean pooling and
+normalisation; another backbone: sentence-transformers' defaults), trained by ``SentenceTransformerTrainer`` with
+``SentenceTransformerTrainingArguments`` and ``MultipleNegativesRankingLoss`` (their defaults: scale 20, cosine;
+in-batch + one hard negative) on the same ``(anchor, positive, negative)`` rows, its ``max_seq_length`` the query
+length (what a user writing one model for both sides sets). ``scripts/st_single_vector_peer.py`` is its command line.
+
+The multi-vector peer:
 
 sentence-transformers' own classes end to end, none of Hopscotch's training code: a ``MultiVectorEncoder`` of
 ``Transformer`` (the bundled all-MiniLM-L6-v2, or another backbone) -> ``Dense`` (hidden -> ``dim``, no bias,
@@ -81,14 +90,41 @@ def versions() -> dict:
             "datasets": datasets.__version__}
 
 
+KINDS = ("multi_vector", "single_vector")
+
+
+def build_single_vector_peer(model_path: str, max_seq_length: int = 256, seed: int = 42, device: str | None = None):
+    """A ``SentenceTransformer`` of ``model_path`` as sentence-transformers loads it (offline), ``max_seq_length``
+    tokens on both sides."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    torch.manual_seed(seed)  # a backbone without a pooling config gets sentence-transformers' own modules
+    model = SentenceTransformer(model_path, device=device or "cpu", local_files_only=True)
+    model.max_seq_length = max_seq_length
+    return model
+
+
+def _trainer_classes(kind: str):
+    """``(Trainer, TrainingArguments, loss class)`` of sentence-transformers for the peer ``kind``."""
+    if kind == "single_vector":
+        from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+        from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+        return SentenceTransformerTrainer, SentenceTransformerTrainingArguments, MultipleNegativesRankingLoss
+    from sentence_transformers import MultiVectorEncoderTrainer, MultiVectorEncoderTrainingArguments
+    from sentence_transformers.multi_vector_encoder.losses import MultiVectorMultipleNegativesRankingLoss
+
+    return MultiVectorEncoderTrainer, MultiVectorEncoderTrainingArguments, MultiVectorMultipleNegativesRankingLoss
+
+
 def train_peer(model, columns: dict, *, steps: int, batch_size: int, lr: float, seed: int, threads: int,
-               batch_sampler: str = "no_duplicates", log_every: int = 5) -> dict:
-    """sentence-transformers' trainer and multi-vector MNRL over ``columns``; returns timings and losses."""
+               batch_sampler: str = "no_duplicates", log_every: int = 5, kind: str = "multi_vector") -> dict:
+    """sentence-transformers' trainer and MNRL (multi-vector's, or the single-vector one) over ``columns``;
+    returns timings and losses."""
     import torch
     from datasets import Dataset
-    from sentence_transformers import MultiVectorEncoderTrainer, MultiVectorEncoderTrainingArguments
     from sentence_transformers.base.sampler import BatchSamplers
-    from sentence_transformers.multi_vector_encoder.losses import MultiVectorMultipleNegativesRankingLoss
     from transformers import TrainerCallback
     from transformers.trainer_callback import PrinterCallback
 
@@ -102,18 +138,17 @@ def train_peer(model, columns: dict, *, steps: int, batch_size: int, lr: float, 
                       f"lr {logs.get('learning_rate', 0):.2e} ({time.perf_counter() - started:.0f} s)", flush=True)
 
     sampler = BatchSamplers.NO_DUPLICATES if batch_sampler == "no_duplicates" else BatchSamplers.BATCH_SAMPLER
+    trainer_class, args_class, loss_class = _trainer_classes(kind)
     torch.set_num_threads(threads)
     with tempfile.TemporaryDirectory(prefix="st_peer_") as tmp:
-        training_args = MultiVectorEncoderTrainingArguments(
+        training_args = args_class(
             output_dir=tmp, per_device_train_batch_size=batch_size, max_steps=steps,
             learning_rate=lr, warmup_steps=0.1, lr_scheduler_type="linear", weight_decay=0.01,
             max_grad_norm=1.0, seed=seed, data_seed=seed, batch_sampler=sampler,
             dataloader_drop_last=True, logging_steps=log_every, save_strategy="no", report_to="none",
             disable_tqdm=True, use_cpu=not torch.cuda.is_available())
-        trainer = MultiVectorEncoderTrainer(model=model, args=training_args,
-                                            train_dataset=Dataset.from_dict(columns),
-                                            loss=MultiVectorMultipleNegativesRankingLoss(model),
-                                            callbacks=[Progress()])
+        trainer = trainer_class(model=model, args=training_args, train_dataset=Dataset.from_dict(columns),
+                                loss=loss_class(model), callbacks=[Progress()])
         trainer.remove_callback(PrinterCallback)  # Progress prints the losses (with the time)
         started = time.perf_counter()
         trainer.train()
@@ -127,8 +162,8 @@ def train_peer(model, columns: dict, *, steps: int, batch_size: int, lr: float, 
 def run_peer(out: str | os.PathLike, files: list[str], model_path: str | None = None, *, steps: int = 100,
              batch_size: int = 32, lr: float = 5e-5, seed: int = 42, dim: int = 128, threads: int = 2,
              query_input: str = "query", query_max_len: int = 256, passage_max_len: int = 160,
-             batch_sampler: str = "no_duplicates", log_every: int = 5) -> dict:
-    """Train the peer on the tuple ``files`` from ``model_path`` (None: the bundled all-MiniLM-L6-v2); writes
+             batch_sampler: str = "no_duplicates", log_every: int = 5, kind: str = "multi_vector") -> dict:
+    """Train the ``kind`` peer on the tuple ``files`` from ``model_path`` (None: the bundled all-MiniLM-L6-v2); writes
     OUT/final and OUT/peer_summary.json (steps, seconds, samples/s, loss history, settings, versions), each
     atomically, and returns the summary."""
     from hopscotch.retriever.io.atomic import atomic_folder, check_target
@@ -138,6 +173,8 @@ def run_peer(out: str | os.PathLike, files: list[str], model_path: str | None = 
     from hopscotch.retriever.model.query_input import QueryInput
 
     QueryInput.parse(query_input, "--query-input")
+    if kind not in KINDS:
+        raise ValueError(f"kind: expected one of {KINDS}, got {kind!r}")
     out = Path(out)
     final, summary_path = out / "final", out / "peer_summary.json"
     check_target(final, folder=True)
@@ -146,29 +183,70 @@ def run_peer(out: str | os.PathLike, files: list[str], model_path: str | None = 
     quiet_loading_bars()
 
     tuples = read_training_tuples(files)
-    model = build_peer_model(model_path, dim, seed, query_max_len, passage_max_len)
+    if kind == "single_vector":
+        model = build_single_vector_peer(model_path, query_max_len, seed)
+    else:
+        model = build_peer_model(model_path, dim, seed, query_max_len, passage_max_len)
     columns, skipped = peer_rows(tuples, model.tokenizer, query_max_len, query_input)
     rows = len(columns["anchor"])
     print(f"peer: {rows} rows (anchor, positive, negative) from {len(tuples)} tuples in {len(files)} files "
           f"({skipped} without a hard negative left out); query input {query_input}; "
           f"{steps} steps of {batch_size}", flush=True)
     if rows < batch_size:
-        raise SystemExit(f"st_multivector_peer: {rows} rows, fewer than one batch of {batch_size}")
+        raise SystemExit(f"st_{kind.replace('_', '')}_peer: {rows} rows, fewer than one batch of {batch_size}")
 
     run = train_peer(model, columns, steps=steps, batch_size=batch_size, lr=lr, seed=seed, threads=threads,
-                     batch_sampler=batch_sampler, log_every=log_every)
+                     batch_sampler=batch_sampler, log_every=log_every, kind=kind)
     with atomic_folder(final) as build:
         model.save(str(build))
-    summary = {**run, "batch_size": batch_size, "lr": lr, "seed": seed, "dim": dim,
+    classes = (["SentenceTransformer", "SentenceTransformerTrainer", "SentenceTransformerTrainingArguments",
+                "MultipleNegativesRankingLoss"] if kind == "single_vector" else
+               ["MultiVectorEncoder", "MultiVectorEncoderTrainer", "MultiVectorEncoderTrainingArguments",
+                "MultiVectorMultipleNegativesRankingLoss"])
+    summary = {**run, "kind": kind, "batch_size": batch_size, "lr": lr, "seed": seed,
+               "dim": dim if kind == "multi_vector" else None,
                "threads": threads, "query_input": query_input, "query_max_len": query_max_len,
                "passage_max_len": passage_max_len, "batch_sampler": batch_sampler,
                "model": model_path, "tuples": [str(f) for f in files], "rows": rows, "skipped_no_negative": skipped,
                "final": str(final),
-               "sentence_transformers_classes": ["MultiVectorEncoder", "MultiVectorEncoderTrainer",
-                                                 "MultiVectorEncoderTrainingArguments",
-                                                 "MultiVectorMultipleNegativesRankingLoss"],
+               "sentence_transformers_classes": classes,
                "versions": versions()}
     write_json(summary_path, summary)
     print(f"peer: {run['steps']} steps in {run['seconds']:.0f} s ({run['samples_per_second']} samples/s): {final}",
           flush=True)
     return summary
+
+
+def main_cli(argv=None, kind: str = "multi_vector", description: str = "") -> dict:
+    """The command line of ``scripts/st_multivector_peer.py`` and ``scripts/st_single_vector_peer.py``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--tuples", nargs="+", help="tuple JSONL files (default: the four under --data)")
+    parser.add_argument("--data", default=DEFAULT_DATA,
+                        help=f"OUT/data of scripts/train_agent_retriever.sh: {{{','.join(SOURCES)}}}_tuples.jsonl "
+                             f"(default {DEFAULT_DATA})")
+    parser.add_argument("--out", required=True, help="writes OUT/final and OUT/peer_summary.json")
+    parser.add_argument("--model", help="backbone folder (default: the bundled all-MiniLM-L6-v2)")
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=5e-5)
+    parser.add_argument("--seed", type=int, default=42)
+    if kind == "multi_vector":
+        parser.add_argument("--dim", type=int, default=128, help="token vector size (the Dense projection)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--query-input", default="query" if kind == "multi_vector" else "reasoning",
+                        help="query text: 'query' (the query alone) or a reasoning-aware variant (reasoning, "
+                             "current_reasoning, reasoning_tail:N, ...): 'Reasoning: ...\\n\\nQuery: ...'")
+    parser.add_argument("--query-max-len", type=int, default=256, help="query tokens (the reasoning is cut to fit)")
+    if kind == "multi_vector":
+        parser.add_argument("--passage-max-len", type=int, default=160, help="document tokens")
+    parser.add_argument("--batch-sampler", choices=["no_duplicates", "batch_sampler"], default="no_duplicates")
+    parser.add_argument("--log-every", type=int, default=5, help="print the loss every N steps")
+    args = parser.parse_args(argv)
+    return run_peer(args.out, args.tuples or default_tuples(args.data), args.model, steps=args.steps,
+                    batch_size=args.batch_size, lr=args.lr, seed=args.seed, dim=getattr(args, "dim", 128),
+                    threads=args.threads, query_input=args.query_input, query_max_len=args.query_max_len,
+                    passage_max_len=getattr(args, "passage_max_len", 160), batch_sampler=args.batch_sampler,
+                    log_every=args.log_every, kind=kind)
+

@@ -3,15 +3,22 @@
 A reasoning-aware query reaches both halves: BM25 expands the query with the reasoning
 (:mod:`~hopscotch.retriever.searchers.bm25_expansion`), the dense half encodes it when its model reads reasoning
 (:attr:`~hopscotch.retriever.searchers.dense.DenseSearcher.takes_reasoning`: a trained reasoning-aware model, or
-``--query-input``); a plain model's dense half searches with the query alone."""
+``--query-input``); a plain model's dense half searches with the query alone.
+
+The BM25 half is a local index (``--bm25 DIR``) or a Pyserini-compatible REST endpoint (``--bm25-url
+ROOT/v1/NAME``, e.g. the cmass ClimbMix service: :mod:`~hopscotch.retriever.searchers.remote_bm25`), whose list is
+fused with the local dense index's (``--index``) exactly as a local BM25 list is; the expansion is sent as
+repeated plain text, which a bag-of-words endpoint scores as the local weighted query."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.runs import ranked
 from hopscotch.retriever.searchers.arg_types import finite_float, non_negative_float, positive_int
 from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, flag
 from hopscotch.retriever.searchers.rerank import add_rerank_options
@@ -30,6 +37,18 @@ from hopscotch.retriever.searchers.fusion import (
 )
 from hopscotch.retriever.searchers.multi_vector_index import MultiVectorIndexSearcher
 from hopscotch.retriever.searchers.registry import backend_dests, register_searcher
+from hopscotch.retriever.searchers.remote import add_timeout_option
+from hopscotch.retriever.searchers.remote_bm25 import (
+    RemoteBM25Index,
+    dense_docids,
+    remote_index_from_flags,
+    split_index_url,
+)
+
+#: the flags of a remote BM25 half (``--bm25-url``), used only with it
+REMOTE_BM25_DESTS = frozenset({"bm25_url", "bm25_token", "remote_timeout"})
+#: where the BM25 half's token comes from when ``--bm25-token`` is not given (the variable cmass's client reads)
+TOKEN_ENV = "PYSERINI_API_TOKEN"
 
 
 @register_searcher("hybrid")
@@ -50,6 +69,19 @@ class HybridSearcher(BaseSearcher):
     :data:`~hopscotch.retriever.searchers.fusion.DEFAULT_RRF`) and ``--fusion-config tuned.json`` (method and parameters from ``hopscotch tune-fusion``,
     in place of ``--fusion``/``--alpha``/``--rrf-k``); the BM25 side reads its documents from the dense index.
     ``--rerank-model`` reranks the fused list (the hybrid searcher as a whole, not its halves).
+
+    A remote BM25 half: ``--bm25-url ROOT/v1/NAME`` in place of ``--bm25 DIR`` (``--bm25-token T``, else
+    ``$PYSERINI_API_TOKEN``; ``--remote-timeout S``): the endpoint is asked for ``--depth`` hits per query (no text)
+    and probed once when the searcher is built; the reasoning-aware expansion is sent as repeated text (a
+    ``--bm25-query-weight`` that is a fraction with a denominator up to 10); each hit's docid must be in the dense
+    index; documents come from the dense index's docstore, else from the endpoint's ``/doc/`` route
+    (:mod:`~hopscotch.retriever.searchers.remote_bm25`). ``--bm25-url`` without ``--index`` is refused (the
+    remote searcher, ``--url ROOT --name NAME``, searches an endpoint alone).
+
+    Before fusing, each list's tied documents (equal scores) are put in docid order, the order a run file holds
+    them in (:func:`~hopscotch.retriever.io.runs.ranked`): every engine breaks ties its own way (bm25s, Lucene,
+    FAISS) and RRF reads ranks, so the fused list does not depend on which engine answered, and equals the fusion
+    of the two halves' run files (what ``hopscotch tune-fusion`` measures).
     """
 
     extra_options = DenseSearcher.extra_options
@@ -68,6 +100,16 @@ class HybridSearcher(BaseSearcher):
         _ = self.settings  # validates the parameters now, not at the first search
         if getattr(self.bm25, "docstore", None) is None:
             self.bm25.docstore = dense.docstore
+        remote = self.remote_bm25
+        if remote is not None and remote.known is None:  # a foreign docid means the two corpora differ
+            remote.known = dense_docids(dense)
+            remote.known_what = f"the dense index {getattr(dense, 'index_dir', '')}".rstrip()
+
+    @property
+    def remote_bm25(self) -> RemoteBM25Index | None:
+        """The endpoint the BM25 half asks (``--bm25-url``), or None for a local BM25 index."""
+        index = getattr(self.bm25, "index", None)
+        return index if isinstance(index, RemoteBM25Index) else None
 
     @property
     def settings(self) -> FusionSettings:
@@ -114,6 +156,14 @@ class HybridSearcher(BaseSearcher):
                         f"{DEFAULT_RRF.weights[0]:g},{DEFAULT_RRF.weights[1]:g}, learnt on the dev sets; 1,1 is plain RRF)")
         add_option(parser, "--depth", type=positive_int, default=100,
                    help="hybrid: candidates from each list before fusing (a larger --k widens it, with a note)")
+        add_option(parser, "--bm25-url", metavar="URL",
+                   help="hybrid: a Pyserini-compatible REST endpoint as the BM25 half, in place of --bm25: the index's "
+                        "URL ROOT/v1/NAME (e.g. http://api.castorini.uwaterloo.ca/v1/climbmix-400b, or what hopscotch "
+                        "serve prints); needs --index (the dense half, and the documents)")
+        add_option(parser, "--bm25-token", metavar="TOKEN",
+                   help=f"hybrid: bearer token of --bm25-url (default ${TOKEN_ENV}, as cmass's client reads it; a "
+                        "flag's value is visible to other users in ps)")
+        add_timeout_option(parser)
         add_option(parser, "--fusion-config", metavar="JSON",
                    help="hybrid: fusion method and parameters from 'hopscotch tune-fusion --out' (replaces "
                         "--fusion/--alpha/--rrf-k; weighted RRF only this way)")
@@ -121,7 +171,12 @@ class HybridSearcher(BaseSearcher):
 
     @classmethod
     def selected_by(cls, args) -> bool:
-        return bool(flag(args, "bm25")) and bool(flag(args, "index"))
+        """``--index`` with ``--bm25`` or ``--bm25-url``; ``--bm25-url`` alone too (no other backend takes it), for
+        :meth:`from_args` to say what it lacks."""
+        url = flag(args, "bm25_url")
+        if flag(args, "index"):
+            return bool(flag(args, "bm25") or url)
+        return bool(url) and not flag(args, "bm25") and not flag(args, "url")
 
     @classmethod
     def used_dests(cls, args, dests_of=backend_dests) -> frozenset[str]:
@@ -129,14 +184,25 @@ class HybridSearcher(BaseSearcher):
         ``--index``): ``--instruction`` does nothing on a multi-vector index, ``--mv-candidates`` nothing on a
         single-vector one."""
         halves = dests_of(DenseSearcher) | dests_of(MultiVectorIndexSearcher)
-        half = DenseSearcher.effective_backend(args)
-        return (dests_of(cls) - halves | dests_of(BM25Searcher) | dests_of(half)) - {"corpus"}
+        half = cls._vector_half(args)
+        used = (dests_of(cls) - halves | dests_of(BM25Searcher) | dests_of(half)) - {"corpus"}
+        # a remote BM25 half's flags with --bm25-url, and then no local --bm25
+        return used - {"bm25"} if flag(args, "bm25_url") else used - REMOTE_BM25_DESTS
+
+    @staticmethod
+    def _vector_half(args):
+        """The backend the vector half is (by ``--index``; dense without one, which :meth:`from_args` refuses)."""
+        return DenseSearcher.effective_backend(args) if flag(args, "index") else DenseSearcher
 
     @classmethod
     def unused_flag_message(cls, option, dest, users, args) -> str:
         if dest == "corpus":
             return "--corpus does nothing for the hybrid searcher: its documents come from --index's docstore: drop it"
-        half = DenseSearcher.effective_backend(args)
+        if dest == "bm25" and flag(args, "bm25_url"):
+            return "give --bm25 DIR (a local BM25 index) or --bm25-url URL (an endpoint), not both"
+        if dest in REMOTE_BM25_DESTS and not flag(args, "bm25_url"):
+            return f"{option} applies to a remote BM25 half only (--bm25-url URL in place of --bm25 DIR): drop it"
+        half = cls._vector_half(args)
         if dest in backend_dests(DenseSearcher) | backend_dests(MultiVectorIndexSearcher):
             return half.unused_flag_message(option, dest, users, args)
         return super().unused_flag_message(option, dest, users, args)
@@ -196,14 +262,36 @@ class HybridSearcher(BaseSearcher):
 
     @classmethod
     def from_args(cls, args) -> HybridSearcher:
-        if flag(args, "index") and not flag(args, "bm25"):  # check before loading a model
-            raise UsageError("the hybrid searcher needs a BM25 index folder (--bm25)")
+        url = flag(args, "bm25_url")
+        cls._check_bm25_source(args, url)
         if flag(args, "corpus"):  # a harness's namespace, which the registry's flag check does not see
             raise UsageError(cls.unused_flag_message("--corpus", "corpus", ["bm25"], args))
         fusion = cls.fusion_from_args(args)  # a bad config fails before a model loads
+        expansion = expansion_from_args(args)
+        remote = None
+        if url:  # the endpoint checked (URL, weight, one probe) before the dense model loads
+            token = flag(args, "bm25_token") or os.environ.get(TOKEN_ENV) or None
+            remote = remote_index_from_flags(url, token, flag(args, "remote_timeout"), expansion)
         dense = DenseSearcher.component_from_args(args, "hybrid")
-        sparse = BM25Searcher(flag(args, "bm25"), docstore=dense.docstore, expansion=expansion_from_args(args))
+        sparse = BM25Searcher(remote or flag(args, "bm25"), docstore=dense.docstore, expansion=expansion)
         return cls.from_settings(sparse, dense, fusion, depth=flag(args, "depth", 100))
+
+    @classmethod
+    def _check_bm25_source(cls, args, url) -> None:
+        """One BM25 half (``--bm25`` or ``--bm25-url``), a dense one, and the remote half's flags only with it (the
+        registry checks a command line; a harness's namespace comes here unchecked)."""
+        if url and flag(args, "bm25"):
+            raise UsageError(cls.unused_flag_message("--bm25", "bm25", ["bm25"], args))
+        if not url:
+            for dest, option in (("bm25_token", "--bm25-token"), ("remote_timeout", "--remote-timeout")):
+                if flag(args, dest) is not None:
+                    raise UsageError(cls.unused_flag_message(option, dest, ["hybrid"], args))
+        if url and not flag(args, "index"):
+            root, name = split_index_url(url)
+            raise UsageError(f"--bm25-url is the BM25 half of a hybrid search and needs --index DIR (the dense half); "
+                             f"to search the endpoint alone use the remote searcher: --url {root} --name {name}")
+        if flag(args, "index") and not flag(args, "bm25") and not url:  # check before loading a model
+            raise UsageError("the hybrid searcher needs a BM25 index folder (--bm25) or endpoint (--bm25-url)")
 
     def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
                      reasoning_aware: bool | Sequence[bool] = False, show_progress: bool = False) -> list[Ranked]:
@@ -214,7 +302,9 @@ class HybridSearcher(BaseSearcher):
         dense_aware = reasoning_aware if self.dense.takes_reasoning else False
         dense = self.dense.search_batch(queries, depth, reasonings, dense_aware, show_progress=show_progress)
         settings = self.settings
-        return [settings.apply(s, d, k) for s, d in zip(sparse, dense)]
+        # tied documents in docid order, as in a run file: each engine (bm25s, Lucene, FAISS) breaks ties its own
+        # way, and RRF reads ranks, so a BM25 endpoint fuses as the local index does (and as tune-fusion's runs)
+        return [settings.apply(ranked(dict(s)), ranked(dict(d)), k) for s, d in zip(sparse, dense)]
 
     @property
     def reasoning_input(self) -> str | None:
@@ -228,8 +318,12 @@ class HybridSearcher(BaseSearcher):
         return self.dense.takes_reasoning or bool(getattr(self.bm25, "takes_reasoning", False))
 
     def get_document(self, docid: str) -> dict[str, Any] | None:
+        """From the dense index's docstore; from a remote BM25 half's ``/doc/`` route when the index has none."""
+        remote = self.remote_bm25
+        if remote is not None and not self.dense.has_documents:
+            return remote.get_document(docid)
         return self.dense.get_document(docid)
 
     @property
     def has_documents(self) -> bool:
-        return self.dense.has_documents
+        return self.dense.has_documents or self.remote_bm25 is not None

@@ -17,12 +17,17 @@ first stage so that ``search_batch`` / ``search`` return the reranked lists.
 * Long documents: the model sees ``passage_max_len`` tokens; with ``windows=N`` a document also gets up to
   ``N - 1`` more windows of its text (:class:`~hopscotch.retriever.index.windows.TailWindows`, as
   ``hopscotch index --windows``), and scores as its best window (MaxP). Default 1: the first window only.
+* Interpolation with the first stage (``first_weight=w``, ``--rerank-first-weight W``): each candidate's final score
+  is ``w * minmax(first-stage score) + (1 - w) * minmax(MaxSim)`` over the query's reranked candidates (the
+  hybrid's min-max interpolation, :meth:`~hopscotch.retriever.searchers.fusion.FusionSettings.convex`), so what the
+  first stage knew is not thrown away; ``w = 0`` is a pure MaxSim reorder, ``w = 1`` the first stage's order.
+  Default :data:`DEFAULT_FIRST_WEIGHT`.
 * Scores are computed from float16 vectors (what the cache stores), so a search from the cache and a fresh
   one give identical runs. The cache (:mod:`~hopscotch.retriever.searchers.rerank_cache`) is keyed by
   docid and a fingerprint of the model's files and the window settings.
 
 Flags (declared here, :meth:`MultiVectorReranker.parse_args`): ``--rerank-model M`` (a multi-vector folder)
-``[--rerank-depth N] [--rerank-cache DIR] [--rerank-late-fusion W] [--rerank-windows N]``. Every backend
+``[--rerank-depth N] [--rerank-cache DIR] [--rerank-late-fusion W] [--rerank-windows N] [--rerank-first-weight W]``. Every backend
 declares them (:func:`~hopscotch.retriever.searchers.base.add_rerank_options`) and a searcher built from flags
 is reranked in one place, :func:`searcher_from_flags` (``SearcherClass(args)``, ``searcher_from_args``,
 ``build_searcher``): ``hopscotch search``, ``serve`` (REST and MCP), ``replay`` and the harnesses all take them.
@@ -49,7 +54,9 @@ from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option,
 #: queries whose candidates are encoded and scored together (bounds the vectors held in memory)
 QUERY_CHUNK = 16
 #: destinations of the ``--rerank-*`` flags other than ``--rerank-model`` (each needs it)
-RERANK_OPTIONS = ("rerank_depth", "rerank_cache", "rerank_late_fusion", "rerank_windows")
+RERANK_OPTIONS = ("rerank_depth", "rerank_cache", "rerank_late_fusion", "rerank_windows", "rerank_first_weight")
+#: the first stage's weight in the reranked score (``--rerank-first-weight``); 0: a pure MaxSim reorder
+DEFAULT_FIRST_WEIGHT = 0.0
 
 
 class MultiVectorReranker:
@@ -60,11 +67,14 @@ class MultiVectorReranker:
     :param windows: passage windows per document (1: its first ``passage_max_len`` tokens)
     :param window_stride: tokens between windows (None: 80% of ``passage_max_len``)
     :param query_input: the variant of reasoning-aware queries (None: the model's)
+    :param first_weight: the first stage's weight ``w`` in ``w * minmax(first) + (1 - w) * minmax(MaxSim)``
+        (None: :data:`DEFAULT_FIRST_WEIGHT`; 0: MaxSim alone)
     """
 
     def __init__(self, model, depth: int = 100, cache_dir: str | os.PathLike | None = None,
                  late_fusion: float | None = None, *, windows: int = 1, window_stride: int | None = None,
-                 query_input: str | None = None, batch_size: int = 32, device: str | None = None):
+                 query_input: str | None = None, batch_size: int = 32, device: str | None = None,
+                 first_weight: float | None = None):
         from hopscotch.retriever.index.windows import window_spec
         from hopscotch.retriever.model.multi_vector import MultiVectorModel, load_multi_vector_model
         from hopscotch.retriever.model.query_input import searcher_query_input
@@ -78,6 +88,8 @@ class MultiVectorReranker:
         self.late_fusion = checked_weight(c.late_fusion if late_fusion is None else late_fusion,
                                           "--rerank-late-fusion")
         self.query_input = searcher_query_input(query_input, c.query_input)
+        self.first_weight = checked_weight(DEFAULT_FIRST_WEIGHT if first_weight is None else first_weight,
+                                           "--rerank-first-weight")
         self.spec = window_spec(checked_count(windows, "--rerank-windows"), window_stride, c.passage_max_len)
         self.batch_size = batch_size
         self.fingerprint = _digest({"model": self.model.fingerprint, "windows": self.spec.to_json()})
@@ -192,7 +204,8 @@ class MultiVectorReranker:
                      reasonings: Sequence | None = None, reasoning_aware: bool | Sequence[bool] = False,
                      depth: int | None = None) -> list[Ranked]:
         """Each query's top ``depth`` (default :attr:`depth`) candidates sorted by MaxSim (ties keep
-        first-stage order); ``fetch(docid)`` gives a candidate's ``{"text"[, "title"]}``."""
+        first-stage order), or with :attr:`first_weight` above 0 by its interpolation with the first stage's
+        scores; ``fetch(docid)`` gives a candidate's ``{"text"[, "title"]}``."""
         n, depth = len(queries), depth or self.depth
         reasonings = per_query(reasonings, n, "reasonings")
         aware = per_query(reasoning_aware, n, "reasoning_aware")
@@ -203,11 +216,20 @@ class MultiVectorReranker:
             vectors = self.document_vectors([d for ids in lists for d in ids], fetch)
             encodings = self.query_vectors([queries[i] for i in rows], [reasonings[i] for i in rows],
                                             [bool(aware[i]) for i in rows])
-            for ids, (q_main, q_plain) in zip(lists, encodings):
+            for i, ids, (q_main, q_plain) in zip(rows, lists, encodings):
                 scores = self.scores(q_main, q_plain, [vectors[d] for d in ids])
                 order = sorted(range(len(ids)), key=lambda j: -scores[j])  # stable: ties in first-stage order
-                out.append([(ids[j], scores[j]) for j in order])
+                maxsim = [(ids[j], scores[j]) for j in order]
+                out.append(self._with_first_stage(candidates[i][:depth], maxsim))
         return out
+
+    def _with_first_stage(self, first: Ranked, maxsim: Ranked) -> Ranked:
+        """``maxsim`` as it is (``first_weight`` 0), else interpolated with the first stage's scores."""
+        if not self.first_weight or not maxsim:
+            return maxsim
+        from hopscotch.retriever.searchers.fusion import FusionSettings
+
+        return FusionSettings.convex(self.first_weight).apply(list(first), maxsim, k=len(maxsim))
 
     # -- flags -----------------------------------------------------------------------------------
     @classmethod
@@ -224,6 +246,10 @@ class MultiVectorReranker:
                    help="score reasoning-aware queries by W * MaxSim(reasoning-aware) + (1 - W) * "
                         "MaxSim(query only), each over its query length (default: the model's recorded weight, "
                         "else off)")
+        add_option(parser, "--rerank-first-weight", type=unit_interval, metavar="W",
+                   help="score each reranked candidate by W * its first-stage score + (1 - W) * its MaxSim, both "
+                        f"min-max normalised over the query's candidates (default {DEFAULT_FIRST_WEIGHT:g}; 0: MaxSim "
+                        "alone)")
         add_option(parser, "--rerank-windows", type=positive_int, metavar="N",
                    help="encode long documents as up to N passage windows and score their best (default 1: "
                         "the first passage_max_len tokens)")
@@ -235,7 +261,8 @@ class MultiVectorReranker:
             return None
         return cls(flag(args, "rerank_model"), depth=flag(args, "rerank_depth") or 100,
                    cache_dir=flag(args, "rerank_cache"), late_fusion=flag(args, "rerank_late_fusion"),
-                   windows=flag(args, "rerank_windows") or 1, query_input=flag(args, "query_input"))
+                   windows=flag(args, "rerank_windows") or 1, query_input=flag(args, "query_input"),
+                   first_weight=flag(args, "rerank_first_weight"))
 
 
 class RerankedSearcher(BaseSearcher):

@@ -19,6 +19,7 @@ DRIVERS = {
     "late_fusion_gate": "--variant",
     "train_quality": "--skip-train",
     "st_multivector_peer": "--query-input",
+    "st_single_vector_peer": "--query-input",
 }
 
 

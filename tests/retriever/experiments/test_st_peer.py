@@ -129,3 +129,30 @@ def test_reasoning_aware_query_input_writes_agentir_template(tiny_backbone, tupl
 
 def test_default_tuples_are_the_four_files_train_agent_retriever_writes():
     assert peer.default_tuples("D") == [f"D/{s}_tuples.jsonl" for s in ("hotpot", "musique", "tongyi", "world")]
+
+
+def test_single_vector_peer_trains_with_their_trainer_and_our_search_reads_it(tiny_backbone, tuples_file, tmp_path):
+    """The single-vector peer: sentence-transformers' trainer and MNRL on the same rows; the folder loads in
+    ``SentenceTransformer`` and in Hopscotch's dense encoder (what ``hopscotch index --model`` uses)."""
+    from sentence_transformers import SentenceTransformer
+
+    from hopscotch.retriever.model.dense_encoder import DenseEncoder
+
+    out = tmp_path / "peer_sv"
+    summary = peer.run_peer(out, [str(tuples_file)], str(tiny_backbone), steps=2, batch_size=4, lr=1e-2, threads=1,
+                            query_max_len=24, log_every=1, kind="single_vector", query_input="reasoning")
+    recorded = json.loads((out / "peer_summary.json").read_text())
+    assert recorded["kind"] == "single_vector" and recorded["steps"] == 2 and recorded["dim"] is None
+    assert recorded["sentence_transformers_classes"][-1] == "MultipleNegativesRankingLoss"
+    assert (recorded["rows"], recorded["skipped_no_negative"], recorded["query_input"]) == (7, 1, "reasoning")
+    final = out / "final"
+    st = SentenceTransformer(str(final), device="cpu", local_files_only=True)
+    start = peer.build_single_vector_peer(str(tiny_backbone), 24, seed=42)
+    moved = [k for k, v in dict(start.named_parameters()).items()
+             if not torch.equal(v.detach(), dict(st.named_parameters())[k].detach())]
+    assert moved and st.max_seq_length == 24
+    ours = DenseEncoder(str(final), max_length=24, device="cpu").encode_texts([text(0, 1, 3)])
+    theirs = st.encode([text(0, 1, 3)], convert_to_numpy=True)
+    assert ours.shape == theirs.shape
+    with pytest.raises(ValueError, match="kind"):
+        peer.run_peer(tmp_path / "unused", [str(tuples_file)], kind="colbert")

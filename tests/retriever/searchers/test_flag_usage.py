@@ -1,7 +1,8 @@
 """Every flag of every backend is either used or refused, per effective backend (the registry's rule).
 
 A table states, for each way of selecting a searcher (BM25; dense over a single-vector index; ``dense`` named over
-a multi-vector index; ``multi_vector``; hybrid over either index; remote), which backend flags the search uses. For
+a multi-vector index; ``multi_vector``; hybrid over either index; hybrid whose BM25 half is an endpoint; remote), which
+backend flags the search uses. For
 each (selection, flag) pair the test gives the flag on a command line as ``hopscotch search`` parses it:
 
 * a used flag builds the searcher, and the builder read the flag (the namespace records what is read);
@@ -19,15 +20,17 @@ import pytest
 
 from hopscotch.retriever.errors import UsageError
 
-RERANK = {"rerank_model", "rerank_depth", "rerank_cache", "rerank_late_fusion", "rerank_windows"}
+RERANK = {"rerank_model", "rerank_depth", "rerank_cache", "rerank_late_fusion", "rerank_windows",
+          "rerank_first_weight"}
 EXPANSION = {"bm25_reasoning", "bm25_query_weight"}
 DENSE = {"model", "instruction", "query_input", "late_fusion", "late_fusion_max_words", "late_fusion_long",
          "nprobe", "ef_search", "refine", "first_windows_only", "dim", "faiss_name"}
 MULTI_VECTOR = {"model", "query_input", "late_fusion", "nprobe", "mv_candidates"}
 FUSION = {"fusion", "adapt", "adapt_shift", "alpha", "normalization", "rrf_k", "rrf_weights", "depth", "fusion_config"}
-REMOTE = {"name", "token"}
+REMOTE = {"name", "token", "remote_timeout"}
+REMOTE_BM25 = {"bm25_token", "remote_timeout"}
 #: flags that select the searcher: in every selection's own command line, not tested one by one
-STRUCTURAL = {"bm25", "index", "url"}
+STRUCTURAL = {"bm25", "index", "url", "bm25_url"}
 
 #: selection -> the flags a search so selected uses
 USES = {
@@ -37,11 +40,13 @@ USES = {
     "multi_vector": MULTI_VECTOR | RERANK,
     "hybrid": EXPANSION | DENSE | FUSION | RERANK,
     "hybrid-on-multi-vector": EXPANSION | MULTI_VECTOR | FUSION | RERANK,
+    "hybrid-remote-bm25": EXPANSION | DENSE | FUSION | RERANK | REMOTE_BM25,
     "remote": REMOTE | RERANK,
 }
 #: (selection, flag) -> the refusal's words, where the flag is declared by the selected backend but refused by
 #: what the index is (its FAISS index has no HNSW graph)
-REFUSED_BY_INDEX = {("dense", "ef_search"): "has no HNSW graph", ("hybrid", "ef_search"): "has no HNSW graph"}
+REFUSED_BY_INDEX = {("dense", "ef_search"): "has no HNSW graph", ("hybrid", "ef_search"): "has no HNSW graph",
+                    ("hybrid-remote-bm25", "ef_search"): "has no HNSW graph"}
 
 
 @pytest.fixture(scope="module")
@@ -49,15 +54,23 @@ def world(small_world, small_world_index, mv_world, tmp_path_factory):
     from hopscotch.retriever.cli import main
     from hopscotch.retriever.index.faiss_index import build_faiss_index
     from hopscotch.retriever.index.layout import IndexMeta
+    from hopscotch.retriever.searchers import build_searcher
+    from hopscotch.retriever.serving.server import make_server, serve_in_thread
 
     root = tmp_path_factory.mktemp("flag_usage")
     build_faiss_index(small_world_index, "IVF4,Flat", layout="merged", train_size=None, use_gpu=False)
     meta = IndexMeta.load(small_world_index)
     assert main(["bm25-index", "--corpus", str(small_world / "corpus.jsonl"), "--out", str(root / "bm25")]) == 0
     (root / "fusion.json").write_text(json.dumps({"method": "interp", "alpha": 0.5}))
-    return {"bm25": root / "bm25", "corpus": small_world / "corpus.jsonl", "sv": small_world_index,
-            "sv_model": meta.model_path, "sv_dim": meta.dim, "faiss": meta.faiss["default"],
-            "mv": mv_world["idx"], "mv_model": mv_world["mv"], "fusion": root / "fusion.json", "root": root}
+    # the BM25 endpoint of the hybrid whose BM25 half is remote (--bm25-url), probed when it is built
+    server = make_server({"wiki": build_searcher("bm25", bm25=root / "bm25", corpus=small_world / "corpus.jsonl")},
+                         port=0)
+    serve_in_thread(server)
+    yield {"bm25": root / "bm25", "corpus": small_world / "corpus.jsonl", "sv": small_world_index,
+           "sv_model": meta.model_path, "sv_dim": meta.dim, "faiss": meta.faiss["default"],
+           "mv": mv_world["idx"], "mv_model": mv_world["mv"], "fusion": root / "fusion.json", "root": root,
+           "bm25_url": f"{server.url}/v1/wiki"}
+    server.shutdown_and_close()
 
 
 def selection(name: str, w) -> list[str]:
@@ -67,6 +80,7 @@ def selection(name: str, w) -> list[str]:
             "multi_vector": ["--index", w["mv"]],
             "hybrid": ["--bm25", w["bm25"], "--index", w["sv"]],
             "hybrid-on-multi-vector": ["--bm25", w["bm25"], "--index", w["mv"]],
+            "hybrid-remote-bm25": ["--bm25-url", w["bm25_url"], "--index", w["sv"]],
             "remote": ["--url", "http://127.0.0.1:9"]}[name]
 
 
@@ -101,11 +115,14 @@ def flag_argv(dest: str, name: str, w) -> list:
             "fusion_config": ["--fusion-config", w["fusion"]],
             "name": ["--name", "wiki"],
             "token": ["--token", "secret"],
+            "bm25_token": ["--bm25-token", "secret"],
+            "remote_timeout": ["--remote-timeout", "30"],
             "rerank_model": rerank,
             "rerank_depth": rerank + ["--rerank-depth", "20"],
             "rerank_cache": rerank + ["--rerank-cache", w["root"] / "rerank_cache"],
             "rerank_late_fusion": rerank + ["--rerank-late-fusion", "0.5"],
-            "rerank_windows": rerank + ["--rerank-windows", "2"]}[dest]
+            "rerank_windows": rerank + ["--rerank-windows", "2"],
+            "rerank_first_weight": rerank + ["--rerank-first-weight", "0.3"]}[dest]
 
 
 class ReadRecorder(argparse.Namespace):

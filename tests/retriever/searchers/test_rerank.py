@@ -83,6 +83,36 @@ def test_reranked_lists_are_maxsim_permutations_of_the_first_stage(world, late_f
     assert [h["docid"] for h in hits] == [d for d, _ in reranked[0][:3]] and hits[0]["text"]
 
 
+def test_first_weight_interpolates_min_max_normalised_scores(world):
+    """``first_weight`` w: each candidate scores w * minmax(first stage) + (1 - w) * minmax(MaxSim) over the query's
+    candidates (computed here by hand); w = 1 keeps the first stage's order, w = 0 is the MaxSim reorder."""
+    from hopscotch.retriever.searchers.rerank import MultiVectorReranker, RerankedSearcher
+
+    model, first = world["models"][0], first_stage(world)
+    queries, reasonings = texts(world)
+    before = first.search_batch(queries, 10)
+    pure = RerankedSearcher(first, MultiVectorReranker(model, depth=10)).search_batch(queries, 10)
+    kept = RerankedSearcher(first, MultiVectorReranker(model, depth=10, first_weight=1.0)).search_batch(queries, 10)
+    mixed = RerankedSearcher(first, MultiVectorReranker(model, depth=10, first_weight=0.4)).search_batch(queries, 10)
+
+    def minmax(pairs):
+        lo, hi = min(v for _, v in pairs), max(v for _, v in pairs)
+        return {d: (v - lo) / (hi - lo) if hi > lo else 0.0 for d, v in pairs}
+
+    for cands, got in zip(before, kept):  # the first stage's order (up to its ties)
+        f = minmax(cands)
+        assert sorted(d for d, _ in got) == sorted(f)
+        assert [round(f[d], 6) for d, _ in got] == sorted((round(v, 6) for v in f.values()), reverse=True)
+
+    for cands, maxsim, got in zip(before, pure, mixed):
+        f, m = minmax(cands), minmax(maxsim)
+        want = {d: 0.4 * f[d] + 0.6 * m[d] for d in f}
+        order = [d for d, _ in got]
+        assert sorted(order) == sorted(want)
+        assert [round(want[d], 6) for d in order] == sorted((round(v, 6) for v in want.values()), reverse=True)
+    assert any([d for d, _ in a] != [d for d, _ in b] for a, b in zip(mixed, pure))
+
+
 def test_cache_is_hit_the_second_time_and_not_shared_with_another_model(world, tmp_path):
     from hopscotch.retriever.model.multi_vector import load_multi_vector_model
     from hopscotch.retriever.searchers.rerank import MultiVectorReranker, RerankedSearcher
@@ -162,6 +192,8 @@ def test_cli_reranks_any_first_stage(cli, world, small_world_index, tiny_bert_di
 @pytest.mark.parametrize("flags, message", [
     (["--rerank-depth", "0"], "argument --rerank-depth: expected an integer >= 1, got '0'"),
     (["--rerank-late-fusion", "2"], "argument --rerank-late-fusion"),
+    (["--rerank-first-weight", "1.5"], "argument --rerank-first-weight"),
+    (["--rerank-first-weight", "0.5"], "--rerank-first-weight needs --rerank-model"),
     (["--rerank-depth", "5"], "--rerank-depth needs --rerank-model"),
 ])
 def test_cli_bad_rerank_flags_exit_2_with_one_line(cli, capsys, world, tmp_path, flags, message):

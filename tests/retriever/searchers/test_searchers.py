@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from hopscotch.retriever.io.queries import read_queries
-from hopscotch.retriever.io.runs import read_run
+from hopscotch.retriever.io.runs import ranked, read_run
 
 
 @pytest.fixture(scope="module")
@@ -150,6 +150,7 @@ def test_bm25_and_hybrid_runs(cli, built, tmp_path):
     for q, s, d in zip(queries, sparse, dense):
         d_ranked = sorted(d.items(), key=lambda kv: (-kv[1], kv[0]))
         assert set(bm25[q.qid]) == {docid for docid, _ in s[:20]}
+        s = ranked(dict(s))  # the hybrid fuses each list with its ties in docid order, as a run file holds them
         want = dict(reciprocal_rank_fusion([s, d_ranked], rrf_k=30, k=20))
         assert set(rrf[q.qid]) == set(want)
         want = dict(interpolate(s, d_ranked, alpha=0.4, k=20, normalization="zscore"))
@@ -171,8 +172,8 @@ def test_adaptive_hybrid_run_is_the_library_fusion(cli, built, tmp_path):
     dense = exact_run(built, [q.text for q in queries], 50)
     settings = FusionSettings.adaptive(1 / 3, 2.0, 0.5)
     got = read_run(out)
-    for q, s, d in zip(queries, sparse, dense):
-        want = dict(settings.apply(s, sorted(d.items(), key=lambda kv: (-kv[1], kv[0])), k=20))
+    for q, s, d in zip(queries, sparse, dense):  # each list's ties in docid order, as the hybrid fuses them
+        want = dict(settings.apply(ranked(dict(s)), sorted(d.items(), key=lambda kv: (-kv[1], kv[0])), k=20))
         assert set(got[q.qid]) == set(want)
         assert all(got[q.qid][docid] == pytest.approx(v, abs=1e-4) for docid, v in want.items())
 
