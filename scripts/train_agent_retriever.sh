@@ -3,6 +3,8 @@
 #
 #   bash scripts/train_agent_retriever.sh OUT [KEY=VALUE ...]     # -> OUT/final (about 14 minutes on 2 quiet CPU cores)
 #   bash scripts/train_agent_retriever.sh --multi-vector OUT [KEY=VALUE ...]   # the multi-vector (ColBERT-style) model
+#   TONGYI_LABELS=top3 bash scripts/train_agent_retriever.sh OUT                  # the old Tongyi labels (below)
+#   DATA_ONLY=1 bash scripts/train_agent_retriever.sh OUT                         # steps 1-3 only (no training)
 #
 # --multi-vector (or RECIPE=recipes/minilm_agent_multivector.yaml; RECIPE=any recipe) trains another recipe on the
 # same tuples; the default is recipes/minilm_agent.yaml.
@@ -20,9 +22,14 @@
 #     300 questions) is generated and its first 220 questions labelled.
 #     Labels: HotpotQA, MuSiQue and the world have gold documents (HotpotQA: the question's supporting
 #     paragraphs, the oracle picks the step's; MuSiQue and the world: the step's own). The Tongyi steps
-#     have no answers and no qrels: they get DISTILLATION labels, the top 3 documents the agent's own
-#     retriever returned for that call are the step's gold and the lexical oracle picks the one the query
-#     matches best as the positive; no hard negative is ever a document any call of the question returned.
+#     have no answers and no qrels: they get TRAJECTORY-USE labels (`hopscotch synth --mode trajectory-use`,
+#     data_synth/trajectory_use.py: positives = the documents a call showed that the agent went on to use, by the
+#     question-level dev sets' usage rule; negatives = shown and used by no call of the question, plus 3 BM25
+#     hard negatives; calls with no used document give no tuple): OUT/data/tongyi_use_tuples.jsonl.
+#     The old DISTILLATION labels are still written (OUT/data/tongyi_tuples.jsonl: the top 3 documents the
+#     agent's own retriever returned for that call are the step's gold, the lexical oracle picks the positive;
+#     no hard negative is a document any call of the question returned) and train with TONGYI_LABELS=top3.
+#     Trajectory-use won on the dev questions (docs/benchmarks.md, "Trajectory-use labels against top-3 labels").
 #  3. decontamination: every evaluation set of the ablation (data_synth/agent/eval_sets.py: held-out
 #     questions, tune and test) is written to OUT/data/eval/sets/, and `hopscotch audit contamination --clean`
 #     writes OUT/data/clean/ = the tuple files without any tuple that asks, near-duplicates or quotes an
@@ -55,6 +62,22 @@ export PYTHONSAFEPATH=1   # the checkout root never on sys.path: its kernels/ wo
 export HOPSCOTCH_DATA="${HOPSCOTCH_DATA:-$ROOT/../shared/data}"
 PY="$ROOT/.venv/bin/python"
 HOP="$ROOT/.venv/bin/hopscotch"
+if [[ -z "${TONGYI_LABELS:-}" ]]; then
+  # trajectory-use tuples carry no teacher score: a distillation recipe (loss.distill) trains on the top-3 ones
+  TONGYI_LABELS=trajectory-use
+  if [[ "$("$PY" -c 'import sys
+from hopscotch.retriever.training.recipe import load_recipe
+print(load_recipe(sys.argv[1], [a for a in sys.argv[2:] if "=" in a and not a.startswith("-")]).loss.distill)' \
+        "$RECIPE" "$@" 2>/dev/null || echo none)" != none ]]; then
+    TONGYI_LABELS=top3
+    echo "train_agent_retriever: $RECIPE distils (loss.distill): Tongyi tuples with the oracle's scores (top3)" >&2
+  fi
+fi
+case "$TONGYI_LABELS" in
+  top3) TONGYI_FILE=tongyi_tuples.jsonl ;;
+  trajectory-use) TONGYI_FILE=tongyi_use_tuples.jsonl ;;
+  *) echo "train_agent_retriever: TONGYI_LABELS must be top3 or trajectory-use, got '$TONGYI_LABELS'" >&2; exit 2 ;;
+esac
 D="$HOPSCOTCH_DATA"
 T="$OUT/data"
 mkdir -p "$T"
@@ -86,7 +109,15 @@ synth "$T/tongyi_tuples.jsonl" --qa "$D/qampari_tongyi" --corpus "$D/qampari_ton
   --qrels "$T/tongyi_qrels.tsv" --traces "$T/tongyi_traces.jsonl" --trace-format generic --depth 100
 synth "$T/world_tuples.jsonl" --qa "$T/world" --traces "$T/world/traces.jsonl" --trace-format world \
   --max-questions "$("$PY" -c 'from hopscotch.data_synth.agent.splits import WORLD; print(WORLD["train"])')"
-for f in hotpot musique tongyi world; do
+# trajectory-use labels of the same train trajectories (tongyi_train_questions.txt: scripts/agent_data.py)
+if [[ ! -f "$T/tongyi_use_tuples.jsonl" ]]; then
+  [[ -f "$T/tongyi_train_questions.txt" ]] || "$PY" scripts/agent_data.py "$T" > /dev/null
+  "$HOP" synth --mode trajectory-use --traces "$D/qampari_tongyi/agent_search_steps.jsonl" \
+    --runs "$D/qampari_tongyi/runs/infly.jsonl" --questions "$T/tongyi_train_questions.txt" \
+    --out "$T/tongyi_use_tuples.jsonl" 2>&1 | grep -v '%|' || true
+  [[ -f "$T/tongyi_use_tuples.jsonl" ]] || { echo "train_agent_retriever: trajectory-use synth failed" >&2; exit 1; }
+fi
+for f in hotpot musique tongyi tongyi_use world; do
   echo "tuples $f: $(wc -l < "$T/${f}_tuples.jsonl")"
 done
 
@@ -97,15 +128,16 @@ if [[ ! -f "$T/eval/specs.txt" ]]; then
   mv "$T/eval/specs.txt.tmp" "$T/eval/specs.txt"
 fi
 mapfile -t SPECS < "$T/eval/specs.txt"
-if [[ ! -f "$T/contamination.json" ]]; then
+if [[ ! -f "$T/contamination.json" || ! -f "$T/clean/tongyi_use_tuples.jsonl" ]]; then  # (older OUTs: no use file)
   EVALS=()
   for s in "${SPECS[@]}"; do EVALS+=(--eval "$s"); done
   "$HOP" audit contamination "${EVALS[@]}" --tuples "$T/hotpot_tuples.jsonl" --tuples "$T/musique_tuples.jsonl" \
-    --tuples "$T/tongyi_tuples.jsonl" --tuples "$T/world_tuples.jsonl" --clean "$T/clean" \
-    --report "$T/contamination.json.tmp"
+    --tuples "$T/tongyi_tuples.jsonl" --tuples "$T/tongyi_use_tuples.jsonl" --tuples "$T/world_tuples.jsonl" \
+    --clean "$T/clean" --report "$T/contamination.json.tmp" --overwrite
   mv "$T/contamination.json.tmp" "$T/contamination.json"
 fi
 echo "data ready after $((SECONDS - started)) s"
+[[ "${DATA_ONLY:-0}" == 1 ]] && exit 0   # DATA_ONLY=1: the tuples and dev sets only (scripts/agent_trajectory_use.py)
 
 # 4. training (resumes from OUT/checkpoint-*; nothing to do when OUT/final is complete)
 if [[ -f "$OUT/train_summary.json" && -f "$OUT/final/hopscotch_config.json" ]]; then
@@ -121,5 +153,5 @@ EVAL_SETS=()
 for s in "${SPECS[@]}"; do EVAL_SETS+=(--eval-sets "$s"); done
 C="$T/clean"
 "$HOP" train --recipe "$RECIPE" --output "$OUT" "${RESUME[@]}" "${EVAL_SETS[@]}" \
-  "data.train=[$C/hotpot_tuples.jsonl,$C/musique_tuples.jsonl,$C/tongyi_tuples.jsonl,$C/world_tuples.jsonl]" "$@"
+  "data.train=[$C/hotpot_tuples.jsonl,$C/musique_tuples.jsonl,$C/$TONGYI_FILE,$C/world_tuples.jsonl]" "$@"
 echo "trained in $((SECONDS - started)) s: $OUT/final"

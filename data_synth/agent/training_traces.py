@@ -16,6 +16,9 @@
   best as the positive. The qrels file lists, per question, every document any of its calls returned:
   DR-Synth never draws a hard negative from them (QAMPARI questions have many answers; another call's
   result is likely relevant).
+* ``tongyi_train_questions.txt``: the Tongyi train question ids, one per line: the ``--questions`` of
+  ``hopscotch synth --mode trajectory-use`` (:mod:`hopscotch.data_synth.trajectory_use`), which labels the same
+  trajectories' calls by what the agent went on to use instead (no other question's call is written).
 
 Every trace file is written by the generic format's one writer
 (:func:`hopscotch.data_synth.trace_readers.write_trace_file`). The world (:data:`.splits.WORLD`; its first
@@ -38,6 +41,7 @@ from hopscotch.retriever.io.validate import json_object
 TONGYI_TOP = 3
 FILES = ("hotpot_traces.jsonl", "musique_traces.jsonl", "tongyi_traces.jsonl")
 TONGYI_QRELS = "tongyi_qrels.tsv"
+TONGYI_QUESTIONS = "tongyi_train_questions.txt"
 
 
 def hotpot_traces(out: Path) -> int:
@@ -89,9 +93,12 @@ def tongyi_traces(out: Path, qrels_out: Path) -> int:
 
 
 def write_training_traces(out_dir: Path) -> dict[str, int]:
-    """Write the three trace files (and ``tongyi_qrels.tsv``) under ``out_dir``; ``{file name: steps}``."""
+    """Write the three trace files (and ``tongyi_qrels.tsv``, ``tongyi_train_questions.txt``) under ``out_dir``;
+    ``{file name: steps}``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    with atomic_write(out_dir / TONGYI_QUESTIONS) as fh:
+        fh.writelines(q + "\n" for q in splits("qampari_tongyi")["train"])
     return {FILES[0]: hotpot_traces(out_dir / FILES[0]),
             FILES[1]: musique_traces(out_dir / FILES[1]),
             FILES[2]: tongyi_traces(out_dir / FILES[2], out_dir / TONGYI_QRELS)}

@@ -1,9 +1,12 @@
-"""``hopscotch synth``: DR-Synth training tuples from QA data + agent traces (see docs/data_synth.md).
+"""``hopscotch synth``: DR-Synth training tuples from QA data + agent traces (see docs/data_synth.md), or, with
+``--mode trajectory-use``, tuples from what an agent went on to use (docs/training.md, "Trajectory-use labels").
 
 Example::
 
     hopscotch synth --qa ../shared/data/hotpotqa_ircot --traces ../shared/data/hotpotqa_ircot/cot_steps.jsonl \\
         --out out/hotpot_tuples.jsonl --reranker lexical --workers 2 --preview 3
+    hopscotch synth --mode trajectory-use --traces ../shared/data/qampari_tongyi/agent_search_steps.jsonl \\
+        --runs ../shared/data/qampari_tongyi/runs/infly.jsonl --questions train_ids.txt --out out/tongyi_use.jsonl
 """
 
 from __future__ import annotations
@@ -23,6 +26,13 @@ from hopscotch.retriever.commands.flag_types import (
 RERANKER_CHOICES = ("lexical", "dense", "cross-encoder", "llm")
 TRACE_FORMAT_CHOICES = ("auto", "ircot", "tongyi", "browsecomp", "world", "generic")
 QUERY_FORMAT_CHOICES = ("separate", "agentir")
+MODE_CHOICES = ("dr-synth", "trajectory-use")
+#: flags of one mode only (dests), refused when given a value other than their default in the other mode
+DR_SYNTH_ONLY = ("qa", "qrels", "question_only", "trace_format", "include_failed_calls", "duplicate_groups",
+                 "query_format", "query_instruction", "reranker", "gold", "positives", "negatives", "negative_start",
+                 "near_duplicate", "oracle_weights", "seed", "encoder", "cross_encoder", "llm_base_url", "llm_model",
+                 "llm_api_key_env", "llm_cache", "llm_window", "llm_stride", "llm_max_retries", "llm_timeout")
+TRAJECTORY_USE_ONLY = ("snippets", "runs", "questions", "bm25_negatives")
 
 
 def register(sub) -> None:
@@ -31,13 +41,18 @@ def register(sub) -> None:
     p = sub.add_parser("synth", help="label agent search steps into (reasoning, query, +, -) tuples",
                        description="DR-Synth: for each search step of agent traces, retrieve BM25 candidates, "
                                    "put the question's gold documents in, rerank with an oracle that sees the "
-                                   "question and its answer, and cut positives and hard negatives.")
+                                   "question and its answer, and cut positives and hard negatives. --mode "
+                                   "trajectory-use: label each search call of agent trajectories by what the agent "
+                                   "went on to use (positives) and what it was shown and passed over (negatives).")
+    p.add_argument("--mode", default="dr-synth", choices=MODE_CHOICES,
+                   help="dr-synth (default): QA + traces + oracle; trajectory-use: a Tongyi steps file's calls "
+                        "labelled by the agent's later use (the question-level dev sets' usage rule)")
     data = p.add_argument_group("data")
-    data.add_argument("--qa", required=True, help="QA folder (BEIR queries.jsonl with answers + qrels.tsv, or "
-                                                  "questions.tsv) or a queries file")
+    data.add_argument("--qa", help="QA folder (BEIR queries.jsonl with answers + qrels.tsv, or "
+                                   "questions.tsv) or a queries file (required by --mode dr-synth)")
     data.add_argument("--qrels", help="qrels file (default: the QA folder's qrels.tsv, if any)")
     data.add_argument("--corpus", help="corpus file or folder (default: <qa>/corpus.jsonl)")
-    src = data.add_mutually_exclusive_group(required=True)
+    src = data.add_mutually_exclusive_group()
     src.add_argument("--traces", action="append", metavar="PATH",
                      help="trace file or folder; repeatable, formats may mix (detected per file)")
     src.add_argument("--question-only", action="store_true",
@@ -52,6 +67,16 @@ def register(sub) -> None:
                       help="the corpus's duplicate groups (cmass format, as 'hopscotch audit near-duplicates' writes "
                            "and 'eval --duplicates' reads): no document they list as an exact or near duplicate "
                            "(at any Jaccard listed) of a positive or gold document is taken as a negative")
+    use = p.add_argument_group("trajectory-use mode (--traces: one Tongyi agent_search_steps.jsonl)")
+    use.add_argument("--snippets", help="the returned documents' snippets {docid, text} the usage rule reads "
+                                        "(default: doc_snippets.jsonl beside --traces)")
+    use.add_argument("--runs", help="the trajectories' BrowseComp-Plus run file or folder (their final answers "
+                                    "count as later text)")
+    use.add_argument("--questions", metavar="FILE", help="question ids to label, one per line (default: every "
+                                                          "question); no other question's call is written")
+    use.add_argument("--bm25-negatives", type=non_negative_int, default=3, metavar="N",
+                     help="BM25 hard negatives per tuple after the shown-not-used ones (default 3; --depth "
+                          "candidates searched)")
     out = p.add_argument_group("output")
     add_output_flags(out, "tuples JSONL to write (Tevatron / AgentIR layout)", required=True,
                      what="tuples and stats files")
@@ -93,7 +118,7 @@ def register(sub) -> None:
     mod.add_argument("--llm-max-retries", type=int_range(0, 100), default=4,
                      help="retries of a failed LLM oracle request")
     mod.add_argument("--llm-timeout", type=positive_float, default=60.0, help="seconds per request")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, _parser=p)
 
 
 def parse_weights(text: str | None):
@@ -129,7 +154,60 @@ def _inputs(args) -> list:
             arg_paths(args, "qrels", "traces", "bm25_index", "encoder", "cross_encoder", "duplicate_groups")]
 
 
+def _check_mode(args) -> None:
+    """Flags of the other mode given a value, and each mode's required inputs: argparse's one-line error, exit 2."""
+    parser = args._parser
+    other = DR_SYNTH_ONLY if args.mode == "trajectory-use" else TRAJECTORY_USE_ONLY
+    given = [d for d in other if getattr(args, d) != parser.get_default(d)
+             and not (d == "trace_format" and args.trace_format == "tongyi")]  # what the mode reads anyway
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        parser.error(f"{flag} does not apply to --mode {args.mode}")
+    if args.mode == "trajectory-use":
+        if not args.traces or len(args.traces) != 1:
+            parser.error("--mode trajectory-use needs one --traces (a Tongyi agent_search_steps.jsonl)")
+    elif args.qa is None:
+        parser.error("the following arguments are required: --qa")
+    elif not args.traces and not args.question_only:
+        parser.error("one of the arguments --traces --question-only is required")
+
+
+def run_trajectory_use(args) -> int:
+    from pathlib import Path
+
+    from hopscotch.data_synth.pipeline import default_stats_path
+    from hopscotch.data_synth.preview import preview
+    from hopscotch.data_synth.trace_readers import SNIPPETS_FILE
+    from hopscotch.data_synth.trajectory_use import UseConfig
+    from hopscotch.data_synth.trajectory_use_synth import UseInputs, synthesize_trajectory_use
+    from hopscotch.retriever.io.outputs import arg_paths, check_outputs
+
+    t0 = time.perf_counter()
+    stats_path = args.stats or default_stats_path(args.out)
+    inputs = UseInputs(args.traces[0], args.snippets, args.runs, args.corpus, args.questions, args.bm25_index)
+    beside = Path(args.traces[0]).parent / SNIPPETS_FILE  # the default --snippets (and --corpus)
+    guard = check_outputs(args, outputs=[args.out, stats_path],
+                          inputs=[arg_paths(args, "traces", "snippets", "runs", "corpus", "questions", "bm25_index"),
+                                  beside if args.snippets is None and beside.is_file() else None],
+                          ignore=("workers", "preview", "fresh"))
+    stats = synthesize_trajectory_use(inputs, args.out, UseConfig(args.bm25_negatives, args.depth), stats_path,
+                                      args.max_questions, args.fresh)
+    guard.finish()
+    if args.preview > 0:
+        print(preview(args.out, args.preview))
+        print()
+    print(f"synth: {stats['tuples']} tuples from {stats['calls']} search calls of {stats['questions']} questions "
+          f"({stats['calls_without_use']} calls without a used document skipped, {stats['questions_left_out']} "
+          f"questions left out); positives {stats['positives']['total']}, negatives shown "
+          f"{stats['negatives']['shown']} + BM25 {stats['negatives']['bm25']}")
+    print(f"synth: tuples -> {args.out}; stats -> {stats_path} ({time.perf_counter() - t0:.1f}s)")
+    return 0
+
+
 def run(args) -> int:
+    _check_mode(args)
+    if args.mode == "trajectory-use":
+        return run_trajectory_use(args)
     from hopscotch.data_synth.config import SynthConfig
     from hopscotch.data_synth.pipeline import SynthInputs, default_stats_path, synthesize
     from hopscotch.data_synth.preview import preview, summary_line
@@ -153,7 +231,9 @@ def run(args) -> int:
     if args.query_instruction and args.query_format != "agentir":
         raise UsageError("--query-instruction needs --query-format agentir")
     guard = check_outputs(args, outputs=[args.out, args.stats or default_stats_path(args.out)],
-                          inputs=_inputs(args), ignore=("workers", "preview", "fresh"))
+                          inputs=_inputs(args),  # the other mode's flags are at their defaults here: left out, so
+                          # outputs recorded before --mode existed still match their identical rerun
+                          ignore=("workers", "preview", "fresh", "mode", *TRAJECTORY_USE_ONLY))
     inputs = SynthInputs(args.qa, args.corpus, traces=args.traces or (), question_only=args.question_only,
                          qrels=args.qrels, bm25_index=args.bm25_index, duplicate_groups=args.duplicate_groups)
     stats = synthesize(inputs, out=args.out, config=config, stats_path=args.stats)

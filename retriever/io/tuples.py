@@ -11,6 +11,8 @@ A passage's optional ``score`` is a teacher's score of it for the query (DR-Synt
 every passage it keeps; Tevatron's ``train_distil`` reads the same per-passage field): a finite number, read into
 :attr:`Passage.score` (None where absent, so files without scores read as before); the distillation losses
 (``loss.distill``) need it on every passage: ``read_training_tuples(..., scores_for="loss.distill: kl")``.
+Other passage fields are left to their writers and not read: ``hopscotch synth --mode trajectory-use``
+(:mod:`hopscotch.data_synth.trajectory_use`) adds ``origin`` (``"shown"`` / ``"bm25"``) and ``evidence`` (a count).
 :func:`tuple_line` writes one line (DR-Synth's output); :func:`read_training_tuples` reads files,
 folders or, online, Hugging Face datasets.
 """

@@ -20,6 +20,7 @@ DRIVERS = {
     "train_quality": "--skip-train",
     "st_multivector_peer": "--query-input",
     "st_single_vector_peer": "--query-input",
+    "agent_trajectory_use": "--data",
 }
 
 
@@ -38,6 +39,12 @@ def test_help_runs_from_any_folder(name, tmp_path):
 def test_wise_ft_refuses_alphas_outside_zero_one(tmp_path):
     proc = _run("agent_wise_ft", "--finetuned", str(tmp_path), "--alphas", "0.5,2", "--no-docs", cwd=tmp_path)
     assert proc.returncode == 2 and "--alphas: expected numbers in [0, 1], got '0.5,2'" in proc.stderr
+
+
+def test_trajectory_use_refuses_data_without_the_clean_tuples(tmp_path):
+    proc = _run("agent_trajectory_use", "--data", str(tmp_path), "--work", str(tmp_path / "w"), "--no-docs",
+                cwd=tmp_path)
+    assert proc.returncode == 2 and "no clean (run DATA_ONLY=1" in proc.stderr and not (tmp_path / "w").exists()
 
 
 def test_peer_refuses_an_unknown_query_input_before_any_work(tmp_path):

@@ -9,7 +9,13 @@ import json
 import pytest
 
 from hopscotch.data_synth.agent.splits import TRAIN_EXCLUDED, splits
-from hopscotch.data_synth.agent.training_traces import FILES, TONGYI_QRELS, TONGYI_TOP, write_training_traces
+from hopscotch.data_synth.agent.training_traces import (
+    FILES,
+    TONGYI_QRELS,
+    TONGYI_QUESTIONS,
+    TONGYI_TOP,
+    write_training_traces,
+)
 from hopscotch.data_synth.traces import read_traces
 
 pytestmark = pytest.mark.shared_data
@@ -32,9 +38,9 @@ def written(shared_data, tmp_path_factory):
 def test_same_bytes_twice(written):
     (a, b), (ca, cb), _, _ = written
     assert ca == cb and set(ca) == set(FILES) and all(n > 0 for n in ca.values())
-    for name in (*FILES, TONGYI_QRELS):
+    for name in (*FILES, TONGYI_QRELS, TONGYI_QUESTIONS):
         assert hashlib.sha256((a / name).read_bytes()).digest() == hashlib.sha256((b / name).read_bytes()).digest()
-    assert sorted(p.name for p in a.iterdir()) == sorted([*FILES, TONGYI_QRELS])  # no temporary file left
+    assert sorted(p.name for p in a.iterdir()) == sorted([*FILES, TONGYI_QRELS, TONGYI_QUESTIONS])  # no temp file left
 
 
 def test_only_train_questions(written):
@@ -46,6 +52,8 @@ def test_only_train_questions(written):
         assert qids and qids <= train[src] and not qids & held[src], name
     qrels_qids = {line.split("\t")[0] for line in (out / TONGYI_QRELS).read_text().splitlines()[1:]}
     assert qrels_qids and not qrels_qids & held["qampari_tongyi"] and "5" not in qrels_qids
+    questions = (out / TONGYI_QUESTIONS).read_text().split()
+    assert questions == splits("qampari_tongyi")["train"] and not set(questions) & held["qampari_tongyi"]
 
 
 def test_tongyi_gold_is_the_agents_top(written):
