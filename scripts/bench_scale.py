@@ -1,5 +1,6 @@
-"""Benchmark: measured cost curves of BM25, dense Flat, IVF-PQ and multi-vector indexes at 10k, 100k and 1M documents,
-with ``hopscotch index --plan``'s predictions beside them (docs/scaling.md, section "Measured cost curves").
+"""Benchmark: measured cost curves of BM25 (bm25s and the disk backend), dense Flat, IVF-PQ and multi-vector indexes
+at 10k, 100k and 1M documents, with ``hopscotch index --plan``'s and ``bm25-index --plan``'s predictions beside them
+(docs/scaling.md, sections "Measured cost curves" and "BM25 cost curves").
 
 Documents are real sentences recombined (2-6 sentences of HotpotQA / MuSiQue paragraphs each, no two alike); the
 encoder is all-MiniLM-L6-v2 cut to its first 2 layers at max length 64 (``--model``); see
@@ -9,6 +10,7 @@ finished ones (``--fresh`` redoes them). The plan checks: :mod:`hopscotch.retrie
 
     flock /tmp/hopscotch-heavy.lock .venv/bin/python scripts/bench_scale.py --json /tmp/scale.json   # ~2-2.5 h
     .venv/bin/python scripts/bench_scale.py --sizes 10000 --threads 1 --doc /tmp/scaling.md          # ~6 min
+    .venv/bin/python scripts/bench_scale.py --kinds bm25s disk --sizes 10000 100000 1000000 10000000   # BM25 only
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from pathlib import Path
 
 from hopscotch.retriever.benchmarks.common import add_run_options, shared_data_dir
 from hopscotch.retriever.benchmarks.scale import run_scale
+from hopscotch.retriever.benchmarks.scale_bm25 import bm25_findings, bm25_table
 from hopscotch.retriever.benchmarks.scale_data import DEFAULT_QUERY_SOURCES, DEFAULT_SOURCES
 from hopscotch.retriever.benchmarks.scale_report import measured_table, plan_table, write_scale_report
-from hopscotch.retriever.benchmarks.scale_stages import ScaleConfig
+from hopscotch.retriever.benchmarks.scale_stages import KINDS, ScaleConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,6 +47,10 @@ def main() -> None:
                         "{nlist}: --spec auto's list count for N")
     p.add_argument("--nprobe", type=int, help="default: --spec auto's search default at each size")
     p.add_argument("--refine", type=int, help="default: --spec auto's search default (2)")
+    p.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS),
+                   help="indexes to measure: bm25s, disk (the two BM25 backends), dense (Flat and IVF-PQ), mv")
+    p.add_argument("--bm25s-max", type=int, default=1_000_000, help="largest size bm25s is built at (RAM)")
+    p.add_argument("--dense-max", type=int, default=1_000_000, help="largest size encoded for Flat / IVF-PQ")
     p.add_argument("--multivector-max", type=int, default=10_000,
                    help="largest size given a multi-vector index (~5 KB and ~9 ms of build a document on 2 cores)")
     p.add_argument("--mv-dim", type=int, default=128)
@@ -67,14 +74,15 @@ def main() -> None:
     cfg = ScaleConfig(work=args.work, sizes=args.sizes, model=args.model, max_length=args.max_length,
                       batch_size=args.batch_size, shard_size=args.shard_size, queries=args.queries, k=args.k,
                       ivf_spec=args.ivf_spec, nprobe=args.nprobe, refine=args.refine,
-                      multivector_max=args.multivector_max, mv_dim=args.mv_dim, mv_nbits=args.mv_nbits,
+                      multivector_max=args.multivector_max, kinds=args.kinds, bm25s_max=args.bm25s_max,
+                      dense_max=args.dense_max, mv_dim=args.mv_dim, mv_nbits=args.mv_nbits,
                       mv_nprobe=args.mv_nprobe, mv_candidates=args.mv_candidates, mv_exact=not args.no_mv_exact,
                       threads=args.threads, repeats=args.repeats, seed=args.seed,
                       sources=[str(Path(s).resolve()) for s in args.source or [data / s for s in DEFAULT_SOURCES]],
                       query_sources=[str(Path(s).resolve())
                                      for s in args.query_source or [data / s for s in DEFAULT_QUERY_SOURCES]])
     result = run_scale(cfg, fresh=args.fresh, log=lambda line: print(line, file=sys.stderr, flush=True))
-    print(measured_table(result), "", plan_table(result), sep="\n")
+    print(measured_table(result), "", bm25_table(result), *bm25_findings(result), "", plan_table(result), sep="\n")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     if not args.no_doc:

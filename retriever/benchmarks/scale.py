@@ -3,9 +3,10 @@ sizes, with ``hopscotch index --plan``'s predictions beside the measurements (``
 
 Per size, the stages of :mod:`.scale_stages` (each in its own process; corpus and encoders: :mod:`.scale_data`)::
 
-    corpus -> encode -> flat_search -> ivf_build -> ivf_search
-           -> bm25 -> bm25_search
-           -> mv_build -> mv_search            (sizes up to multivector_max only)
+    corpus -> encode -> flat_search -> ivf_build -> ivf_search     (kind dense; sizes up to dense_max)
+           -> bm25 -> bm25_search                                  (kind bm25s; sizes up to bm25s_max)
+           -> bm25_disk -> bm25_disk_search                        (kind disk: :mod:`.scale_bm25`)
+           -> mv_build -> mv_search                                (kind mv; sizes up to multivector_max)
 
 Resumable: each stage's result is ``WORK/n<size>/<stage>.json``, keyed by the settings it depends on and the keys
 of the stages it reads; a rerun skips a stage whose key is unchanged (and whose inputs were not rebuilt in this
@@ -37,11 +38,19 @@ STAGES = {
     "ivf_build": (("encode",), ("ivf_spec", "threads")),
     "ivf_search": (("ivf_build", "flat_search"), ("nprobe", "refine", "k", "repeats", "threads")),
     "bm25": (("corpus",), ()),
-    "bm25_search": (("bm25", "setup"), ("k", "repeats")),
+    "bm25_search": (("bm25", "setup"), ("k", "repeats", "threads")),
+    "bm25_disk": (("corpus",), ()),
+    "bm25_disk_search": (("bm25_disk", "setup"), ("k", "repeats", "threads")),
     "mv_build": (("setup", "corpus"), ("mv_nbits", "batch_size", "shard_size", "threads")),
     "mv_search": (("mv_build",), ("mv_nprobe", "mv_candidates", "mv_exact", "k", "repeats", "threads")),
 }
-SETUP_FIELDS = ("model", "max_length", "mv_dim", "queries", "query_sources", "seed")
+SETUP_FIELDS = ("model", "max_length", "mv_dim", "queries", "query_sources", "seed", "models_needed")
+#: stage -> the index kind it belongs to and the config field bounding its sizes (None: the corpus, every size)
+STAGE_KINDS = {"encode": ("dense", "dense_max"), "flat_search": ("dense", "dense_max"),
+               "ivf_build": ("dense", "dense_max"), "ivf_search": ("dense", "dense_max"),
+               "bm25": ("bm25s", "bm25s_max"), "bm25_search": ("bm25s", "bm25s_max"),
+               "bm25_disk": ("disk", None), "bm25_disk_search": ("disk", None),
+               "mv_build": ("mv", "multivector_max"), "mv_search": ("mv", "multivector_max")}
 TOLERANCE = 0.25   # a prediction within 25% of the measurement passes
 MIB = 2 ** 20
 
@@ -136,13 +145,21 @@ def _run_all(cfg: ScaleConfig, fresh: bool, log) -> dict:
     for size in sorted(cfg.sizes):
         stages = {}
         for stage, (deps, names) in STAGES.items():
-            if stage.startswith("mv_") and size > cfg.multivector_max:
+            if not stage_wanted(cfg, stage, size):
                 continue
             stages[stage] = runner.run(stage, size, deps, names)
         sizes[str(size)] = stages
     result = {"config": asdict(cfg), "setup": setup, "sizes": sizes}
     result["plan"] = plan_checks(result)
     return result
+
+
+def stage_wanted(cfg: ScaleConfig, stage: str, size: int) -> bool:
+    """Whether ``stage`` runs at ``size``: its kind is one of ``cfg.kinds`` and the size within its bound."""
+    kind, bound = STAGE_KINDS.get(stage, (None, None))
+    if kind is None:
+        return True
+    return kind in cfg.kinds and (bound is None or size <= getattr(cfg, bound))
 
 
 def _check(size: int, what: str, predicted: float, measured: float, unit: str) -> dict:
@@ -160,9 +177,11 @@ def plan_checks(result: dict) -> list[dict]:
     """The plan's predictions at each measured size beside the measurements (module doc)."""
     from hopscotch.retriever.index.plan import PlanOptions, plan_index
 
+    from hopscotch.retriever.benchmarks.scale_bm25 import bm25_plan_checks
+
     cfg = result["config"]
     out = []
-    sizes = sorted(int(s) for s in result["sizes"])
+    sizes = sorted(int(s) for s in result["sizes"] if "encode" in result["sizes"][s])
     first_rate = result["sizes"][str(sizes[0])]["encode"]["docs_per_second"] if sizes else None
     for size in sizes:
         st = result["sizes"][str(size)]
@@ -191,7 +210,7 @@ def plan_checks(result: dict) -> list[dict]:
                        _ram(st["ivf_search"]), "bytes")]
         if "mv_build" in st:
             out += _mv_checks(cfg, size, st, avg)
-    return out
+    return out + bm25_plan_checks(result, _check)
 
 
 def _row(plan, section: str, prefix: str) -> float:

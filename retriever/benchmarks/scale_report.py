@@ -12,8 +12,11 @@ from pathlib import Path
 from hopscotch.retriever.benchmarks.common import md_table
 
 START, END = "<!-- scale-bench:start -->", "<!-- scale-bench:end -->"
-KINDS = ("BM25", "Flat", "IVF-PQ", "multi-vector")
-COLORS = {"BM25": "tab:blue", "Flat": "tab:orange", "IVF-PQ": "tab:green", "multi-vector": "tab:red"}
+KINDS = ("BM25", "BM25 disk", "Flat", "IVF-PQ", "multi-vector")
+COLORS = {"BM25": "tab:blue", "BM25 disk": "tab:purple", "Flat": "tab:orange", "IVF-PQ": "tab:green",
+          "multi-vector": "tab:red"}
+#: the kinds of the dense section's table (BM25 has a section of its own: :mod:`.scale_bm25`)
+DENSE_KINDS = ("Flat", "IVF-PQ", "multi-vector")
 MIB = 2 ** 20
 
 
@@ -21,25 +24,34 @@ def _num(x, fmt: str = ",.0f") -> str:
     return "-" if x is None else format(x, fmt)
 
 
+def _bm25_point(st: dict, build: str, search: str, n: int) -> dict:
+    return {"docs": n, "encode_s": None, "build_s": st[build]["build_seconds"], "build_rss": st[build]["peak_rss_mib"],
+            "search_rss": st[search]["peak_rss_mib"] if search in st else None, "disk": st[build]["disk_bytes"],
+            "qps": st[search]["qps"] if search in st else None, "recall": None}
+
+
 def curves(result: dict) -> dict[str, list[dict]]:
-    """Per index kind, one point per size: docs, encode_s, build_s, build_rss, search_rss, disk, qps, recall."""
+    """Per index kind, one point per size it ran at: docs, encode_s, build_s, build_rss, search_rss, disk, qps,
+    recall."""
     out: dict[str, list[dict]] = {kind: [] for kind in KINDS}
     for size in sorted(result["sizes"], key=int):
         st, n = result["sizes"][size], int(size)
-        enc = st["encode"]
-        out["BM25"].append({"docs": n, "encode_s": None, "build_s": st["bm25"]["build_seconds"],
-                            "build_rss": st["bm25"]["peak_rss_mib"], "search_rss": st["bm25_search"]["peak_rss_mib"],
-                            "disk": st["bm25"]["disk_bytes"], "qps": st["bm25_search"]["qps"], "recall": None})
-        out["Flat"].append({"docs": n, "encode_s": enc["encode_seconds"], "build_s": enc["finalize_seconds"],
-                            "build_rss": enc["peak_rss_mib"], "search_rss": st["flat_search"]["peak_rss_mib"],
-                            "disk": enc["disk"]["total"] - enc["disk"]["faiss"], "qps": st["flat_search"]["qps"],
-                            "recall": 1.0})
-        # IVF-PQ is built over the Flat index's vectors: no encode of its own
-        out["IVF-PQ"].append({"docs": n, "encode_s": None, "build_s": st["ivf_build"]["build_seconds"],
-                              "build_rss": st["ivf_build"]["peak_rss_mib"],
-                              "search_rss": st["ivf_search"]["peak_rss_mib"], "disk": st["ivf_build"]["index_bytes"],
-                              "qps": st["ivf_search"]["qps"], "recall": st["ivf_search"]["recall"],
-                              "spec": st["ivf_build"]["spec"]})
+        if "bm25" in st:
+            out["BM25"].append(_bm25_point(st, "bm25", "bm25_search", n))
+        if "bm25_disk" in st:
+            out["BM25 disk"].append(_bm25_point(st, "bm25_disk", "bm25_disk_search", n))
+        if "encode" in st:
+            enc = st["encode"]
+            out["Flat"].append({"docs": n, "encode_s": enc["encode_seconds"], "build_s": enc["finalize_seconds"],
+                                "build_rss": enc["peak_rss_mib"], "search_rss": st["flat_search"]["peak_rss_mib"],
+                                "disk": enc["disk"]["total"] - enc["disk"]["faiss"], "qps": st["flat_search"]["qps"],
+                                "recall": 1.0})
+            # IVF-PQ is built over the Flat index's vectors: no encode of its own
+            out["IVF-PQ"].append({"docs": n, "encode_s": None, "build_s": st["ivf_build"]["build_seconds"],
+                                  "build_rss": st["ivf_build"]["peak_rss_mib"],
+                                  "search_rss": st["ivf_search"]["peak_rss_mib"],
+                                  "disk": st["ivf_build"]["index_bytes"], "qps": st["ivf_search"]["qps"],
+                                  "recall": st["ivf_search"]["recall"], "spec": st["ivf_build"]["spec"]})
         if "mv_build" in st:
             mv, ms = st["mv_build"], st["mv_search"]
             out["multi-vector"].append({"docs": n, "encode_s": mv["encode_seconds"], "build_s": mv["build_seconds"],
@@ -51,13 +63,15 @@ def curves(result: dict) -> dict[str, list[dict]]:
 def measured_table(result: dict) -> str:
     rows = []
     for kind, points in curves(result).items():
+        if kind not in DENSE_KINDS:
+            continue
         for p in points:
             name = f"IVF-PQ `{p['spec']}`" if kind == "IVF-PQ" else kind
             encode = "(Flat's)" if kind == "IVF-PQ" else _num(p["encode_s"], ",.1f")
             rows.append([name, f"{p['docs']:,}", encode, _num(p["build_s"], ",.1f"),
                          f"{_num(p['build_rss'])} / {_num(p['search_rss'])}", _num(p["disk"] / MIB, ",.1f"),
                          _num(p["qps"]), _num(p["recall"], ".3f")])
-    rows.sort(key=lambda r: (KINDS.index(r[0].split(" ")[0]) if r[0].split(" ")[0] in KINDS else 2,
+    rows.sort(key=lambda r: (DENSE_KINDS.index(r[0].split(" ")[0]) if r[0].split(" ")[0] in DENSE_KINDS else 1,
                              int(r[1].replace(",", ""))))
     return md_table(["index", "documents", "encode s", "build s", "peak RSS MiB (build / search)", "disk MiB",
                      "q/s", "recall@k vs exact"], rows)
@@ -135,8 +149,9 @@ def _names(paths) -> str:
 
 def render_section(result: dict, command: str, png_name: str | None, plot_note: str = "", note: str = "") -> str:
     cfg, setup = result["config"], result["setup"]
-    sizes = sorted(int(s) for s in result["sizes"])
-    off = [c for c in result["plan"] if not c["within"]]
+    sizes = sorted(int(s) for s in result["sizes"] if "encode" in result["sizes"][s])
+    dense_plan = {"plan": [c for c in result["plan"] if not c["what"].startswith("BM25 ")]}
+    off = [c for c in dense_plan["plan"] if not c["within"]]
     first = result["sizes"][str(sizes[0])] if sizes else {}
     corpus = first.get("corpus", {})
     lines = [START, "## Measured cost curves", "",
@@ -154,7 +169,8 @@ def render_section(result: dict, command: str, png_name: str | None, plot_note: 
              "N of 6 layers, its own weights, 384-d). Encode seconds are this model's on this machine; build time, "
              "search speed, disk and RAM do not depend on the weights (only on the 384 dimensions and, for the "
              "multi-vector index, the token count); recall does, through how the vectors spread.",
-             f"* **Indexes**: BM25 (bm25s, `BM25Index`); Flat (the float16 shards of `hopscotch index`, loaded as "
+             f"* **Indexes**: (BM25, both backends: the next section); Flat (the float16 shards of `hopscotch index`, "
+             "loaded as "
              f"`IndexFlatIP`; its build column is the docid lookup and manifest after encoding); IVF-PQ "
              f"`{cfg['ivf_spec']}` (`auto`: what `--spec auto` builds above its Flat cut-off, IVF(2 sqrt N),PQ384x4fsr "
              "with N/39 at most lists, at every size here), merged layout, searched at "
@@ -181,8 +197,8 @@ def render_section(result: dict, command: str, png_name: str | None, plot_note: 
               "to float32 while loading, float16 pages mapped while building, the copies k-means and the residual "
               "codec make) and the allocator's own overhead. Those are most of the memory at small sizes, so read "
               "the ratios at the largest size: where one is off there, the plan is missing a term.", "",
-              plan_table(result), ""]
-    lines.append(f"{len(off)} of {len(result['plan'])} predictions are off by more than 25%." if off else
+              plan_table(dense_plan), ""]
+    lines.append(f"{len(off)} of {len(dense_plan['plan'])} predictions are off by more than 25%." if off else
                  "Every prediction is within 25% of the measurement.")
     lines += ["", "Command:", "", "```", command, "```", END]
     return "\n".join(lines)
@@ -190,20 +206,27 @@ def render_section(result: dict, command: str, png_name: str | None, plot_note: 
 
 def write_scale_report(result: dict, doc: str | os.PathLike, png: str | os.PathLike | None, command: str,
                        note: str = "") -> str:
-    """Draw the PNG (when ``png``) and put the section into ``doc`` between the markers (appended when missing),
-    ``note`` (when given) above its tables; what it did."""
+    """Draw the PNG (when ``png``) and put the dense section (when the run encoded) and the BM25 section
+    (:mod:`.scale_bm25`, when it built a BM25 index) into ``doc`` between their markers (appended when missing),
+    ``note`` (when given) above their tables; what it did."""
+    from hopscotch.retriever.benchmarks.scale_bm25 import write_bm25_section
     from hopscotch.retriever.io.common import atomic_write
 
-    plot_note = plot_curves(result, png) if png else ""
-    drawn = bool(png) and plot_note.startswith("plot written")
-    name = os.path.relpath(png, Path(doc).parent) if drawn else None
-    section = render_section(result, command, name, "" if drawn else plot_note, note)
-    text = Path(doc).read_text() if Path(doc).is_file() else ""
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        text = head + section + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + ("\n\n" if text else "") + section + "\n"
-    with atomic_write(doc) as fh:
-        fh.write(text)
-    return f"{plot_note + '; ' if plot_note else ''}section written to {doc}"
+    said = []
+    if any("encode" in st for st in result["sizes"].values()):
+        plot_note = plot_curves(result, png) if png else ""
+        drawn = bool(png) and plot_note.startswith("plot written")
+        name = os.path.relpath(png, Path(doc).parent) if drawn else None
+        section = render_section(result, command, name, "" if drawn else plot_note, note)
+        text = Path(doc).read_text() if Path(doc).is_file() else ""
+        if START in text and END in text:
+            head, rest = text.split(START, 1)
+            text = head + section + rest.split(END, 1)[1]
+        else:
+            text = text.rstrip("\n") + ("\n\n" if text else "") + section + "\n"
+        with atomic_write(doc) as fh:
+            fh.write(text)
+        said.append(f"{plot_note + '; ' if plot_note else ''}section written to {doc}")
+    if any("bm25" in st or "bm25_disk" in st for st in result["sizes"].values()):
+        said.append(write_bm25_section(result, doc, command, note, after=END))
+    return "; ".join(said) or "nothing measured: no section written"

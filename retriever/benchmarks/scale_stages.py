@@ -5,11 +5,12 @@ peak RSS are its own::
 
 ``WORK/config.json`` is the :class:`ScaleConfig`; ``WORK/n<SIZE>/`` the size's files. Every stage removes what an
 unfinished earlier run of it left, then builds through the package's own API: the corpus (:mod:`.scale_data`),
-``encode_corpus`` (the single-vector shards; ``hopscotch index``), ``BM25Index`` (``hopscotch bm25-index``),
+``encode_corpus`` (the single-vector shards; ``hopscotch index``), both BM25 backends (``hopscotch bm25-index``:
+:mod:`.scale_bm25`),
 ``ShardedFaissIndex`` over the shards (Flat) and ``build_faiss_index`` (IVF-PQ, merged layout), and ``encode_corpus``
 with a multi-vector model (token shards, codec, compressed tokens, inverted file). Search stages time ``queries``
 searches at ``k`` (median of ``repeats``, after one warm-up) with the query vectors already encoded (BM25: with its
-query tokenisation), so q/s is the index's, not the encoder's.
+query analysis), so q/s is the index's, not the encoder's.
 
 Peak RSS is ``ru_maxrss``; ``base_rss_mib`` is the peak just before the measured work (imports, a loaded encoder),
 so ``peak - base`` is what the work added: what the plan predicts.
@@ -30,6 +31,8 @@ from hopscotch.retriever.benchmarks.common import folder_bytes, peak_rss_mib
 
 CONFIG_FILE = "config.json"
 PREFIX = "SCALE "
+#: the index kinds a run may measure (``--kinds``)
+KINDS = ("bm25s", "disk", "dense", "mv")
 
 
 @dataclass
@@ -50,6 +53,9 @@ class ScaleConfig:
     nprobe: int | None = None  # None: --spec auto's search defaults at the size
     refine: int | None = None
     multivector_max: int = 10_000
+    kinds: list[str] = field(default_factory=lambda: list(KINDS))  # which indexes: bm25s, disk, dense, mv
+    bm25s_max: int = 1_000_000   # largest size bm25s is built at (its score matrix is in RAM)
+    dense_max: int = 1_000_000   # largest size encoded (Flat, IVF-PQ)
     mv_dim: int = 128
     mv_nbits: int = 2
     mv_nprobe: int = 4
@@ -59,6 +65,11 @@ class ScaleConfig:
     repeats: int = 3
     seed: int = 0
     inline: bool = False   # run the stages in this process (tests): no per-stage RSS
+
+    @property
+    def models_needed(self) -> bool:
+        """Whether a kind measured here encodes (dense, multi-vector): only then does the setup build models."""
+        return bool({"dense", "mv"} & set(self.kinds))
 
     def save(self) -> None:
         from hopscotch.retriever.io.common import write_json
@@ -118,9 +129,11 @@ def stage_setup(cfg: ScaleConfig, folder: Path) -> dict:
 
     t0 = time.perf_counter()
     models = folder / "models"
-    encoder = build_scale_encoder(cfg.model, models, cfg.max_length, cfg.seed)
-    mv = build_mv_model(encoder, models / f"mv_{Path(encoder).name}_{cfg.mv_dim}_{cfg.max_length}", cfg.mv_dim,
-                        cfg.max_length, seed=cfg.seed)
+    encoder = mv = None
+    if cfg.models_needed:  # a BM25-only run builds no model
+        encoder = build_scale_encoder(cfg.model, models, cfg.max_length, cfg.seed)
+        mv = build_mv_model(encoder, models / f"mv_{Path(encoder).name}_{cfg.mv_dim}_{cfg.max_length}", cfg.mv_dim,
+                            cfg.max_length, seed=cfg.seed)
     queries = write_queries(cfg.query_sources, cfg.queries, folder / "queries.jsonl")
     return {"encoder": encoder, "mv_model": mv, "queries": queries, "seconds": time.perf_counter() - t0}
 
@@ -167,33 +180,6 @@ def stage_encode(cfg: ScaleConfig, folder: Path) -> dict:
             "finalize_seconds": call_s - result.encode_seconds, "model_load_seconds": load_s,
             "base_rss_mib": base, "peak_rss_mib": peak, "dim": result.meta.dim, "shards": result.meta.num_shards,
             "disk": _index_disk(out), "query_encode_qps": len(texts) / query_s}
-
-
-def stage_bm25(cfg: ScaleConfig, folder: Path) -> dict:
-    from hopscotch.retriever.index.bm25 import BM25Index
-    from hopscotch.retriever.io.corpus import read_corpus
-
-    out = folder / "bm25"
-    shutil.rmtree(out, ignore_errors=True)
-    base = peak_rss_mib()
-    t0 = time.perf_counter()
-    BM25Index.build(read_corpus(folder / "corpus.jsonl"), show_progress=False).save(out)
-    return {"build_seconds": time.perf_counter() - t0, "base_rss_mib": base, "peak_rss_mib": peak_rss_mib(),
-            "disk_bytes": folder_bytes(out)}
-
-
-def stage_bm25_search(cfg: ScaleConfig, folder: Path) -> dict:
-    from hopscotch.retriever.index.bm25 import BM25Index
-
-    texts = _query_texts(cfg)
-    base = peak_rss_mib()
-    t0 = time.perf_counter()
-    index = BM25Index.load(folder / "bm25")
-    load_s = time.perf_counter() - t0
-    index.search(texts[:8], k=cfg.k)
-    seconds, _ = _timed_median(cfg.repeats, lambda: index.search(texts, k=cfg.k))
-    return {"load_seconds": load_s, "search_seconds": seconds, "qps": len(texts) / seconds, "base_rss_mib": base,
-            "peak_rss_mib": peak_rss_mib()}
 
 
 def _faiss_search(cfg: ScaleConfig, folder: Path, name: str | None, nprobe: int | None, refine: int) -> dict:
@@ -318,9 +304,16 @@ def _mv_top(searcher, query, k: int) -> np.ndarray:
     return out
 
 
-STAGES = {"setup": stage_setup, "corpus": stage_corpus, "encode": stage_encode, "bm25": stage_bm25,
-          "bm25_search": stage_bm25_search, "flat_search": stage_flat_search, "ivf_build": stage_ivf_build,
-          "ivf_search": stage_ivf_search, "mv_build": stage_mv_build, "mv_search": stage_mv_search}
+def _bm25_stages() -> dict:
+    from hopscotch.retriever.benchmarks import scale_bm25
+
+    return {"bm25": scale_bm25.stage_bm25, "bm25_search": scale_bm25.stage_bm25_search,
+            "bm25_disk": scale_bm25.stage_bm25_disk, "bm25_disk_search": scale_bm25.stage_bm25_disk_search}
+
+
+STAGES = {"setup": stage_setup, "corpus": stage_corpus, "encode": stage_encode, "flat_search": stage_flat_search,
+          "ivf_build": stage_ivf_build, "ivf_search": stage_ivf_search, "mv_build": stage_mv_build,
+          "mv_search": stage_mv_search, **_bm25_stages()}
 SIZED = ("corpus", "ivf_build")  # stages that take the size itself
 TORCH_STAGES = ("setup", "encode", "mv_build", "mv_search")
 FAISS_STAGES = ("flat_search", "ivf_build", "ivf_search", "mv_build", "mv_search")

@@ -146,7 +146,15 @@ def run_plan(args) -> int:
                           avg_doc_bytes=args.avg_doc_bytes, docs_per_second=args.docs_per_second, gpus=args.gpus,
                           windows_per_doc=per_doc or 0.0)
     print(plan_index(docs, dim, args.spec, options).format())
+    print(_bm25_beside(docs, args))
     return 0
+
+
+def _bm25_beside(docs: int, args) -> str:
+    """The BM25 backends at the same size (:func:`~hopscotch.retriever.index.bm25_plan.bm25_plan_summary`)."""
+    from hopscotch.retriever.index.bm25_plan import bm25_plan_summary
+
+    return bm25_plan_summary(docs, args.avg_doc_bytes or None)
 
 
 def _is_multi_vector(model) -> bool:
@@ -169,6 +177,7 @@ def _run_multi_vector_plan(args, docs: int, dim: int) -> int:
     options = PlanOptions(shard_size=args.shard_size, avg_doc_bytes=args.avg_doc_bytes,
                           docs_per_second=args.docs_per_second, gpus=args.gpus)
     print(plan_multi_vector(docs, dim, mv, options).format())
+    print(_bm25_beside(docs, args))
     return 0
 
 

@@ -38,11 +38,12 @@ DEFAULT_DATA = "runs/agent/data"  # OUT/data of scripts/train_agent_retriever.sh
 
 
 def default_tuples(data: str | os.PathLike, tongyi_labels: str = "trajectory-use") -> list[str]:
-    """The four tuple files scripts/train_agent_retriever.sh trains on from OUT/data: the Tongyi file of its default
-    labels (``trajectory-use``: ``tongyi_use_tuples.jsonl``; ``top3``: ``tongyi_tuples.jsonl``, as
-    ``TONGYI_LABELS=top3`` trains), so that a peer runs on our recipe's own tuples."""
+    """The four tuple files scripts/train_agent_retriever.sh trains on: the decontaminated ones under
+    ``OUT/data/clean/`` (the recipe never sees the uncleaned files, whose tuples may ask a dev or test question), with
+    the Tongyi file of its default labels (``trajectory-use``: ``tongyi_use_tuples.jsonl``; ``top3``:
+    ``tongyi_tuples.jsonl``, as ``TONGYI_LABELS=top3`` trains), so that a peer runs on our recipe's own tuples."""
     names = [("tongyi" if tongyi_labels == "top3" and n == "tongyi_use" else n) for n in SOURCES]
-    return [str(Path(data) / f"{name}_tuples.jsonl") for name in names]
+    return [str(Path(data) / "clean" / f"{name}_tuples.jsonl") for name in names]
 
 
 def build_peer_model(model_path: str, dim: int = 128, seed: int = 42, query_max_len: int = 256,

@@ -1,4 +1,11 @@
-"""BM25 through bm25s: English stemming (PyStemmer) and English stopwords, saved to and loaded from a folder.
+"""BM25 index folders and their two backends, which score alike: bm25s (this module; the whole sparse score matrix
+in RAM, every posting of a query's terms scored and all documents selected over: fastest on small corpora) and disk
+(:mod:`.bm25_disk`: the same impacts in memory-mapped postings, built by a streaming, resumable build, answered
+top-k with block-max MaxScore, which skips what cannot reach the top k). Both index the terms of
+:class:`~hopscotch.retriever.index.bm25_analyzer.Analyzer` (English stemming and stopwords by default) over
+``title + " " + text`` with bm25s's Lucene scoring (``k1`` 1.5, ``b`` 0.75 by default); :func:`load_bm25_index`
+(and :meth:`BM25Index.load`) opens either by what ``hopscotch_bm25.json`` says, and :func:`auto_backend` is the
+rule ``bm25-index --backend auto`` builds by.
 
 Example::
 
@@ -26,6 +33,45 @@ from hopscotch.retriever.model.query_template import format_document
 
 META_FILE = "hopscotch_bm25.json"
 DOCIDS_FILE = "docids.txt"
+BACKENDS = ("bm25s", "disk")
+#: ``--backend auto`` builds bm25s below this many documents and disk from it on (docs/benchmarks.md, "BM25
+#: backends"): in process the disk backend is faster from 10,000 documents, but a one-off ``search`` command also
+#: pays numba's import (about half a second), and whole-process it passes bm25s between 20,000 and 100,000
+AUTO_DISK_DOCS = 100_000
+
+
+def auto_backend(num_docs: int) -> str:
+    """The backend ``--backend auto`` builds for a corpus of ``num_docs`` documents."""
+    return "disk" if num_docs >= AUTO_DISK_DOCS else "bm25s"
+
+
+def read_meta(folder: str | os.PathLike) -> dict:
+    """A BM25 folder's ``hopscotch_bm25.json`` (``backend`` filled in: folders from before the disk backend are
+    bm25s's), or a one-line UsageError."""
+    folder = Path(folder)
+    if not (folder / META_FILE).is_file():
+        raise UsageError(f"{folder}: not a Hopscotch BM25 index (no {META_FILE}); build one with "
+                         "'hopscotch bm25-index'")
+    try:
+        meta = json.loads((folder / META_FILE).read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{folder / META_FILE}: unreadable ({exc}); rebuild with 'hopscotch bm25-index'") from None
+    if not isinstance(meta, dict) or meta.setdefault("backend", "bm25s") not in BACKENDS:
+        raise UsageError(f"{folder / META_FILE}: not a BM25 manifest of a known backend ({', '.join(BACKENDS)})")
+    return meta
+
+
+def load_bm25_index(folder: str | os.PathLike, mmap: bool = False, threads: int | None = None):
+    """The index in ``folder``, of the backend its manifest names: a :class:`BM25Index` (bm25s) or a
+    :class:`~hopscotch.retriever.index.bm25_disk.DiskBM25Index`; both answer ``search``, ``search_weighted``,
+    ``score_documents``, ``corpus_scores``, ``row`` and ``docids`` alike (``threads``: the disk backend's threads
+    for a batch of queries)."""
+    meta = read_meta(folder)
+    if meta["backend"] == "disk":
+        from hopscotch.retriever.index.bm25_disk import DiskBM25Index
+
+        return DiskBM25Index(folder, meta, threads=threads)
+    return BM25Index._load_bm25s(Path(folder), meta, mmap=mmap)
 
 
 def _stemmer(language: str | None):
@@ -39,13 +85,20 @@ def _stemmer(language: str | None):
 class BM25Index:
     """A bm25s index plus the docids of its rows and the tokenizer settings it was built with."""
 
+    backend = "bm25s"
+    thread_safe = False  # bm25s retrieval is not documented as thread-safe
+
     def __init__(self, model, docids: list[str], k1: float, b: float, stemmer: str | None, stopwords: str | None):
+        from hopscotch.retriever.index.bm25_analyzer import Analyzer
+
         self.model = model
         self.docids = docids
         self.k1, self.b = k1, b
         self.stemmer_language, self.stopwords = stemmer, stopwords
         self._stemmer = _stemmer(stemmer)
+        self.analyzer = Analyzer(stemmer, stopwords)
         self._rows: dict[str, int] | None = None
+        self.fingerprint: str | None = None
 
     # -- building ---------------------------------------------------------------------------------
     @classmethod
@@ -93,8 +146,10 @@ class BM25Index:
             self.model.save(str(tmp), show_progress=False)
             with atomic_write(tmp / DOCIDS_FILE) as fh:
                 fh.writelines(d + "\n" for d in self.docids)
-            meta = {"k1": self.k1, "b": self.b, "stemmer": self.stemmer_language, "stopwords": self.stopwords,
-                    "num_docs": len(self.docids)}
+            meta = {"backend": "bm25s", "k1": self.k1, "b": self.b, "stemmer": self.stemmer_language,
+                    "stopwords": self.stopwords, "num_docs": len(self.docids)}
+            if self.fingerprint:
+                meta["fingerprint"] = self.fingerprint
             (tmp / META_FILE).write_text(json.dumps(meta, indent=2))
             if folder.exists():
                 shutil.rmtree(folder)
@@ -104,43 +159,47 @@ class BM25Index:
             raise
 
     @classmethod
-    def load(cls, folder: str | os.PathLike, mmap: bool = False) -> BM25Index:
+    def load(cls, folder: str | os.PathLike, mmap: bool = False):
+        """The index in ``folder`` of either backend (:func:`load_bm25_index`: a disk folder opens as a
+        :class:`~hopscotch.retriever.index.bm25_disk.DiskBM25Index`)."""
+        return load_bm25_index(folder, mmap=mmap)
+
+    @classmethod
+    def _load_bm25s(cls, folder: Path, meta: dict, mmap: bool = False) -> BM25Index:
         import bm25s
 
-        folder = Path(folder)
-        if not (folder / META_FILE).is_file():
-            raise UsageError(f"{folder}: not a Hopscotch BM25 index (no {META_FILE}); build one with "
-                             "'hopscotch bm25-index'")
-        meta = json.loads((folder / META_FILE).read_text())
         model = bm25s.BM25.load(str(folder), mmap=mmap, show_progress=False)
         docids = (folder / DOCIDS_FILE).read_text().splitlines()
-        return cls(model, docids, meta["k1"], meta["b"], meta["stemmer"], meta["stopwords"])
+        index = cls(model, docids, meta["k1"], meta["b"], meta["stemmer"], meta["stopwords"])
+        index.fingerprint = meta.get("fingerprint")
+        return index
 
     # -- search -----------------------------------------------------------------------------------
     def tokenize_queries(self, queries: Sequence[str]) -> list[list[str]]:
-        import bm25s
+        """Each query's terms (:class:`~hopscotch.retriever.index.bm25_analyzer.Analyzer`: bm25s's tokenizer,
+        term for term, without its per-call set-up)."""
+        return [self.analyzer.terms(q) for q in queries]
 
-        tok = bm25s.tokenize(list(queries), stopwords=self.stopwords or [], stemmer=self._stemmer,
-                             return_ids=False, show_progress=False)
-        return [list(t) for t in tok]
-
-    def search(self, queries: Sequence[str], k: int = 100, show_progress: bool = False
+    def search(self, queries: Sequence[str], k: int = 100, show_progress: bool = False, threads: int | None = None
                ) -> list[list[tuple[str, float]]]:
-        """Top-``k`` ``(docid, score)`` per query, best first; documents scoring 0 are left out."""
+        """Top-``k`` ``(docid, score)`` per query, best first; documents scoring 0 are left out. ``threads``:
+        bm25s's ``n_threads`` (None or 0: this thread)."""
         if not queries:
             return []
         k = min(k, len(self.docids))
         tokens = self.tokenize_queries(queries)
         # bm25s rejects a query with no known token; give such queries an empty result instead
-        known = [[t for t in q if t in self.model.vocab_dict] for q in tokens]
+        vocab = self.model.vocab_dict
+        known = [[t for t in q if t in vocab] for q in tokens]
         out: list[list[tuple[str, float]]] = [[] for _ in queries]
         live = [i for i, q in enumerate(known) if q]
         if not live:
             return out
         idx, scores = self.model.retrieve([known[i] for i in live], k=k, show_progress=show_progress,
-                                          n_threads=0)
-        for row, i in enumerate(live):
-            out[i] = [(self.docids[j], float(s)) for j, s in zip(idx[row], scores[row]) if s > 0]
+                                          n_threads=threads or 0)
+        docids = self.docids
+        for i, rows, values in zip(live, idx.tolist(), scores.tolist()):  # Python lists: no numpy scalar a hit
+            out[i] = [(docids[j], s) for j, s in zip(rows, values) if s > 0]
         return out
 
     def term_weights(self, parts: Sequence[tuple[str, float]]) -> dict[int, float]:
@@ -175,8 +234,8 @@ class BM25Index:
             out = out + float((nonoccurrence[ids] * w).sum())
         return out
 
-    def search_weighted(self, queries: Sequence[Sequence[tuple[str, float]]], k: int = 100
-                        ) -> list[list[tuple[str, float]]]:
+    def search_weighted(self, queries: Sequence[Sequence[tuple[str, float]]], k: int = 100,
+                        threads: int | None = None) -> list[list[tuple[str, float]]]:
         """:meth:`search` for weighted queries, each a sequence of ``(text, weight)`` (the reasoning-aware BM25
         query of :mod:`hopscotch.retriever.searchers.bm25_expansion`): top-``k`` ``(docid, score)``, best first
         (ties by row), documents scoring 0 left out."""

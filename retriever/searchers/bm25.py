@@ -1,5 +1,7 @@
-"""BM25 searcher over a ``hopscotch bm25-index`` folder (bm25s). A query with a reasoning (reasoning-aware search)
-is expanded with it (:mod:`hopscotch.retriever.searchers.bm25_expansion`); without one it is plain BM25."""
+"""BM25 searcher over a ``hopscotch bm25-index`` folder of either backend (bm25s, or disk for large corpora: the
+folder's manifest says which, :func:`~hopscotch.retriever.index.bm25.load_bm25_index`). A query with a reasoning
+(reasoning-aware search) is expanded with it (:mod:`hopscotch.retriever.searchers.bm25_expansion`); without one it
+is plain BM25."""
 
 from __future__ import annotations
 
@@ -42,7 +44,9 @@ def lookup_document(docstore, docid: str) -> dict[str, Any] | None:
 
 @register_searcher("bm25")
 class BM25Searcher(BaseSearcher):
-    """:param bm25: a BM25 index folder or a loaded :class:`~hopscotch.retriever.index.bm25.BM25Index`
+    """:param bm25: a BM25 index folder (either backend) or a loaded index
+        (:class:`~hopscotch.retriever.index.bm25.BM25Index`, :class:`~hopscotch.retriever.index.bm25_disk
+        .DiskBM25Index`, or anything answering ``search`` / ``search_weighted`` alike)
     :param docstore: where documents come from for snippets and ``get_document``: a
         :class:`~hopscotch.retriever.index.docstore.DocStore` (a dense index folder's), an
         :class:`~hopscotch.retriever.index.docstore.InMemoryDocStore`, or None (hits without text)
@@ -57,12 +61,15 @@ class BM25Searcher(BaseSearcher):
     search_type = "BM25"
 
     def __init__(self, bm25, docstore=None, expansion: BM25Expansion | None = None):
-        from hopscotch.retriever.index.bm25 import BM25Index
+        import contextlib
 
-        self.index = BM25Index.load(bm25) if isinstance(bm25, (str, os.PathLike)) else bm25
+        from hopscotch.retriever.index.bm25 import load_bm25_index
+
+        self.index = load_bm25_index(bm25) if isinstance(bm25, (str, os.PathLike)) else bm25
         self.docstore = docstore
         self.expansion = DEFAULT_BM25_EXPANSION if expansion is None else expansion
-        self._lock = threading.Lock()  # bm25s retrieval is not documented as thread-safe
+        # bm25s retrieval is not documented as thread-safe; the disk backend's is (and runs without the GIL)
+        self._lock = contextlib.nullcontext() if getattr(self.index, "thread_safe", False) else threading.Lock()
 
     @classmethod
     def parse_args(cls, parser) -> None:

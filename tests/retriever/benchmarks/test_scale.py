@@ -22,7 +22,7 @@ def scale_run(small_world, tiny_bert_dir, tmp_path_factory):
     cfg = ScaleConfig(work=str(work / "w"), sizes=[300, 1000], sources=[str(small_world / "corpus.jsonl")],
                       query_sources=[str(small_world / "queries.jsonl")], model=str(tiny_bert_dir), max_length=32,
                       batch_size=64, shard_size=400, queries=20, k=10, ivf_spec="IVF{nlist},PQ8x4fs", nprobe=2,
-                      refine=2, multivector_max=300, mv_dim=16, mv_nbits=2, repeats=1, inline=True)
+                      refine=2, multivector_max=300, mv_dim=16, mv_nbits=2, repeats=1, bm25s_max=300, inline=True)
     logs = []
     return cfg, run_scale(cfg, log=logs.append), logs
 
@@ -31,14 +31,17 @@ def test_every_stage_of_every_size_is_measured(scale_run):
     cfg, result, logs = scale_run
     assert set(result["sizes"]) == {"300", "1000"} and result["setup"]["queries"] == 20
     small, large = result["sizes"]["300"], result["sizes"]["1000"]
-    assert set(small) == set(STAGES) and set(large) == set(STAGES) - {"mv_build", "mv_search"}
+    assert set(small) == set(STAGES) and set(large) == set(STAGES) - {"mv_build", "mv_search", "bm25", "bm25_search"}
     assert large["corpus"]["docs"] == 1000 and large["encode"]["dim"] == 32 and large["encode"]["shards"] == 3
-    for stage in ("encode", "bm25", "bm25_search", "flat_search", "ivf_build", "ivf_search", "mv_build", "mv_search"):
+    for stage in ("encode", "bm25", "bm25_search", "bm25_disk", "bm25_disk_search", "flat_search", "ivf_build",
+                  "ivf_search", "mv_build", "mv_search"):
         assert small[stage]["peak_rss_mib"] >= small[stage]["base_rss_mib"] > 0, stage
+    assert large["bm25_disk"]["num_postings"] > small["bm25_disk"]["num_postings"] > 0
+    assert small["bm25_search"]["threads"] == small["bm25_disk_search"]["threads"] == cfg.threads
     assert large["encode"]["encode_seconds"] > 0 and large["encode"]["docs_per_second"] > 0
     assert large["encode"]["disk"]["embeddings"] == 1000 * 32 * 2 + 3 * 128  # float16 + one .npy header a shard
     assert large["ivf_build"]["spec"] == "IVF16,PQ8x4fs" and large["ivf_build"]["index_bytes"] > 0
-    for stage in ("bm25_search", "flat_search", "ivf_search", "mv_search"):
+    for stage in ("bm25_search", "bm25_disk_search", "flat_search", "ivf_search", "mv_search"):
         assert large.get(stage, small[stage])["qps"] > 0
     assert 0 < large["ivf_search"]["recall"] <= 1 and 0 < small["mv_search"]["recall"] <= 1
     assert small["mv_build"]["num_tokens"] > 0 and small["mv_build"]["disk"]["compressed"] > 0
@@ -46,6 +49,8 @@ def test_every_stage_of_every_size_is_measured(scale_run):
     assert {c["size"] for c in checks} == {300, 1000}
     assert any(c["what"].startswith("encode time") and c["size"] == 1000 for c in checks)
     assert any(c["what"].startswith("multi-vector") for c in checks)
+    assert {c["what"] for c in checks if c["size"] == 1000 and c["what"].startswith("BM25 ")} == {
+        "BM25 disk index folder", "BM25 disk build RAM", "BM25 disk search RAM"}  # bm25s: up to bm25s_max only
     for c in checks:
         assert c["predicted"] > 0 and c["ratio"] == pytest.approx(c["measured"] / c["predicted"])
         assert c["within"] == (abs(c["ratio"] - 1) <= 0.25)
@@ -84,10 +89,27 @@ def test_report_and_plot_are_written(scale_run, tmp_path):
     assert text.startswith("# Scaling\n\nbefore") and text.rstrip().endswith("after") and "\nold\n" not in text
     assert "![cost curves](curves.png)" in text and "| IVF-PQ `IVF16,PQ8x4fs` | 1,000 |" in text
     assert "### The plan beside the measurements" in text and "--sizes 300" in text
+    assert "## BM25 cost curves" in text and "| disk | 1,000 |" in text and "| bm25s | 300 |" in text
+    assert "the disk backend answers" in text and "BM25 disk index folder" in text
     assert (tmp_path / "docs" / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     fresh = tmp_path / "new.md"
     write_scale_report(result, fresh, None, "cmd")
     assert fresh.read_text().startswith(START) and "![cost curves]" not in fresh.read_text()
+
+
+def test_a_bm25_only_run_measures_both_backends_and_writes_only_their_section(small_world, tmp_path):
+    cfg = ScaleConfig(work=str(tmp_path / "w"), sizes=[200, 400], sources=[str(small_world / "corpus.jsonl")],
+                      query_sources=[str(small_world / "queries.jsonl")], model="random", max_length=16, queries=10,
+                      k=10, repeats=1, kinds=["bm25s", "disk"], bm25s_max=200, inline=True)
+    result = run_scale(cfg, log=lambda _: None)
+    assert set(result["sizes"]["200"]) == {"corpus", "bm25", "bm25_search", "bm25_disk", "bm25_disk_search"}
+    assert set(result["sizes"]["400"]) == {"corpus", "bm25_disk", "bm25_disk_search"}
+    assert result["setup"]["encoder"] is None  # no dense or multi-vector kind: no model built
+    doc = tmp_path / "scaling.md"
+    doc.write_text(f"# Scaling\n\n{START}\nthe dense section, untouched\n{END}\n")
+    said = write_scale_report(result, doc, None, "cmd")
+    text = doc.read_text()
+    assert "the dense section, untouched" in text and "## BM25 cost curves" in text and "BM25 section" in said
 
 
 def test_documents_are_real_sentences_deterministic_and_prefix_stable(small_world, tmp_path):

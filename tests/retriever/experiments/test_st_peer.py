@@ -127,9 +127,9 @@ def test_reasoning_aware_query_input_writes_agentir_template(tiny_backbone, tupl
     assert not (tmp_path / "unused").exists()
 
 
-def test_default_tuples_are_the_four_files_train_agent_retriever_writes():
-    assert peer.default_tuples("D") == [f"D/{s}_tuples.jsonl" for s in ("hotpot", "musique", "tongyi_use", "world")]
-    assert peer.default_tuples("D", "top3") == [f"D/{s}_tuples.jsonl" for s in ("hotpot", "musique", "tongyi", "world")]
+def test_default_tuples_are_the_four_decontaminated_files_train_agent_retriever_trains_on():
+    assert peer.default_tuples("D") == [f"D/clean/{s}_tuples.jsonl" for s in ("hotpot", "musique", "tongyi_use", "world")]
+    assert peer.default_tuples("D", "top3") == [f"D/clean/{s}_tuples.jsonl" for s in ("hotpot", "musique", "tongyi", "world")]
 
 
 def test_single_vector_peer_trains_with_their_trainer_and_our_search_reads_it(tiny_backbone, tuples_file, tmp_path):
