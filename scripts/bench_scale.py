@@ -25,7 +25,7 @@ from hopscotch.retriever.benchmarks.common import add_run_options, shared_data_d
 from hopscotch.retriever.benchmarks.scale import run_scale
 from hopscotch.retriever.benchmarks.scale_bm25 import bm25_findings, bm25_table
 from hopscotch.retriever.benchmarks.scale_data import DEFAULT_QUERY_SOURCES, DEFAULT_SOURCES
-from hopscotch.retriever.benchmarks.scale_report import measured_table, plan_table, write_scale_report
+from hopscotch.retriever.benchmarks.scale_report import dense_findings, measured_table, plan_table, write_scale_report
 from hopscotch.retriever.benchmarks.scale_stages import KINDS, ScaleConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,7 +82,8 @@ def main() -> None:
                       query_sources=[str(Path(s).resolve())
                                      for s in args.query_source or [data / s for s in DEFAULT_QUERY_SOURCES]])
     result = run_scale(cfg, fresh=args.fresh, log=lambda line: print(line, file=sys.stderr, flush=True))
-    print(measured_table(result), "", bm25_table(result), *bm25_findings(result), "", plan_table(result), sep="\n")
+    print(measured_table(result), *dense_findings(result), "", bm25_table(result), *bm25_findings(result), "",
+          plan_table(result), sep="\n")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     if not args.no_doc:

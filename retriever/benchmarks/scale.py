@@ -3,7 +3,8 @@ sizes, with ``hopscotch index --plan``'s predictions beside the measurements (``
 
 Per size, the stages of :mod:`.scale_stages` (each in its own process; corpus and encoders: :mod:`.scale_data`)::
 
-    corpus -> encode -> flat_search -> ivf_build -> ivf_search     (kind dense; sizes up to dense_max)
+    corpus -> encode -> flat_search -> flat_bare                   (kind dense; sizes up to dense_max)
+                     -> ivf_build -> ivf_search
            -> bm25 -> bm25_search                                  (kind bm25s; sizes up to bm25s_max)
            -> bm25_disk -> bm25_disk_search                        (kind disk: :mod:`.scale_bm25`)
            -> mv_build -> mv_search                                (kind mv; sizes up to multivector_max)
@@ -35,6 +36,7 @@ STAGES = {
     "corpus": ((), ("sources", "seed")),
     "encode": (("setup", "corpus"), ("model", "max_length", "batch_size", "shard_size", "threads")),
     "flat_search": (("encode",), ("k", "repeats", "threads")),
+    "flat_bare": (("encode",), ("k", "repeats", "threads")),
     "ivf_build": (("encode",), ("ivf_spec", "threads")),
     "ivf_search": (("ivf_build", "flat_search"), ("nprobe", "refine", "k", "repeats", "threads")),
     "bm25": (("corpus",), ()),
@@ -47,6 +49,7 @@ STAGES = {
 SETUP_FIELDS = ("model", "max_length", "mv_dim", "queries", "query_sources", "seed", "models_needed")
 #: stage -> the index kind it belongs to and the config field bounding its sizes (None: the corpus, every size)
 STAGE_KINDS = {"encode": ("dense", "dense_max"), "flat_search": ("dense", "dense_max"),
+               "flat_bare": ("dense", "dense_max"),
                "ivf_build": ("dense", "dense_max"), "ivf_search": ("dense", "dense_max"),
                "bm25": ("bm25s", "bm25s_max"), "bm25_search": ("bm25s", "bm25s_max"),
                "bm25_disk": ("disk", None), "bm25_disk_search": ("disk", None),

@@ -7,8 +7,9 @@ peak RSS are its own::
 unfinished earlier run of it left, then builds through the package's own API: the corpus (:mod:`.scale_data`),
 ``encode_corpus`` (the single-vector shards; ``hopscotch index``), both BM25 backends (``hopscotch bm25-index``:
 :mod:`.scale_bm25`),
-``ShardedFaissIndex`` over the shards (Flat) and ``build_faiss_index`` (IVF-PQ, merged layout), and ``encode_corpus``
-with a multi-vector model (token shards, codec, compressed tokens, inverted file). Search stages time ``queries``
+``ShardedFaissIndex`` over the shards (Flat; beside a bare FAISS ``IndexFlatIP``, :func:`stage_flat_bare`) and
+``build_faiss_index`` (IVF-PQ, merged layout), and ``encode_corpus`` with a multi-vector model (token shards, codec,
+compressed tokens, inverted file). Search stages time ``queries``
 searches at ``k`` (median of ``repeats``, after one warm-up) with the query vectors already encoded (BM25: with its
 query analysis), so q/s is the index's, not the encoder's.
 
@@ -202,6 +203,58 @@ def stage_flat_search(cfg: ScaleConfig, folder: Path) -> dict:
     return out
 
 
+def stage_flat_bare(cfg: ScaleConfig, folder: Path) -> dict:
+    """The reference of Flat search: one bare FAISS ``IndexFlatIP`` over the same float16 shards' vectors (FAISS's
+    own settings), timed on the same query vectors and ``k`` interleaved with a ``ShardedFaissIndex`` (``Flat``)
+    loaded beside it, so that their ratio is one process's, under one load of the machine: ``ratio`` is ours
+    over bare (search seconds; below 1: ours is faster). ``bare_tuned`` is the bare index searched with the
+    BLAS settings ours uses (:func:`~hopscotch.retriever.index.faiss_flat.flat_blas_settings`): ours over it is
+    what the shards and their merge cost."""
+    import faiss
+
+    from hopscotch.retriever.evaluation.ann_recall import recall_at
+    from hopscotch.retriever.index.faiss_flat import flat_search_settings
+    from hopscotch.retriever.index.faiss_index import ShardedFaissIndex
+    from hopscotch.retriever.index.layout import IndexMeta, load_shard_embeddings
+
+    queries = np.ascontiguousarray(np.load(folder / "queries.npy"), dtype=np.float32)
+    dense = folder / "dense"
+    meta = IndexMeta.load(dense)
+    base = peak_rss_mib()
+    t0 = time.perf_counter()
+    bare = faiss.IndexFlatIP(meta.dim)
+    for shard in range(meta.num_shards):  # one shard's float32 copy at a time
+        bare.add(np.asarray(load_shard_embeddings(dense, shard), dtype=np.float32))
+    load_s = time.perf_counter() - t0
+    bare_rss = peak_rss_mib()
+    ours = ShardedFaissIndex.load(dense, name=None, use_gpu=False)
+
+    def bare_tuned():
+        with flat_search_settings(len(queries), bare.ntotal, meta.dim):
+            return bare.search(queries, cfg.k)
+
+    runs = {"ours": lambda: ours.search(queries, cfg.k), "bare": lambda: bare.search(queries, cfg.k),
+            "bare_tuned": bare_tuned}
+    for fn in runs.values():  # warm-up
+        fn()
+    times: dict = {name: [] for name in runs}
+    for _ in range(max(1, cfg.repeats)):  # interleaved: a change in the machine's load hits every one alike
+        for name, fn in runs.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    sec = {name: float(np.median(t)) for name, t in times.items()}
+    _, ours_rows = ours.search(queries, cfg.k)
+    _, bare_rows = bare.search(queries, cfg.k)
+    return {"load_seconds": load_s, "search_seconds": sec["bare"], "qps": len(queries) / sec["bare"],
+            "ours_search_seconds": sec["ours"], "ours_qps": len(queries) / sec["ours"],
+            "tuned_search_seconds": sec["bare_tuned"], "tuned_qps": len(queries) / sec["bare_tuned"],
+            "ratio": sec["ours"] / sec["bare"], "ratio_tuned": sec["ours"] / sec["bare_tuned"],
+            # exact search both: only the order of (near-)tied scores may differ
+            "agreement": recall_at(ours_rows, bare_rows, cfg.k), "threads": cfg.threads,
+            "base_rss_mib": base, "bare_rss_mib": bare_rss, "peak_rss_mib": peak_rss_mib()}
+
+
 def stage_ivf_build(cfg: ScaleConfig, folder: Path, size: int) -> dict:
     from hopscotch.retriever.benchmarks.scale_data import ivf_spec
     from hopscotch.retriever.index.faiss_index import build_faiss_index, index_name, remove_faiss_index
@@ -312,11 +365,11 @@ def _bm25_stages() -> dict:
 
 
 STAGES = {"setup": stage_setup, "corpus": stage_corpus, "encode": stage_encode, "flat_search": stage_flat_search,
-          "ivf_build": stage_ivf_build, "ivf_search": stage_ivf_search, "mv_build": stage_mv_build,
-          "mv_search": stage_mv_search, **_bm25_stages()}
+          "flat_bare": stage_flat_bare, "ivf_build": stage_ivf_build, "ivf_search": stage_ivf_search,
+          "mv_build": stage_mv_build, "mv_search": stage_mv_search, **_bm25_stages()}
 SIZED = ("corpus", "ivf_build")  # stages that take the size itself
 TORCH_STAGES = ("setup", "encode", "mv_build", "mv_search")
-FAISS_STAGES = ("flat_search", "ivf_build", "ivf_search", "mv_build", "mv_search")
+FAISS_STAGES = ("flat_search", "flat_bare", "ivf_build", "ivf_search", "mv_build", "mv_search")
 
 
 def run_scale_stage(cfg: ScaleConfig, stage: str, size: int | None) -> dict:

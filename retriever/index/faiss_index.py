@@ -8,6 +8,12 @@ plus ``shard_XXXXX.faiss`` per shard (``layout="shards"``, resumable shard by sh
 them into one top-k ordered by (score desc, global row asc), so a sharded ``Flat`` search returns
 exactly what one ``Flat`` index over the whole corpus returns.
 
+Exact (``Flat``) search over a large part runs FAISS's BLAS kernel with wide database blocks
+(:mod:`~hopscotch.retriever.index.faiss_flat`): FAISS 1.15 takes its sequential kernel while
+``queries * dim < 128,000`` (below 334 queries at 384 dimensions), which streams the whole part from RAM once per
+query, and its BLAS blocks (4,096 queries x 1,024 vectors) make many small products for a batch of a few hundred
+queries. Exact either way.
+
 ``nprobe`` (IVF) and ``efSearch`` (HNSW) are set at query time; ``refine=R`` re-scores the top ``k * R``
 approximate hits exactly against the float16 vectors of the shards (FAISS ``IndexRefine`` over a float16
 copy loaded on first use: 2 bytes per dimension per document of RAM). faiss-gpu is used
@@ -41,6 +47,11 @@ from hopscotch.retriever.index.faiss_spec import (  # noqa: F401 (make_index, ch
     is_auto,
     is_flat,
     make_index,
+)
+from hopscotch.retriever.index.faiss_flat import (  # noqa: F401 (re-exported)
+    FLAT_BLAS_BLOCK_FLOATS,
+    flat_blas_settings,
+    flat_search_settings,
 )
 from hopscotch.retriever.index.faiss_spec import ivf_or_none as _ivf_or_none
 from hopscotch.retriever.index.layout import FAISS_DIR, IndexMeta, embedding_rows, load_shard_embeddings, shard_name
@@ -335,6 +346,9 @@ class ShardedFaissIndex:
                     refiner = self._refiner(i)
                     refiner.k_factor = float(refine)
                     scores, rows = refiner.search(queries, kk)
+                elif exact and not on_gpu:  # FAISS's BLAS kernel in wide blocks (flat_blas_settings)
+                    with flat_search_settings(len(queries), index.ntotal, self.meta.dim):
+                        scores, rows = index.search(queries, kk)
                 else:
                     scores, rows = index.search(queries, kk)
                 all_scores.append(scores)

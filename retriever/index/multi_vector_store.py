@@ -92,36 +92,48 @@ class MultiVectorStore:
     def dim(self) -> int:
         return self.codec.dim
 
-    def probe(self, query: np.ndarray, nprobe: int) -> np.ndarray:
+    def _query_centroid_scores(self, query: np.ndarray) -> np.ndarray:
+        """``float32 [query tokens, centroids]``: what probing and centroid interaction both read."""
+        return np.asarray(query, dtype=np.float32) @ self.codec.centroids.T
+
+    def probe(self, query: np.ndarray, nprobe: int, *, _scores: np.ndarray | None = None) -> np.ndarray:
         """Sorted unique rows of the documents in the inverted lists of each query token's ``nprobe`` best
         centroids."""
-        scores = np.asarray(query, dtype=np.float32) @ self.codec.centroids.T
+        scores = self._query_centroid_scores(query) if _scores is None else _scores
         nprobe = min(nprobe, scores.shape[1])
         best = np.argpartition(-scores, nprobe - 1, axis=1)[:, :nprobe]
         lists = [self.ivf[self.ivf_offsets[c]:self.ivf_offsets[c + 1]] for c in np.unique(best)]
         return np.unique(np.concatenate(lists)) if lists else np.zeros(0, np.int64)
 
-    def centroid_scores(self, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """PLAID's centroid interaction: MaxSim of ``query`` against each document's distinct token centroids."""
+    def centroid_scores(self, query: np.ndarray, rows: np.ndarray, *, _scores: np.ndarray | None = None) -> np.ndarray:
+        """PLAID's centroid interaction: MaxSim of ``query`` against each document's distinct token centroids.
+
+        Per block of documents: the ``[query tokens, centroids]`` scores of their centroids, gathered in CSR order
+        (``[query tokens, entries]``), reduced to each document's maximum per query token along the contiguous
+        axis (``np.maximum.reduceat``), then summed over the query tokens (a document without centroids
+        scores 0)."""
         import torch
 
-        cscores = torch.from_numpy(np.asarray(query, dtype=np.float32) @ self.codec.centroids.T)   # [q, C]
+        scores = self._query_centroid_scores(query) if _scores is None else _scores     # [q, C]
+        num_q = scores.shape[0]
         rows = np.asarray(rows, dtype=np.int64)
         out = np.zeros(len(rows), dtype=np.float32)
-        per_block = max(1, TOKEN_BLOCK // max(cscores.shape[0], 1))
+        per_block = max(1, TOKEN_BLOCK // max(num_q, 1))
         start = 0
         while start < len(rows):
             starts = self.doc_centroid_offsets[rows[start:]]
             ends = self.doc_centroid_offsets[rows[start:] + 1]
             stop = start + max(1, int(np.searchsorted(np.cumsum(ends - starts), per_block, side="right")))
             starts, ends = starts[:stop - start], ends[:stop - start]
-            cents = torch.from_numpy(self.doc_centroids[_ranges(starts, ends)].astype(np.int64))
-            if len(cents):
-                owner = torch.from_numpy(np.repeat(np.arange(stop - start), ends - starts))
-                sims = cscores[:, cents]                                                 # [q, distinct]
-                best = torch.full((sims.shape[0], stop - start), float("-inf"))
-                best.scatter_reduce_(1, owner.expand(sims.shape[0], -1), sims, "amax")
-                out[start:stop] = torch.where(torch.isinf(best), 0.0, best).sum(dim=0).numpy()
+            cents = self.doc_centroids[_ranges(starts, ends)]
+            if len(cents) and num_q:
+                lens = ends - starts
+                filled = np.flatnonzero(lens)
+                firsts = (np.cumsum(lens) - lens)[filled]            # where each non-empty document's run begins
+                best = np.full((num_q, stop - start), -np.inf, dtype=np.float32)
+                best[:, filled] = np.maximum.reduceat(np.take(scores, cents, axis=1), firsts, axis=1)
+                best_t = torch.from_numpy(best)                      # [q, docs]: the sum as it always was
+                out[start:stop] = torch.where(torch.isinf(best_t), 0.0, best_t).sum(dim=0).numpy()
             start = stop
         return out
 
@@ -131,15 +143,17 @@ class MultiVectorStore:
 
         With ``plain`` (the query-only encoding under late fusion) both encodings probe, and the approximate
         score is ``weight * cs(query) / |query| + (1 - weight) * cs(plain) / |plain|`` as the exact one is."""
-        rows = self.probe(query, nprobe)
+        scores = self._query_centroid_scores(query)       # once for probing and centroid interaction
+        plain_scores = None if plain is None else self._query_centroid_scores(plain)
+        rows = self.probe(query, nprobe, _scores=scores)
         if plain is not None:
-            rows = np.union1d(rows, self.probe(plain, nprobe))
+            rows = np.union1d(rows, self.probe(plain, nprobe, _scores=plain_scores))
         if not len(rows):
             return rows, np.zeros(0, dtype=np.float32)
-        approx = self.centroid_scores(query, rows)
+        approx = self.centroid_scores(query, rows, _scores=scores)
         if plain is not None:
             approx = (weight * approx / max(len(query), 1)
-                      + (1 - weight) * self.centroid_scores(plain, rows) / max(len(plain), 1))
+                      + (1 - weight) * self.centroid_scores(plain, rows, _scores=plain_scores) / max(len(plain), 1))
         keep = np.argsort(-approx, kind="stable")[:candidates]
         return rows[keep], approx[keep]
 

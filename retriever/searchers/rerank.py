@@ -194,6 +194,8 @@ class MultiVectorReranker:
             per_window = maxsim(q_main, flat)
         else:
             per_window = late_fusion_scores(q_main, q_plain, flat, self.late_fusion)
+        if all(len(ws) == 1 for ws in windows):  # one window a document: its window's score, no loop of maxima
+            return per_window.tolist()
         out, start = [], 0
         for ws in windows:
             out.append(float(per_window[start:start + len(ws)].max()))
