@@ -45,10 +45,9 @@ def main(argv=None) -> int:
     os.environ.setdefault("WANDB_MODE", "disabled")
     import torch
 
-    from hopscotch.retriever.experiments.ablation_report import update_section
+    from hopscotch.retriever.experiments.ablation_report import publish
     from hopscotch.retriever.experiments.trajectory_use import ARMS, END, START, measure, render, summarize, to_json
     from hopscotch.retriever.experiments.trajectory_use import train_arm
-    from hopscotch.retriever.io.common import write_json
 
     work, data = Path(args.work), Path(args.data)
     models = {"base": "minilm"}
@@ -59,12 +58,7 @@ def main(argv=None) -> int:
     command = ("python scripts/agent_trajectory_use.py --data OUT/data --work WORK "
                + " ".join(args.overrides)).strip()
     section = render(summary, command)
-    print(section)
-    if args.json:
-        write_json(args.json, to_json(summary))
-    if not args.no_docs:
-        update_section(Path(args.docs), section, START, END)
-        print(f"updated {args.docs}")
+    publish(section, to_json(summary), args.json, None if args.no_docs else args.docs, START, END)
     return 0
 
 

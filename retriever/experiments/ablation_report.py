@@ -26,6 +26,19 @@ def update_section(docs: Path, section: str, start: str = START, end: str = END)
         fh.write(text)
 
 
+def publish(section: str, data: dict, json_path: str | None, docs: str | None, start: str, end: str) -> None:
+    """What an experiment's driver ends with: print ``section``, write ``data`` to ``json_path`` (when given) and
+    put the section between ``start`` and ``end`` of ``docs`` (when given)."""
+    from hopscotch.retriever.io.common import write_json
+
+    print(section)
+    if json_path:
+        write_json(json_path, data)
+    if docs:
+        update_section(Path(docs), section, start, end)
+        print(f"updated {docs}")
+
+
 def cell(c: dict | None) -> str:
     """``mean ± ci95 (p=...)``, ``*`` when p < 0.05; ``—`` for no cell."""
     if not c:

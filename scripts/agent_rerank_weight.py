@@ -1,0 +1,56 @@
+"""The multi-vector reranker's first-stage weight (``--rerank-first-weight``, issue 34 item 2) on the question-level
+dev sets; regenerates its section of docs/benchmarks.md.
+
+    DATA_ONLY=1 bash scripts/train_agent_retriever.sh /tmp/tu/run             # tuples, dev sets, clean/
+    RECIPE=recipes/minilm_agent_multivector.yaml bash scripts/train_agent_retriever.sh /tmp/mv   # the model
+    .venv/bin/python scripts/agent_rerank_weight.py --model /tmp/mv/final --work /tmp/tu/work
+
+Reranks reasoning-aware BM25's top 100 of tongyi_question, tongyi_pages_question and HotpotQA with the model at each
+weight, tune and test questions, and picks the weight on tune. Everything is cached under WORK. A thin driver of
+:mod:`hopscotch.retriever.experiments.rerank_weight`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", required=True, help="a multi-vector model folder")
+    parser.add_argument("--label", default="mv", help="the model's name in WORK's cache files")
+    parser.add_argument("--work", default="/tmp/hopscotch-trajectory-use", help="indexes and runs (a cache)")
+    parser.add_argument("--sets", default="tongyi_question,tongyi_pages_question,hotpotqa")
+    parser.add_argument("--weights", default="0,0.25,0.5,0.75")
+    parser.add_argument("--docs", default=str(ROOT / "docs" / "benchmarks.md"), help="markdown file to update")
+    parser.add_argument("--no-docs", action="store_true", help="print only")
+    parser.add_argument("--json", help="write every number here")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads of the searches")
+    args = parser.parse_args(argv)
+    if not Path(args.model).is_dir():
+        parser.error(f"--model {args.model}: no such model folder")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("WANDB_MODE", "disabled")
+    import torch
+
+    from hopscotch.retriever.experiments.ablation_report import publish
+    from hopscotch.retriever.experiments.rerank_weight import END, START, measure, render, summarize, to_json
+
+    torch.set_num_threads(args.threads)
+    weights = [float(w) for w in args.weights.split(",")]
+    measured = measure(str(Path(args.model).resolve()), Path(args.work),
+                       [s.strip() for s in args.sets.split(",") if s.strip()], weights, args.label)
+    summary = summarize(measured)
+    section = render(summary, "python scripts/agent_rerank_weight.py --model M --work WORK")
+    publish(section, to_json(summary), args.json, None if args.no_docs else args.docs, START, END)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
