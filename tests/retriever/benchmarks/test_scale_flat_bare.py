@@ -3,8 +3,6 @@ IndexFlatIP over the same vectors, in one process; the ratio in the measured tab
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -12,23 +10,7 @@ from hopscotch.retriever.benchmarks.scale import STAGE_KINDS, STAGES
 from hopscotch.retriever.benchmarks.scale_report import dense_findings, measured_table, render_section
 from hopscotch.retriever.benchmarks.scale_stages import FAISS_STAGES, ScaleConfig, stage_flat_bare
 
-
-def write_vector_index(out: Path, vectors: np.ndarray, shard_size: int) -> Path:
-    """An index folder (float16 shards, docid lookup, manifest) holding ``vectors``."""
-    from hopscotch.retriever.index.docstore import build_docid_lookup
-    from hopscotch.retriever.index.encode import write_shard
-    from hopscotch.retriever.index.layout import IndexMeta
-    from hopscotch.retriever.io.corpus import Document
-
-    for shard, start in enumerate(range(0, len(vectors), shard_size)):
-        x = vectors[start:start + shard_size]
-        write_shard(out, shard, [Document(f"v{start + i}", "", "") for i in range(len(x))], x, docstore=False,
-                    seconds=0.0)
-    meta = IndexMeta(model="synthetic", model_path="", max_length=None, dim=vectors.shape[1], num_docs=len(vectors),
-                     num_shards=-(-len(vectors) // shard_size), shard_size=shard_size, docstore=False)
-    build_docid_lookup(out, meta, show_progress=False)
-    meta.save(out)
-    return out
+from ..index.test_faiss_flat_blas import write_vector_index
 
 
 @pytest.fixture
