@@ -1,4 +1,4 @@
-"""Trajectory-use labels: training tuples from what an agent went on to use (issue 34; LRAT-style).
+"""Trajectory-use labels: training tuples from what an agent went on to use (LRAT-style).
 
 DR-Synth labels a Tongyi search call with the agent retriever's own top documents, so a model trained on it learns
 to imitate that query-only retriever. These labels come from the trajectory instead: what the agent *used*.

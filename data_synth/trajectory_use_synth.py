@@ -1,4 +1,4 @@
-"""``hopscotch synth --mode trajectory-use``: Tevatron-shaped tuples from agent trajectories (issue 34).
+"""``hopscotch synth --mode trajectory-use``: Tevatron-shaped tuples from agent trajectories.
 
 Reads a Tongyi-DeepResearch steps file (``agent_search_steps.jsonl``: ``query_id, reasoning, search_query,
 retrieved_docids, valid`` per row; several runs of one question told apart by ``retriever`` / ``source``), the
@@ -10,7 +10,7 @@ positive_passages, negative_passages}`` (the context fields as DR-Synth writes t
 input variant trains on them), in the order questions first appear, and a stats JSON.
 
 ``questions``: a file of question ids, one per line (``scripts/train_agent_retriever.sh`` passes the train questions
-of :mod:`hopscotch.data_synth.agent.splits`); no other question's call is written. Resumable like DR-Synth: each
+of :mod:`hopscotch_experiments.agent_data.splits`); no other question's call is written. Resumable like DR-Synth: each
 finished question is a work file under ``<out>.parts/`` (:class:`~hopscotch.data_synth.parts.PartStore`) whose
 manifest records the configuration and every input's content; a rerun with other inputs or settings is refused
 naming the difference (``fresh`` starts over); the output and the stats are written atomically at the end, the same

@@ -279,7 +279,7 @@ def _configs(shapes, with_block_d):
 # Candidate tiles for the GPU autotuner: (BLOCK_M, BLOCK_N, BLOCK_K, BLOCK_D, warps, stages). Every
 # BLOCK_M / BLOCK_N divides SPLIT_ALIGN so that split boundaries fall on tile boundaries.
 SPLIT_ALIGN = 256
-# Checked with hopscotch.kernels.compile_report for sm_90: no register spills beyond a few bytes.
+# Checked with experiments/kernel_checks/compile_report.py for sm_90: no register spills beyond a few bytes.
 _FWD_SHAPES = [(128, 128, 64, 0, 8, 3), (128, 128, 32, 0, 8, 4), (128, 64, 64, 0, 8, 3), (64, 128, 64, 0, 4, 3),
                (64, 64, 64, 0, 4, 4)]
 _BWD_SHAPES = [(64, 128, 64, 64, 8, 2), (128, 64, 64, 64, 8, 2), (128, 128, 64, 64, 8, 2), (128, 128, 32, 64, 8, 3),

@@ -4,8 +4,8 @@ hybrid, on four dev sets of held-out questions; regenerates the table in docs/be
     .venv/bin/python scripts/agent_ablation.py --work /tmp/hopscotch-ablation [--trained /tmp/agent_run/final]
         [--json ablation.json] [--sets hotpotqa,musique,world,tongyi,tongyi_pages] [--no-docs]
 
-Dev sets: :mod:`hopscotch.data_synth.agent.eval_sets` (test = held-out questions of
-:mod:`hopscotch.data_synth.agent.splits`; the Tongyi set's qrels are pseudo-labels). Everything runs through
+Dev sets: :mod:`hopscotch_experiments.agent_data.eval_sets` (test = held-out questions of
+:mod:`hopscotch_experiments.agent_data.splits`; the Tongyi set's qrels are pseudo-labels). Everything runs through
 the CLI (``hopscotch index``, ``bm25-index``, ``search``, ``tune-fusion``) in-process; indexes and runs are
 cached under ``--work`` (delete a file to redo it), so every number can be reproduced with the printed
 commands. Tuned on the ``tune`` questions only (each source's dev questions, which training never sees): each
@@ -14,7 +14,7 @@ late-fusion weight ``w`` (one per model, same criterion) and the BM25 + dense fu
 --dev-qids``, per set and model). Cells: nDCG@10 on test with its 95% CI, and the paired randomisation p
 against the same model's query-only row (BM25: against base query-only).
 
-A thin driver: the ablation is :mod:`hopscotch.retriever.experiments.agent_ablation` (its runs
+A thin driver: the ablation is :mod:`hopscotch_experiments.ablations.agent_ablation` (its runs
 ``.ablation_runs``, its table, docs section and plot ``.ablation_report``).
 """
 
@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from hopscotch.data_synth.agent.eval_sets import SET_NAMES
+from hopscotch_experiments.agent_data.eval_sets import SET_NAMES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,8 +50,8 @@ def main(argv=None) -> int:
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     import torch
 
-    from hopscotch.retriever.experiments.ablation_report import plot, render_table, update_section
-    from hopscotch.retriever.experiments.agent_ablation import run_ablation
+    from hopscotch_experiments.ablations.ablation_report import plot, render_table, update_section
+    from hopscotch_experiments.ablations.agent_ablation import run_ablation
     from hopscotch.retriever.io.common import write_json
 
     torch.set_num_threads(args.threads)

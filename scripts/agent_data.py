@@ -1,8 +1,8 @@
 """``python scripts/agent_data.py OUT_DIR``: the training trace files of the agent experiments' train
 questions (``hotpot_traces.jsonl``, ``musique_traces.jsonl``, ``tongyi_traces.jsonl``, ``tongyi_qrels.tsv``).
 
-A thin driver of :mod:`hopscotch.data_synth.agent.training_traces` (what each file holds, and why); splits:
-:mod:`hopscotch.data_synth.agent.splits`.
+A thin driver of :mod:`hopscotch_experiments.agent_data.training_traces` (what each file holds, and why); splits:
+:mod:`hopscotch_experiments.agent_data.splits`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from hopscotch.data_synth.agent.training_traces import write_training_traces
+from hopscotch_experiments.agent_data.training_traces import write_training_traces
 
 
 def main(argv: list[str]) -> int:

@@ -2,7 +2,7 @@
 print its counts and first test query; with ``--write WORK``, write each set to ``WORK/sets/<name>/`` instead and
 print one ``NAME=FOLDER::CORPUS`` spec a line (``hopscotch audit contamination --eval`` reads them).
 
-A thin driver of :mod:`hopscotch.data_synth.agent.eval_sets` (what each set holds, and why).
+A thin driver of :mod:`hopscotch_experiments.agent_data.eval_sets` (what each set holds, and why).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from hopscotch.data_synth.agent.eval_sets import SET_NAMES, build_sets, write_sets
+from hopscotch_experiments.agent_data.eval_sets import SET_NAMES, build_sets, write_sets
 
 
 def main(argv=None) -> int:

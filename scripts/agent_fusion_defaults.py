@@ -17,7 +17,7 @@ exactly the list a maximin default must not lose to there, and the sets with exa
 the ones where BM25 can be the stronger half. ``--split test`` only reports (the defaults are never chosen on
 it), with the paired test of each default against each set's better component.
 
-A thin driver: the grid, the table and the report are :mod:`hopscotch.retriever.experiments.fusion_defaults`.
+A thin driver: the grid, the table and the report are :mod:`hopscotch_experiments.ablations.fusion_defaults`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from hopscotch.data_synth.agent.eval_sets import SET_NAMES
+from hopscotch_experiments.agent_data.eval_sets import SET_NAMES
 
 
 def main(argv=None) -> int:
@@ -41,12 +41,12 @@ def main(argv=None) -> int:
                              "runs/<set>.trained.default.<tag>.trec of the ablation; --trained names the model)")
     parser.add_argument("--trained", help="with --reasoning: the trained model folder the ablation ran")
     args = parser.parse_args(argv)
-    from hopscotch.retriever.experiments.fusion_defaults import report
+    from hopscotch_experiments.ablations.fusion_defaults import report
 
     sets = [s.strip() for s in args.sets.split(",") if s.strip()]
     runs = {}
     if args.reasoning:
-        from hopscotch.retriever.experiments.agent_ablation import defaults_tag, expansion_tag
+        from hopscotch_experiments.ablations.agent_ablation import defaults_tag, expansion_tag
 
         if not args.trained:
             parser.error("--reasoning needs --trained DIR (its recorded defaults name the dense runs)")

@@ -22,7 +22,7 @@ no document is encoded twice. Cells: nDCG@10 on test with its 95% CI and the pai
 single-vector model's ``--reasoning`` defaults. Index and search wall times are recorded (2 CPU cores).
 
 A thin driver: the runs, the table and the docs section are
-:mod:`hopscotch.retriever.experiments.multivector_ablation`.
+:mod:`hopscotch_experiments.ablations.multivector_ablation`.
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from hopscotch.retriever.experiments.ablation_report import update_section
-    from hopscotch.retriever.experiments.multivector_ablation import END, START, base_model, run_ablation
+    from hopscotch_experiments.ablations.ablation_report import update_section
+    from hopscotch_experiments.ablations.multivector_ablation import END, START, base_model, run_ablation
     from hopscotch.retriever.io.common import write_json
 
     work = Path(args.work)

@@ -9,7 +9,7 @@ question-level dev sets; regenerates its section of docs/benchmarks.md.
 
 Indexes and searches tongyi_question, tongyi_pages_question and HotpotQA with both models (query only and
 ``--reasoning``) and the untrained MiniLM, tune and test questions, with paired tests of ours against the peer.
-Everything is cached under WORK. A thin driver of :mod:`hopscotch.retriever.experiments.peer_rows`.
+Everything is cached under WORK. A thin driver of :mod:`hopscotch_experiments.ablations.peer_rows`.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ def main(argv=None) -> int:
     os.environ.setdefault("WANDB_MODE", "disabled")
     import torch
 
-    from hopscotch.retriever.experiments.ablation_report import publish
-    from hopscotch.retriever.experiments.peer_rows import END, START, measure_peer_rows, render, summarize, to_json
+    from hopscotch_experiments.ablations.ablation_report import publish
+    from hopscotch_experiments.ablations.peer_rows import END, START, measure_peer_rows, render, summarize, to_json
 
     torch.set_num_threads(args.threads)
     names = [s.strip() for s in args.sets.split(",") if s.strip()]

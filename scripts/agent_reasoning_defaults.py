@@ -8,7 +8,7 @@ reasoning-aware input alone), the maximin pick and the pick on the held-out test
 the query alone). ``--record`` writes the pick into DIR's ``hopscotch_config.json`` (``query_input``,
 ``late_fusion``, ``late_fusion_max_words``, ``late_fusion_long``: what ``search --reasoning``
 and ``serve`` apply; the weights do not depend on them). A thin driver of
-:mod:`hopscotch.retriever.experiments.reasoning_defaults`; the dense indexes are the agent ablation's (``--work``).
+:mod:`hopscotch_experiments.ablations.reasoning_defaults`; the dense indexes are the agent ablation's (``--work``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import torch
 
-    from hopscotch.retriever.experiments.reasoning_defaults import choose, dense_runs, record
+    from hopscotch_experiments.ablations.reasoning_defaults import choose, dense_runs, record
     from hopscotch.retriever.io.common import write_json
 
     torch.set_num_threads(args.threads)

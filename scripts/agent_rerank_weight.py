@@ -7,7 +7,7 @@ dev sets; regenerates its section of docs/benchmarks.md.
 
 Reranks reasoning-aware BM25's top 100 of tongyi_question, tongyi_pages_question and HotpotQA with the model at each
 weight, tune and test questions, and picks the weight on tune. Everything is cached under WORK. A thin driver of
-:mod:`hopscotch.retriever.experiments.rerank_weight`.
+:mod:`hopscotch_experiments.ablations.rerank_weight`.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ def main(argv=None) -> int:
     os.environ.setdefault("WANDB_MODE", "disabled")
     import torch
 
-    from hopscotch.retriever.experiments.ablation_report import publish
-    from hopscotch.retriever.experiments.rerank_weight import END, START, measure, render, summarize, to_json
+    from hopscotch_experiments.ablations.ablation_report import publish
+    from hopscotch_experiments.ablations.rerank_weight import END, START, measure, render, summarize, to_json
 
     torch.set_num_threads(args.threads)
     weights = [float(w) for w in args.weights.split(",")]

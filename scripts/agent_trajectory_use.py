@@ -10,7 +10,7 @@ trajectory-use = ``tongyi_use_tuples.jsonl``; everything else, the seed and the 
 ``WORK/models/<arm>``, then indexes and searches tongyi_question, tongyi_pages_question and HotpotQA with each model
 (query only and ``--reasoning``) and the untrained MiniLM (query only), tune and test questions, with paired tests.
 Everything is cached under WORK (delete a file to redo it). A thin driver of
-:mod:`hopscotch.retriever.experiments.trajectory_use`.
+:mod:`hopscotch_experiments.ablations.trajectory_use`.
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ def main(argv=None) -> int:
     os.environ.setdefault("WANDB_MODE", "disabled")
     import torch
 
-    from hopscotch.retriever.experiments.ablation_report import publish
-    from hopscotch.retriever.experiments.trajectory_use import ARMS, END, START, measure, render, summarize, to_json
-    from hopscotch.retriever.experiments.trajectory_use import train_arm
+    from hopscotch_experiments.ablations.ablation_report import publish
+    from hopscotch_experiments.ablations.trajectory_use import ARMS, END, START, measure, render, summarize, to_json
+    from hopscotch_experiments.ablations.trajectory_use import train_arm
 
     work, data = Path(args.work), Path(args.data)
     models = {"base": "minilm"}

@@ -12,7 +12,7 @@ written to ``WORK/wise_ft/a<A>``; it is indexed and searched as ``hopscotch inde
 nDCG@10 of the defaults over the sets' tune questions (ties: the larger alpha, the lesser change); test
 questions only report it, each cell with its 95% CI and the paired randomisation p against alpha 1.
 
-A thin driver: the sweep and its docs section are :mod:`hopscotch.retriever.experiments.wise_ft`.
+A thin driver: the sweep and its docs section are :mod:`hopscotch_experiments.ablations.wise_ft`.
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ def main(argv=None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import torch
 
-    from hopscotch.retriever.experiments.ablation_report import update_section
-    from hopscotch.retriever.experiments.wise_ft import END, START, render, sweep, to_json
+    from hopscotch_experiments.ablations.ablation_report import update_section
+    from hopscotch_experiments.ablations.wise_ft import END, START, render, sweep, to_json
     from hopscotch.retriever.io.common import write_json
 
     torch.set_num_threads(args.threads)

@@ -1,6 +1,6 @@
 """Benchmark: where ``hopscotch search --bm25`` loses to bare bm25s (issue 37, item 3), step by step, on documents
 and questions of the cost-curve benchmark (docs/benchmarks.md, "BM25 backends"). See
-:mod:`hopscotch.retriever.benchmarks.bm25_cli`.
+:mod:`hopscotch_experiments.benchmarks.bm25_cli`.
 
     .venv/bin/python scripts/bench_bm25_cli.py --docs 20000 --queries 200     # ~1 min
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hopscotch.retriever.benchmarks.bm25_cli import report, run
-from hopscotch.retriever.benchmarks.common import shared_data_dir
-from hopscotch.retriever.benchmarks.scale_data import DEFAULT_QUERY_SOURCES, DEFAULT_SOURCES
+from hopscotch_experiments.benchmarks.bm25_cli import report, run
+from hopscotch_experiments.benchmarks.common import shared_data_dir
+from hopscotch_experiments.benchmarks.scale_data import DEFAULT_QUERY_SOURCES, DEFAULT_SOURCES
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -24,8 +24,8 @@ def main(argv=None) -> int:
     parser.add_argument("--sets", default="tongyi_question,tongyi_pages_question,world_long,hotpotqa")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
-    from hopscotch.data_synth.agent.eval_sets import build_sets
-    from hopscotch.retriever.experiments.ablation_runs import build_indexes
+    from hopscotch_experiments.agent_data.eval_sets import build_sets
+    from hopscotch_experiments.ablations.ablation_runs import build_indexes
     from hopscotch.retriever.io.queries import read_queries
     from hopscotch.retriever.model.query_input import ReasoningContext
     from hopscotch.retriever.searchers.bm25 import BM25Searcher

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hopscotch.retriever.benchmarks.common import add_run_options, md_table, run_json, shared_data_dir
+from hopscotch_experiments.benchmarks.common import add_run_options, md_table, run_json, shared_data_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,7 +7,7 @@ Each stage runs in its own process (whole-process wall time and peak RSS are rec
 3. ``search`` load each index with :class:`hopscotch.retriever.index.faiss_index.ShardedFaissIndex` and time 1,000 queries at
    k=100 (median of ``--repeats`` runs), Flat first, as the reference for recall@100.
 
-The vectors (:func:`hopscotch.retriever.benchmarks.vectors.clustered_vectors`) are not plain Gaussian:
+The vectors (:func:`hopscotch_experiments.benchmarks.vectors.clustered_vectors`) are not plain Gaussian:
 cluster centres and within-cluster offsets are drawn along a random rotation with a power-law spectrum
 (eigenvalue i ~ i^-0.8, like sentence embeddings, whose variance concentrates in a few dozen directions),
 cluster sizes follow a Zipf law, and everything is L2-normalised. Queries are fresh draws from the same
@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hopscotch.retriever.benchmarks.common import add_run_options, folder_bytes, md_table, peak_rss_mib, run_json
-from hopscotch.retriever.benchmarks.vectors import clustered_vectors
+from hopscotch_experiments.benchmarks.common import add_run_options, folder_bytes, md_table, peak_rss_mib, run_json
+from hopscotch_experiments.benchmarks.vectors import clustered_vectors
 from hopscotch.retriever.evaluation.ann_recall import recall_at
 from hopscotch.retriever.index.faiss_spec import auto_spec
 

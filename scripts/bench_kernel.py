@@ -7,7 +7,7 @@ Two phases, one table each:
    (both backward variants, fp32 / bf16 / fp16, no exclusion / ids / dense mask) against
    ``hopscotch.kernels.reference_infonce_loss`` evaluated in float64 on the same rounded inputs. Tolerances:
    1e-5 relative for fp32 inputs, 1e-2 for bf16 / fp16 (an absolute bound where the loss is near zero:
-   :mod:`hopscotch.kernels.accuracy`). Prints ``CHECK: PASS`` or ``CHECK: FAIL``.
+   :mod:`hopscotch_experiments.kernel_checks.accuracy`). Prints ``CHECK: PASS`` or ``CHECK: FAIL``.
 2. **bench** -- bf16, ``N = 8 B`` (group size 8), ``B`` in ``--sizes``, ``d`` in ``--dims``: forward +
    backward time (median of ``--reps`` runs after ``--warmup``, CUDA events) and extra memory
    (``max_memory_allocated`` after ``reset_peak_memory_stats`` minus what was allocated before:
@@ -20,9 +20,9 @@ Usage::
     python scripts/bench_kernel.py --device cuda           # on a CUDA machine: both phases
     python scripts/bench_kernel.py --device cpu --dry-run  # CPU, Triton interpreter, tiny sizes
 
-The check and the bench are :mod:`hopscotch.kernels.bench` (the check grades by
-:mod:`hopscotch.kernels.accuracy`, against the float64 reference); ``bash scripts/gpu_check.sh`` runs both
-as part of its section 1 (the check's cases in parallel processes, through ``check_cases`` and
+The check and the bench are :mod:`hopscotch_experiments.kernel_checks.bench` (the check grades by
+:mod:`hopscotch_experiments.kernel_checks.accuracy`, against the float64 reference);
+``bash scripts/gpu_check.sh`` runs both as part of its section 1 (the check's cases in parallel processes, through ``check_cases`` and
 ``run_check(only=...)``).
 
 Exit status: 0 when the check passed, 1 when it failed.
@@ -65,7 +65,7 @@ def main(argv=None) -> int:
     import triton
 
     from hopscotch import kernels
-    from hopscotch.kernels.bench import run_bench, run_check
+    from hopscotch_experiments.kernel_checks.bench import run_bench, run_check
 
     torch.set_num_threads(min(2, torch.get_num_threads()))
     device = torch.device(args.device)

@@ -26,7 +26,7 @@ import time
 from itertools import islice
 from pathlib import Path
 
-from hopscotch.retriever.benchmarks.common import folder_bytes, md_table, shared_data_dir, timed
+from hopscotch_experiments.benchmarks.common import folder_bytes, md_table, shared_data_dir, timed
 
 ROOT = Path(__file__).resolve().parents[1]
 HOP = [sys.executable, "-m", "hopscotch.retriever.cli"]

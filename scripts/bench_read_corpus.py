@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 
-from hopscotch.retriever.benchmarks.common import peak_rss_mib
+from hopscotch_experiments.benchmarks.common import peak_rss_mib
 
 COUNT = """
 import sys

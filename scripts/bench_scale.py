@@ -4,9 +4,9 @@ at 10k, 100k and 1M documents, with ``hopscotch index --plan``'s and ``bm25-inde
 
 Documents are real sentences recombined (2-6 sentences of HotpotQA / MuSiQue paragraphs each, no two alike); the
 encoder is all-MiniLM-L6-v2 cut to its first 2 layers at max length 64 (``--model``); see
-:mod:`hopscotch.retriever.benchmarks.scale_data`. Each stage of each size runs in its own process (wall time and
-peak RSS: :mod:`hopscotch.retriever.benchmarks.scale_stages`) and is saved under ``--work``; a rerun skips the
-finished ones (``--fresh`` redoes them). The plan checks: :mod:`hopscotch.retriever.benchmarks.scale`.
+:mod:`hopscotch_experiments.benchmarks.scale_data`. Each stage of each size runs in its own process (wall time and
+peak RSS: :mod:`hopscotch_experiments.benchmarks.scale_stages`) and is saved under ``--work``; a rerun skips the
+finished ones (``--fresh`` redoes them). The plan checks: :mod:`hopscotch_experiments.benchmarks.scale`.
 
     flock /tmp/hopscotch-heavy.lock .venv/bin/python scripts/bench_scale.py --json /tmp/scale.json   # ~2-2.5 h
     .venv/bin/python scripts/bench_scale.py --sizes 10000 --threads 1 --doc /tmp/scaling.md          # ~6 min
@@ -21,12 +21,12 @@ import shlex
 import sys
 from pathlib import Path
 
-from hopscotch.retriever.benchmarks.common import add_run_options, shared_data_dir
-from hopscotch.retriever.benchmarks.scale import run_scale
-from hopscotch.retriever.benchmarks.scale_bm25 import bm25_findings, bm25_table
-from hopscotch.retriever.benchmarks.scale_data import DEFAULT_QUERY_SOURCES, DEFAULT_SOURCES
-from hopscotch.retriever.benchmarks.scale_report import dense_findings, measured_table, plan_table, write_scale_report
-from hopscotch.retriever.benchmarks.scale_stages import KINDS, ScaleConfig
+from hopscotch_experiments.benchmarks.common import add_run_options, shared_data_dir
+from hopscotch_experiments.benchmarks.scale import run_scale
+from hopscotch_experiments.benchmarks.scale_bm25 import bm25_findings, bm25_table
+from hopscotch_experiments.benchmarks.scale_data import DEFAULT_QUERY_SOURCES, DEFAULT_SOURCES
+from hopscotch_experiments.benchmarks.scale_report import dense_findings, measured_table, plan_table, write_scale_report
+from hopscotch_experiments.benchmarks.scale_stages import KINDS, ScaleConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hopscotch.retriever.benchmarks.common import shared_data_dir, timed
+from hopscotch_experiments.benchmarks.common import shared_data_dir, timed
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -3,7 +3,7 @@
     flock /tmp/hopscotch-heavy.lock .venv/bin/python scripts/bench_train.py --json /tmp/bench_train.json
 
 Same model (bundled all-MiniLM-L6-v2), same tuples (DR-Synth, HotpotQA questions 1-380; built as
-``scripts/train_quality.py`` builds them, by :mod:`hopscotch.retriever.experiments.train_quality`, unless
+``scripts/train_quality.py`` builds them, by :mod:`hopscotch_experiments.ablations.train_quality`, unless
 ``--tuples``), same batches in the same order (Hopscotch's epoch-0 plan; sentence-transformers reads them
 sequentially), same group (1 positive + G-1 hard negatives per query: MNRL's ``anchor, positive,
 negative_1..`` columns), same max length for queries and passages,
@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hopscotch.retriever.benchmarks.common import run_json
+from hopscotch_experiments.benchmarks.common import run_json
 
 SYSTEMS = ["sentence-transformers", "hopscotch", "hopscotch-unchunked", "hopscotch-bf16", "sentence-transformers-bf16"]
 
@@ -150,7 +150,7 @@ def main(argv=None) -> int:
         worker(args)
         return 0
     if not args.tuples:
-        from hopscotch.retriever.experiments.train_quality import build_tuples, split_questions
+        from hopscotch_experiments.ablations.train_quality import build_tuples, split_questions
 
         args.tuples = str(build_tuples(Path(args.work), split_questions()[0]))
     systems = [s for s in args.systems.split(",") if s]

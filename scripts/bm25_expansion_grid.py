@@ -4,7 +4,7 @@
 
 Prints the grid (reasoning text x query weight) ranked by its worst per-set tune gain over plain BM25, the
 maximin pick, and the pick on the held-out test questions (paired tests, q/s). A thin driver of
-:mod:`hopscotch.retriever.experiments.bm25_expansion_grid`; the BM25 indexes are the agent ablation's (``--work``).
+:mod:`hopscotch_experiments.ablations.bm25_expansion_grid`; the BM25 indexes are the agent ablation's (``--work``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hopscotch.data_synth.agent.eval_sets import SET_NAMES
+from hopscotch_experiments.agent_data.eval_sets import SET_NAMES
 
 
 def main(argv=None) -> int:
@@ -23,7 +23,7 @@ def main(argv=None) -> int:
     parser.add_argument("--variants", help="comma-separated reasoning variants (default: the module's grid)")
     parser.add_argument("--weights", help="comma-separated query weights (default: the module's grid)")
     args = parser.parse_args(argv)
-    from hopscotch.retriever.experiments.bm25_expansion_grid import QUERY_WEIGHTS, VARIANTS, report
+    from hopscotch_experiments.ablations.bm25_expansion_grid import QUERY_WEIGHTS, VARIANTS, report
     from hopscotch.retriever.io.common import write_json
 
     variants = [v.strip() for v in args.variants.split(",")] if args.variants else VARIANTS

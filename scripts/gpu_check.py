@@ -4,7 +4,7 @@
 Sections (each the script ``scripts/gpu_check_<name>.py`` run as its own process, with a hard time
 budget; a section that fails or runs out of time records FAIL with a one-line reason and the others
 still run; the rows, deadlines and section entry point they share are
-:mod:`hopscotch.retriever.benchmarks.gpu_check`):
+:mod:`hopscotch_experiments.benchmarks.gpu_check`):
 
 1. ``kernel`` (180 s) -- fused InfoNCE kernel vs reference: accuracy sweeps (fp32 / bf16 / fp16 x
    exclusion none / ids / dense x backward fused / chunked), ``scripts/bench_kernel.py``'s check and its
@@ -45,8 +45,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from hopscotch.retriever.benchmarks.common import md_row
-from hopscotch.retriever.benchmarks.gpu_check import one_line, read_records
+from hopscotch_experiments.benchmarks.common import md_row
+from hopscotch_experiments.benchmarks.gpu_check import one_line, read_records
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = Path(__file__).resolve().parent

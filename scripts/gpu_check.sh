@@ -67,11 +67,14 @@ if ! PY="$(pick_python cuda)"; then
 fi
 echo "gpu_check: using $PY" >&2
 
-probe='import os, sys, hopscotch.kernels.infonce
-sys.exit(0 if os.path.realpath(hopscotch.kernels.infonce.__file__).startswith(os.path.realpath(sys.argv[1])) else 1)'
+# hopscotch and its experiments (experiments/: the GPU check's shared pieces and the kernel harness), both from $ROOT
+probe='import os, sys, hopscotch.kernels.infonce, hopscotch_experiments.benchmarks.gpu_check as g
+ours = [hopscotch.kernels.infonce.__file__, g.__file__]
+sys.exit(0 if all(os.path.realpath(f).startswith(os.path.realpath(sys.argv[1])) for f in ours) else 1)'
 if ! "$PY" -c "$probe" "$ROOT" >/dev/null 2>&1; then
-  echo "gpu_check: $PY does not import hopscotch from $ROOT; pip install -e . --no-deps" >&2
-  "$PY" -m pip install --quiet --no-deps --no-build-isolation -e . >&2 || true
+  echo "gpu_check: $PY does not import hopscotch and hopscotch_experiments from $ROOT;" \
+       "pip install --no-deps -e . -e ./experiments" >&2
+  "$PY" -m pip install --quiet --no-deps --no-build-isolation -e . -e ./experiments >&2 || true
 fi
 
 if [[ "$INSTALL" == 1 ]]; then

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hopscotch.retriever.benchmarks.gpu_check import Deadline, section_main, synchronize
+from hopscotch_experiments.benchmarks.gpu_check import Deadline, section_main, synchronize
 
 SIZES = {
     "full": {"docs": 20000, "batch_size": 256, "max_length": 256, "repeats": 2, "precision": "fp16"},

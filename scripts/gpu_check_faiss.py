@@ -1,7 +1,7 @@
 """GPU check, section 3: IVF-PQ built and searched with faiss-gpu against faiss-cpu in the same run.
 
 The vectors are ``scripts/bench_index.py``'s clustered unit vectors
-(:func:`hopscotch.retriever.benchmarks.vectors.clustered_vectors`) (Zipf cluster sizes, power-law
+(:func:`hopscotch_experiments.benchmarks.vectors.clustered_vectors`) (Zipf cluster sizes, power-law
 spectrum; 1,000,000 x 384 by default); the queries fresh draws from the same process. The index is
 made by :func:`hopscotch.retriever.index.faiss_index.make_index` (inner product, no polysemous
 training), trained on a sample, filled, then searched at ``k = 100``. The exact top-100 comes from a
@@ -22,8 +22,8 @@ import time
 
 import numpy as np
 
-from hopscotch.retriever.benchmarks.gpu_check import Deadline, section_main
-from hopscotch.retriever.benchmarks.vectors import clustered_vectors
+from hopscotch_experiments.benchmarks.gpu_check import Deadline, section_main
+from hopscotch_experiments.benchmarks.vectors import clustered_vectors
 from hopscotch.retriever.evaluation.ann_recall import recall_at
 
 SIZES = {

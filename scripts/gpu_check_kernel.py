@@ -1,18 +1,18 @@
 """GPU check, section 1: the fused InfoNCE kernel against the reference, then its time and memory.
 
-1. accuracy: :func:`hopscotch.kernels.accuracy.sweep` of ``hopscotch.kernels.infonce_loss`` against float64,
-   one row per dtype (fp32 / bf16 / fp16) x exclusion kind (none / ids / dense) x backward variant
+1. accuracy: :func:`hopscotch_experiments.kernel_checks.accuracy.sweep` of ``hopscotch.kernels.infonce_loss``
+   against float64, one row per dtype (fp32 / bf16 / fp16) x exclusion kind (none / ids / dense) x backward variant
    (fused / chunked); each row checks the fixed seeds of that kind plus fresh ones. On CUDA the tiles
    are fixed (64 x 64, as the kernel bench's check) so that the many small shapes compile once each; the
    rows run in parallel worker processes because Triton compilation is CPU-bound.
 2. the autotuned kernels at the loss shapes of sections 4 and 5 (:data:`TRAINING_SHAPES`), and
-   ``scripts/bench_kernel.py``'s check (:func:`hopscotch.kernels.bench.run_check`: odd shapes with fixed
-   tiles, bench-sized shapes with the autotuned kernels, the all-but-positive row), one case per worker,
+   ``scripts/bench_kernel.py``'s check (:func:`hopscotch_experiments.kernel_checks.bench.run_check`: odd shapes
+   with fixed tiles, bench-sized shapes with the autotuned kernels, the all-but-positive row), one case per worker,
    at the same time.
-3. ``scripts/bench_kernel.py``'s bench table (:func:`hopscotch.kernels.bench.run_bench`: bf16, ``N = 8 B``,
-   d 384 / 1024, B up to 16,384): fused and chunked against torch ``matmul`` + ``cross_entropy``, time and
+3. ``scripts/bench_kernel.py``'s bench table (:func:`hopscotch_experiments.kernel_checks.bench.run_bench`: bf16,
+   ``N = 8 B``, d 384 / 1024, B up to 16,384): fused and chunked against torch ``matmul`` + ``cross_entropy``, time and
    extra memory, in this process.
-4. MaxSim (late interaction): :mod:`hopscotch.kernels.maxsim_accuracy` sweeps of
+4. MaxSim (late interaction): :mod:`hopscotch_experiments.kernel_checks.maxsim_accuracy` sweeps of
    ``hopscotch.kernels.maxsim_infonce_loss`` against float64 (fp32: fixed and fresh cases, bf16: fixed;
    ragged masks, docid / dense exclusion, gathered passages) in the worker pool with the checks of 1 and
    2 (one worker also compiles the bench shapes into Triton's cache); then, in this process before the
@@ -33,7 +33,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
-from hopscotch.retriever.benchmarks.gpu_check import Deadline, section_main
+from hopscotch_experiments.benchmarks.gpu_check import Deadline, section_main
 
 DTYPES = ("fp32", "bf16", "fp16")
 KINDS = ("none", "ids", "dense")
@@ -69,7 +69,7 @@ SIZES = {
 def seeds_by_kind(fresh_per_kind: int, fixed_per_kind: int | None = None) -> dict:
     """``{kind: seeds}``: the fixed seeds of each exclusion kind (the first ``fixed_per_kind``; all when
     None) plus ``fresh_per_kind`` fresh ones."""
-    from hopscotch.kernels.accuracy import FIXED_SEEDS, draw_case, fresh_seeds
+    from hopscotch_experiments.kernel_checks.accuracy import FIXED_SEEDS, draw_case, fresh_seeds
 
     def kind_of(seed: int) -> str:
         return draw_case(seed).kind.split()[0].split("=")[1]
@@ -90,7 +90,7 @@ def sweep_task(dtype_name: str, backward: str, seeds: dict, device: str) -> list
     import torch
 
     from hopscotch.kernels import infonce_loss
-    from hopscotch.kernels.accuracy import sweep
+    from hopscotch_experiments.kernel_checks.accuracy import sweep
     from hopscotch.kernels.infonce import KernelConfig
 
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype_name]
@@ -120,7 +120,7 @@ def training_shape_task(dtype_name: str, num_q: int, num_p: int, dim: int, tempe
     import torch
 
     from hopscotch.kernels import infonce_loss
-    from hopscotch.kernels.accuracy import Case, compare
+    from hopscotch_experiments.kernel_checks.accuracy import Case, compare
 
     gen = torch.Generator().manual_seed(num_q * 1000 + dim)
     q = torch.nn.functional.normalize(torch.randn(num_q, dim, generator=gen), dim=-1)
@@ -140,7 +140,7 @@ def training_shape_task(dtype_name: str, num_q: int, num_p: int, dim: int, tempe
 
 
 def maxsim_accuracy_task(dtype_name: str, seeds: list, device: str) -> tuple[str, str, str]:
-    """Worker: :func:`hopscotch.kernels.maxsim_accuracy.sweep` of the fused MaxSim loss on ``seeds``
+    """Worker: :func:`hopscotch_experiments.kernel_checks.maxsim_accuracy.sweep` of the fused MaxSim loss on ``seeds``
     against float64."""
     import torch
 
@@ -203,9 +203,9 @@ def maxsim_warm_task(device: str, batch: int, lengths, group: int, passage_len: 
 
 
 def bench_check_task(device: str, index: int) -> tuple[bool, str]:
-    """Worker: case ``index`` of :func:`hopscotch.kernels.bench.run_check` (whether it passed, the table it
-    printed)."""
-    from hopscotch.kernels.bench import run_check
+    """Worker: case ``index`` of :func:`hopscotch_experiments.kernel_checks.bench.run_check` (whether it passed, the
+    table it printed)."""
+    from hopscotch_experiments.kernel_checks.bench import run_check
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -232,7 +232,7 @@ def run_checks(rec, device: str, deadline: Deadline, seeds: dict, workers: int, 
                training_shapes=(), maxsim: dict | None = None) -> None:
     """Accuracy rows and bench_kernel's check cases, in parallel worker processes (spawned: CUDA-safe):
     Triton compiles one kernel at a time per process, so the compilation spreads over the CPU cores."""
-    from hopscotch.kernels.bench import check_cases
+    from hopscotch_experiments.kernel_checks.bench import check_cases
 
     cases = len(check_cases(dry_run=not device.startswith("cuda"))) if bench_check else 0
     workers = max(1, min(workers, os.cpu_count() or 1))
@@ -243,7 +243,7 @@ def run_checks(rec, device: str, deadline: Deadline, seeds: dict, workers: int, 
         sweeps = [pool.submit(sweep_task, d, b, seeds, device) for d in DTYPES for b in BACKWARDS]
         maxsim_rows = []
         if maxsim:
-            from hopscotch.kernels.maxsim_accuracy import FIXED_SEEDS, fresh_seeds
+            from hopscotch_experiments.kernel_checks.maxsim_accuracy import FIXED_SEEDS, fresh_seeds
 
             fresh = fresh_seeds(maxsim["fresh"])
             warm = {k: maxsim[k] for k in ("batch", "lengths", "group", "passage_len", "dim", "temperature")}
@@ -298,7 +298,7 @@ def bench_table_row(rec, line: str) -> None:
 
 
 def run_bench_table(rec, device: str, deadline: Deadline, bench_sizes, bench_dims, reps: int, warmup: int) -> None:
-    """The kernel bench's time / memory table (:func:`hopscotch.kernels.bench.run_bench`, as
+    """The kernel bench's time / memory table (:func:`hopscotch_experiments.kernel_checks.bench.run_bench`, as
     ``scripts/bench_kernel.py`` prints it), its budget what is left of this section's; an OOM of the
     fused or chunked loss fails (torch's own OOM at the largest sizes is expected)."""
     from hopscotch.kernels import bench
@@ -317,7 +317,7 @@ def run_maxsim_bench(rec, device: str, deadline: Deadline, batch: int, lengths, 
     beyond the bf16 bounds (1e-2 relative for the loss and each gradient)."""
     import torch
 
-    from hopscotch.kernels.bench import measure
+    from hopscotch_experiments.kernel_checks.bench import measure
     from hopscotch.kernels.maxsim import maxsim_infonce_loss
     from hopscotch.kernels.maxsim_reference import maxsim_infonce_loss as reference
 
@@ -350,7 +350,7 @@ def run_maxsim_bench(rec, device: str, deadline: Deadline, batch: int, lengths, 
 
 
 def _maxsim_disagrees(outputs: dict) -> bool:
-    from hopscotch.kernels.accuracy import relative_error
+    from hopscotch_experiments.kernel_checks.accuracy import relative_error
 
     if len(outputs) < 2:
         return False
@@ -358,8 +358,8 @@ def _maxsim_disagrees(outputs: dict) -> bool:
 
 
 def _maxsim_value(results: dict, outputs: dict) -> str:
-    from hopscotch.kernels.accuracy import relative_error
-    from hopscotch.kernels.bench import fmt_mib, fmt_ms, fmt_ratio
+    from hopscotch_experiments.kernel_checks.accuracy import relative_error
+    from hopscotch_experiments.kernel_checks.bench import fmt_mib, fmt_ms, fmt_ratio
 
     ref, fused = results.get("reference"), results.get("fused")
     text = (f"ms reference {fmt_ms(ref)} / fused {fmt_ms(fused)} ({fmt_ratio(fused, ref, 0)}); extra MiB reference "

@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 import time
 
-from hopscotch.retriever.benchmarks.gpu_check import (Deadline, fmt_gib, peak_gib, reset_peak, section_main,
+from hopscotch_experiments.benchmarks.gpu_check import (Deadline, fmt_gib, peak_gib, reset_peak, section_main,
                                                    synchronize)
 
 #: Qwen/Qwen3-Embedding-4B's config.json (architecture values).

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hopscotch.retriever.benchmarks.gpu_check import Deadline, section_main
+from hopscotch_experiments.benchmarks.gpu_check import Deadline, section_main
 
 ROOT = Path(__file__).resolve().parents[1]
 

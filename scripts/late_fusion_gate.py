@@ -9,7 +9,7 @@ builds them). The words counted are the whole reasoning context (all the thinkin
 dense searcher's ``--late-fusion-max-words`` gate counts. Prints the tables recorded in docs/benchmarks.md
 ("Long reasoning: late fusion with a word gate").
 
-A thin driver: the scores and the tables are :mod:`hopscotch.retriever.experiments.late_fusion_gate`.
+A thin driver: the scores and the tables are :mod:`hopscotch_experiments.ablations.late_fusion_gate`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def main(argv=None) -> int:
     ap.add_argument("--variant", default="reasoning_tail:128")
     ap.add_argument("--sets", default="hotpotqa,musique,world,tongyi")
     args = ap.parse_args(argv)
-    from hopscotch.retriever.experiments.late_fusion_gate import report
+    from hopscotch_experiments.ablations.late_fusion_gate import report
 
     for line in report(args.work, args.sets.split(","), args.model, args.variant):
         print(line)

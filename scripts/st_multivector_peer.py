@@ -25,12 +25,12 @@ Writes OUT/final (a ``MultiVectorEncoder`` folder: ``MultiVectorEncoder(path)`` 
 ``load_multi_vector_model(path)`` both load it) and OUT/peer_summary.json (steps, seconds, samples/s, loss
 history, settings, versions), each atomically. Offline: nothing is downloaded.
 
-A thin driver: the model, the rows and the training are :mod:`hopscotch.retriever.experiments.st_peer`.
+A thin driver: the model, the rows and the training are :mod:`hopscotch_experiments.ablations.st_peer`.
 """
 
 from __future__ import annotations
 
-from hopscotch.retriever.experiments.st_peer import main_cli
+from hopscotch_experiments.ablations.st_peer import main_cli
 
 
 def main(argv=None) -> dict:

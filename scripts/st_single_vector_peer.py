@@ -13,12 +13,12 @@ reasoning``, the default; the reasoning cut from the left to fit ``--query-max-l
 weight decay 0.01, gradient norm clipped at 1; sampler ``no_duplicates``.
 
 Writes OUT/final (a ``SentenceTransformer`` folder, which ``hopscotch index`` / ``search`` take as ``--model``) and
-OUT/peer_summary.json, each atomically. Offline. A thin driver over :mod:`hopscotch.retriever.experiments.st_peer`.
+OUT/peer_summary.json, each atomically. Offline. A thin driver over :mod:`hopscotch_experiments.ablations.st_peer`.
 """
 
 from __future__ import annotations
 
-from hopscotch.retriever.experiments.st_peer import main_cli
+from hopscotch_experiments.ablations.st_peer import main_cli
 
 
 def main(argv=None) -> dict:

@@ -10,14 +10,14 @@
 # same tuples; the default is recipes/minilm_agent.yaml.
 #
 # On a fresh clone beside ../shared (or with $HOPSCOTCH_DATA pointing at shared/data); runs setup.sh first.
-# Only the train questions of data_synth/agent/splits.py are used (its dev questions, which tune the defaults,
+# Only the train questions of experiments/agent_data/splits.py are used (its dev questions, which tune the defaults,
 # and its test questions are never trained on); no BrowseComp-Plus or cmass data.
 #
 #  1. scripts/agent_data.py writes trace files of the train questions to OUT/data/:
 #     HotpotQA IRCoT cot_steps (380 questions), MuSiQue hops as one step per hop (50 questions; query = the
 #     sub-question with #k resolved, reasoning = the question and the earlier hops' sub-questions/answers,
 #     gold = the hop's paragraph), Tongyi-DeepResearch search steps (8 train trajectories: trajectory 5
-#     is left out, see TRAIN_EXCLUDED in data_synth/agent/splits.py).
+#     is left out, see TRAIN_EXCLUDED in experiments/agent_data/splits.py).
 #  2. `hopscotch synth` (lexical oracle, 2 workers) labels each source; the world (seed 13, 3,000 docs,
 #     300 questions) is generated and its first 220 questions labelled.
 #     Labels: HotpotQA, MuSiQue and the world have gold documents (HotpotQA: the question's supporting
@@ -30,7 +30,7 @@
 #     agent's own retriever returned for that call are the step's gold, the lexical oracle picks the positive;
 #     no hard negative is a document any call of the question returned) and train with TONGYI_LABELS=top3.
 #     Trajectory-use won on the dev questions (docs/benchmarks.md, "Trajectory-use labels against top-3 labels").
-#  3. decontamination: every evaluation set of the ablation (data_synth/agent/eval_sets.py: held-out
+#  3. decontamination: every evaluation set of the ablation (experiments/agent_data/eval_sets.py: held-out
 #     questions, tune and test) is written to OUT/data/eval/sets/, and `hopscotch audit contamination --clean`
 #     writes OUT/data/clean/ = the tuple files without any tuple that asks, near-duplicates or quotes an
 #     evaluation question or has an evaluation qrel document as a positive (removals listed in
@@ -108,7 +108,7 @@ synth "$T/musique_tuples.jsonl" --qa "$D/musique_hipporag" --traces "$T/musique_
 synth "$T/tongyi_tuples.jsonl" --qa "$D/qampari_tongyi" --corpus "$D/qampari_tongyi/doc_snippets.jsonl" \
   --qrels "$T/tongyi_qrels.tsv" --traces "$T/tongyi_traces.jsonl" --trace-format generic --depth 100
 synth "$T/world_tuples.jsonl" --qa "$T/world" --traces "$T/world/traces.jsonl" --trace-format world \
-  --max-questions "$("$PY" -c 'from hopscotch.data_synth.agent.splits import WORLD; print(WORLD["train"])')"
+  --max-questions "$("$PY" -c 'from hopscotch_experiments.agent_data.splits import WORLD; print(WORLD["train"])')"
 # trajectory-use labels of the same train trajectories (tongyi_train_questions.txt: scripts/agent_data.py)
 if [[ ! -f "$T/tongyi_use_tuples.jsonl" ]]; then
   [[ -f "$T/tongyi_train_questions.txt" ]] || "$PY" scripts/agent_data.py "$T" > /dev/null

@@ -3,7 +3,7 @@ evaluated on questions 401-500 against the full corpus, base vs trained and reas
 
     flock /tmp/hopscotch-heavy.lock .venv/bin/python scripts/train_quality.py --work /tmp/hopscotch-quality
 
-A thin driver: the sets, the training and the report are :mod:`hopscotch.retriever.experiments.train_quality`.
+A thin driver: the sets, the training and the report are :mod:`hopscotch_experiments.ablations.train_quality`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from hopscotch.retriever.experiments.train_quality import run_quality
+from hopscotch_experiments.ablations.train_quality import run_quality
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -4,27 +4,35 @@ down a fixed order of layers, and the module import graph has no cycle.
 Layers, bottom first (a module may import its own layer and the layers below it):
 
     kernels < errors < io < model, evaluation < training, index < searchers < serving
-            < data_synth < audit < commands, cli < experiments < benchmarks
+            < data_synth < audit < commands, cli
+            < experiments: agent_data, kernel_checks < ablations < benchmarks
 
 ``data_synth`` sits above ``retriever``'s library layers (it uses formats, BM25 and encoding) and below
 the CLI, so the CLI's imports of ``data_synth`` are the one arrow from ``retriever`` to ``data_synth``.
-``experiments`` (``hopscotch.retriever.experiments``, what the ablation scripts of ``scripts/`` drive) sits
-above the CLI: the ablations run the CLI in-process and read the agent dev sets of ``data_synth``; no library
-module imports it. It has a layer of its own although ``hopscotch.retriever`` (the package itself) is in the
-CLI's layer: the longest matching prefix decides a module's layer.
-``benchmarks`` (``hopscotch.retriever.benchmarks``: what the benchmark and GPU-check scripts share) sits on
-top as well: a benchmark may drive anything, and nothing in the package imports a benchmark.
+The experiments (the folder ``experiments/``, imported as ``hopscotch_experiments``: a distribution of its
+own, not part of the ``hopscotch`` wheel) sit above the whole package and import it like any user; nothing
+in the package imports them. Inside them the agent experiments' data (``agent_data``) and the kernel test
+harness (``kernel_checks``) come first, then the ablations (they run the CLI in-process and read the
+agent dev sets), then what the benchmark and GPU-check scripts share (``benchmarks``: a benchmark may
+drive anything). The longest matching prefix decides a module's layer.
+
+The installed package holds no experiment module, imports matplotlib (a dev-only dependency) at module
+level nowhere, and its source names no issue: it says what a thing is, not which issue asked for it.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+#: the folders of the installed package (pyproject.toml) -> their import names
 PACKAGES = {"retriever": "hopscotch.retriever", "kernels": "hopscotch.kernels", "data_synth": "hopscotch.data_synth"}
+#: the experiments' folder (experiments/pyproject.toml, outside the wheel) -> its import name
+EXPERIMENTS = {"experiments": "hopscotch_experiments"}
 LAYERS = [
     ("hopscotch.kernels",),
     ("hopscotch.retriever.errors",),
@@ -36,14 +44,15 @@ LAYERS = [
     ("hopscotch.data_synth",),
     ("hopscotch.retriever.audit",),
     ("hopscotch.retriever.commands", "hopscotch.retriever.cli", "hopscotch.retriever"),
-    ("hopscotch.retriever.experiments",),
-    ("hopscotch.retriever.benchmarks",),
+    ("hopscotch_experiments", "hopscotch_experiments.agent_data", "hopscotch_experiments.kernel_checks"),
+    ("hopscotch_experiments.ablations",),
+    ("hopscotch_experiments.benchmarks",),
 ]
 
 
-def _modules() -> dict[str, Path]:
+def _modules(folders: dict[str, str]) -> dict[str, Path]:
     found = {}
-    for folder, name in PACKAGES.items():
+    for folder, name in folders.items():
         for path in sorted((ROOT / folder).rglob("*.py")):
             parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
             if parts[-1] == "__init__":
@@ -52,7 +61,8 @@ def _modules() -> dict[str, Path]:
     return found
 
 
-MODULES = _modules()
+PACKAGE_MODULES = _modules(PACKAGES)  # what the wheel installs
+MODULES = {**PACKAGE_MODULES, **_modules(EXPERIMENTS)}  # every module the layering rules hold for
 
 
 def _imports(module: str, path: Path) -> set[str]:
@@ -94,7 +104,9 @@ def _layer(module: str) -> int:
 
 def test_every_module_is_found():
     assert "hopscotch.retriever.cli" in MODULES and "hopscotch.kernels.reference" in MODULES
-    assert len(MODULES) > 60
+    assert "hopscotch_experiments.ablations.agent_ablation" in MODULES
+    assert "hopscotch_experiments.kernel_checks.accuracy" in MODULES
+    assert len(PACKAGE_MODULES) > 60
 
 
 def test_every_import_points_down():
@@ -139,7 +151,7 @@ def test_no_import_cycles():
     assert not cycles, f"import cycles: {cycles}"
 
 
-@pytest.mark.parametrize("folder", sorted(PACKAGES))
+@pytest.mark.parametrize("folder", sorted({**PACKAGES, **EXPERIMENTS}))
 def test_no_source_file_over_400_lines(folder):
     long = [f"{p.relative_to(ROOT)}: {n}" for p in (ROOT / folder).rglob("*.py")
             if (n := len(p.read_text().splitlines())) > 400]
@@ -168,6 +180,81 @@ def _sets_environment(node: ast.AST) -> bool:
         return any(isinstance(t, ast.Subscript) and ast.unparse(t.value) == "os.environ" for t in targets)
     return isinstance(node, ast.Call) and ast.unparse(node.func) in (
         "os.environ.setdefault", "os.putenv", "os.environ.update")
+
+
+# ----------------------------------------------------------------------- what the installed package holds
+# The experiments live in experiments/ (a distribution of their own); the wheel is retriever/, kernels/ and
+# data_synth/ only, with no module-level matplotlib import and no issue numbers in its source.
+
+def _pyproject_setuptools(path: Path) -> dict:
+    tomllib = pytest.importorskip("tomllib")
+    return tomllib.loads(path.read_text())["tool"]["setuptools"]
+
+
+def test_the_wheel_holds_no_experiment_module():
+    """pyproject.toml installs the package folders only; the experiments' packages are experiments/'s own."""
+    wheel = _pyproject_setuptools(ROOT / "pyproject.toml")
+    assert {folder: name for name, folder in wheel["package-dir"].items()} == PACKAGES
+    experiments = _pyproject_setuptools(ROOT / "experiments" / "pyproject.toml")
+    assert set(experiments["package-dir"]) == set(EXPERIMENTS.values())
+    shipped = set(wheel["packages"])
+    assert not shipped & set(experiments["packages"])
+    assert not [name for name in shipped if name.startswith(tuple(EXPERIMENTS.values()))], shipped
+    assert not [m for m in PACKAGE_MODULES if {"experiments", "benchmarks"} & set(m.split("."))]
+    assert not [p for p in PACKAGE_MODULES.values() if (ROOT / "experiments") in p.parents]
+
+
+def test_the_package_never_imports_the_experiments():
+    up = sorted(f"{a} -> {b}" for a in PACKAGE_MODULES for b in GRAPH[a] if b not in PACKAGE_MODULES)
+    assert not up, up
+
+
+def _module_level(tree: ast.AST):
+    """The nodes run when the module is imported: everything but the bodies of functions and lambdas."""
+    for child in ast.iter_child_nodes(tree):
+        if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            yield child
+            yield from _module_level(child)
+
+
+def _imports_matplotlib_at_module_level(tree: ast.Module) -> list[int]:
+    return [node.lineno for node in _module_level(tree)
+            if (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "matplotlib" for a in node.names))
+            or (isinstance(node, ast.ImportFrom) and not node.level
+                and (node.module or "").split(".")[0] == "matplotlib")]
+
+
+def test_matplotlib_is_imported_lazily_if_at_all():
+    """matplotlib is a dev-only dependency (the ``dev`` extra): a package module imports it inside the function
+    that draws, never when the module is imported."""
+    eager = [f"{path.relative_to(ROOT)}:{line}" for path in PACKAGE_MODULES.values()
+             for line in _imports_matplotlib_at_module_level(_tree(path))]
+    assert not eager, eager
+
+
+def test_the_matplotlib_rule_sees_module_level_imports():
+    tree = ast.parse("import matplotlib\ntry:\n    from matplotlib.figure import Figure\nexcept ImportError:\n"
+                     "    pass\nclass A:\n    import matplotlib.pyplot as plt\n"
+                     "def draw():\n    import matplotlib\n    from matplotlib import pyplot\n")
+    assert _imports_matplotlib_at_module_level(tree) == [1, 3, 7]
+
+
+#: "issue 12", "Issue #7", "issues 9 and 26", "(issue 34; LRAT-style)"
+ISSUE_CITATION = re.compile(r"\bissues? #?\d+", re.IGNORECASE)
+
+
+def test_the_issue_pattern():
+    cited = ["(issue 34)", "Issue #7", "issues 9 and 26", "before issue 11,", "see ISSUE 3"]
+    plain = ["an issue with 3 parts", "tissue 4", "issued 5 calls", "the issue: 12 rows"]
+    assert all(ISSUE_CITATION.search(t) for t in cited) and not any(ISSUE_CITATION.search(t) for t in plain)
+
+
+@pytest.mark.parametrize("folder", sorted(PACKAGES))
+def test_package_source_names_no_issue(folder):
+    """Package source says what a thing is, not which issue asked for it (the experiments may cite issues)."""
+    cited = [f"{p.relative_to(ROOT)}:{n}: {line.strip()[:80]}" for p in sorted((ROOT / folder).rglob("*.py"))
+             for n, line in enumerate(p.read_text().splitlines(), 1) if ISSUE_CITATION.search(line)]
+    assert not cited, "\n".join(cited)
 
 
 # ------------------------------------------------------------------------------------------ scripts/ (issue 26)

@@ -51,27 +51,29 @@ def test_import_packages():
         kernels,  # noqa: F401
         retriever,  # noqa: F401
     )
-    from hopscotch.data_synth import agent  # noqa: F401
-    from hopscotch.retriever import (
-        benchmarks,  # noqa: F401
-        experiments,  # noqa: F401
-    )
     from hopscotch.retriever.cli import build_parser
+    from hopscotch_experiments import (
+        ablations,  # noqa: F401
+        agent_data,  # noqa: F401
+        benchmarks,  # noqa: F401
+        kernel_checks,  # noqa: F401
+    )
 
     parser = build_parser()
     for name in ("world", "bm25-index", "eval", "demo"):
         assert name in parser._subparsers._group_actions[0].choices
 
 
-def test_pyproject_lists_every_package_folder():
+@pytest.mark.parametrize("project", [ROOT, ROOT / "experiments"], ids=["hopscotch", "experiments"])
+def test_pyproject_lists_every_package_folder(project):
     """setuptools installs only the packages pyproject.toml names: a folder with an ``__init__.py`` left out
-    would import from a checkout but be missing from a wheel."""
+    would import from a checkout but be missing from a wheel (the package's or the experiments')."""
     tomllib = pytest.importorskip("tomllib")
-    setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    setup = tomllib.loads((project / "pyproject.toml").read_text())["tool"]["setuptools"]
     found = set()
     for name, folder in setup["package-dir"].items():
-        for init in sorted((ROOT / folder).rglob("__init__.py")):
-            parts = init.parent.relative_to(ROOT / folder).parts
+        for init in sorted((project / folder).rglob("__init__.py")):
+            parts = init.parent.relative_to(project / folder).parts
             found.add(".".join([name, *parts]))
     assert found == set(setup["packages"]), (sorted(found - set(setup["packages"])),
                                              sorted(set(setup["packages"]) - found))

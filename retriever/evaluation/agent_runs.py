@@ -17,7 +17,7 @@ The ``hopscotch`` protocol, per run:
 * **accuracy**: over the runs whose outcome is known: judged completed runs, plus incomplete runs
   (``status`` present and not ``completed``), which count as wrong whatever their judgement, as both
   harnesses count them. Completed runs without a judgement are left out; accuracy is None when no run
-  carries a judgement. (Before issue 11, incomplete runs were left out too.)
+  carries a judgement. (Earlier versions left incomplete runs out too.)
 
 Judgements come from the records (``judge_result.correct``, ``correct``, ...) or, with ``judgements=``,
 from a judge's output. Docids of runs and qrels pass through ``canonical_docid``.

@@ -1,4 +1,4 @@
-"""The one validated reader of a multi-vector index's files (issue 36): every array is loaded here and checked for
+"""The one validated reader of a multi-vector index's files: every array is loaded here and checked for
 its dtype, shape, size against the others, value ranges and finiteness, so that a damaged or hand-edited index
 fails at load with one line naming the file, never later with an IndexError inside a search.
 

@@ -306,7 +306,7 @@ JSON_CHECKS = {"alpha": non_negative_float, "sparse_weight": unit_interval, "rrf
                "adapt": non_negative_float, "shift": finite_float, "agreement_k": positive_int}
 
 
-#: the fusion ``hopscotch search --bm25 --index`` applies without ``--fusion``: chosen again on 2026-12-03 (issue 33)
+#: the fusion ``hopscotch search --bm25 --index`` applies without ``--fusion``: chosen again on 2026-12-03
 #: for what ``--reasoning`` now fuses, reasoning-aware BM25 and the trained model's reasoning-aware dense list, by
 #: the maximin rule (the setting whose worst per-set delta against that set's better component is largest) over the
 #: voting dev sets' tune questions (HotpotQA, MuSiQue, world, world_long, Tongyi question-level chunks and pages;

@@ -6,7 +6,7 @@ the first test here defines the Triton kernels (``hopscotch.kernels._triton_kern
 it does not matter what other test modules imported first), and puts the old value back afterwards
 so that no other module runs under the interpreter. Inputs come from fixed seeds, except in the
 fresh-seed sweep, whose failure message names the seed that reproduces it; bounds and cases are
-those of :mod:`hopscotch.kernels.accuracy`.
+those of :mod:`hopscotch_experiments.kernel_checks.accuracy`.
 
 Errors are relative: ``|a - b| / |b|`` for the loss, ``||a - b||_F / ||b||_F`` for a gradient.
 """
@@ -99,7 +99,7 @@ def test_fused_matches_reference_fp32(num_q, num_p, dim, exclusion):
 
 
 def test_fused_fp32_random_sweep_with_fresh_seeds():
-    """A short sweep on fresh seeds (the 500-draw one: ``python -m hopscotch.kernels.accuracy``)."""
+    """A short sweep on fresh seeds (the 500-draw one: ``python -m hopscotch_experiments.kernel_checks.accuracy``)."""
     report = accuracy.sweep(_fused().infonce_loss, accuracy.fresh_seeds(60))
     assert report.ok, report.summary() + "".join(f"\n{f}" for f in report.failures)
 
@@ -257,6 +257,6 @@ def test_fused_fp32_sweep_of_500_fresh_draws():
 
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)
-    out = subprocess.run([sys.executable, "-m", "hopscotch.kernels.accuracy", "--draws", "500"],
+    out = subprocess.run([sys.executable, "-m", "hopscotch_experiments.kernel_checks.accuracy", "--draws", "500"],
                          capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0 and "500 draws: PASS" in out.stdout, out.stdout[-3000:] + out.stderr[-2000:]

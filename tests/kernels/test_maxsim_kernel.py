@@ -2,8 +2,8 @@
 
 The kernels run on CPU in Triton's interpreter (a module fixture sets ``TRITON_INTERPRET=1`` for this
 module only, as tests/kernels/test_infonce.py does), at sizes small enough for it: a few seconds per
-test. Bounds and random cases are those of :mod:`hopscotch.kernels.maxsim_accuracy` (the bounds of
-:mod:`hopscotch.kernels.accuracy`: fp32 within 1e-5 relative of float64, Frobenius norm for the
+test. Bounds and random cases are those of :mod:`hopscotch_experiments.kernel_checks.maxsim_accuracy` (the bounds of
+:mod:`hopscotch_experiments.kernel_checks.accuracy`: fp32 within 1e-5 relative of float64, Frobenius norm for the
 gradients, 1e-7 absolute where the loss is below 1e-3). Fixed seeds, except the short fresh-seed
 sweep, whose failure message names the seed that reproduces it. The GPU code path is compiled for
 sm_90 without a GPU in a subprocess (the interpreter never runs it).
@@ -96,7 +96,8 @@ def test_fused_matches_float64_on_the_fixed_cases(seed):
 
 
 def test_fused_fp32_random_sweep_with_fresh_seeds():
-    """A short sweep on fresh seeds (longer: ``python -m hopscotch.kernels.maxsim_accuracy --draws 200``)."""
+    """A short sweep on fresh seeds (longer:
+    ``python -m hopscotch_experiments.kernel_checks.maxsim_accuracy --draws 200``)."""
     report = maxsim_accuracy.sweep(_fused().maxsim_infonce_loss, maxsim_accuracy.fresh_seeds(12))
     assert report.ok, report.summary() + "".join(f"\n{f}" for f in report.failures)
 

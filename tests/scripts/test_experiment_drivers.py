@@ -1,4 +1,4 @@
-"""The experiment scripts are thin drivers of :mod:`hopscotch.retriever.experiments`: each one's ``--help`` runs
+"""The experiment scripts are thin drivers of :mod:`hopscotch_experiments.ablations`: each one's ``--help`` runs
 as a plain ``python scripts/NAME.py`` from any folder (no ``sys.path`` trick, no other script needed), and the
 smallest real paths (an argument refused before any work) say what is wrong."""
 
