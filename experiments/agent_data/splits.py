@@ -32,7 +32,7 @@ from pathlib import Path
 from hopscotch.retriever.errors import FormatError
 from hopscotch.retriever.io.common import first_key, read_jsonl
 
-#: the repository root (the folder holding ``data_synth/``)
+#: the repository root (the folder holding ``experiments/``)
 ROOT = Path(__file__).resolve().parents[2]
 WORLD = {"seed": 13, "docs": 3000, "questions": 300, "train": 220, "dev": 20}   # test: the rest
 WORLD_LONG = {"seed": 29, "docs": 3000, "questions": 300, "tune": 100}        # test: the other 200 questions
