@@ -1,0 +1,55 @@
+"""Our multi-vector recipe against the sentence-transformers multi-vector peer on the same tuples, reranking BM25's
+top 100 on the question-level dev sets; regenerates its section of docs/benchmarks.md.
+
+    DATA_ONLY=1 bash scripts/train_agent_retriever.sh /tmp/tu/run                                    # tuples, dev sets
+    RECIPE=recipes/minilm_agent_multivector.yaml bash scripts/train_agent_retriever.sh /tmp/mv         # ours
+    .venv/bin/python scripts/st_multivector_peer.py --data /tmp/tu/run/data --out /tmp/mvp --query-input reasoning
+    .venv/bin/python scripts/agent_mv_peer_rows.py --ours /tmp/mv/final --peer /tmp/mvp/final --work /tmp/tu/work
+
+Query-only and ``--reasoning`` rows, at the reranker's default first-stage weight and as a pure MaxSim reorder, tune
+and test questions, with paired tests of ours against the peer. Everything is cached under WORK. A thin driver of
+:mod:`hopscotch_experiments.ablations.mv_peer_rows`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--ours", required=True, help="our multi-vector model folder")
+    parser.add_argument("--peer", required=True, help="the peer's model folder (OUT/final of st_multivector_peer.py)")
+    parser.add_argument("--work", default="/tmp/hopscotch-trajectory-use", help="indexes and runs (a cache)")
+    parser.add_argument("--sets", default="tongyi_question,tongyi_pages_question,hotpotqa")
+    parser.add_argument("--docs", default=str(ROOT / "docs" / "benchmarks.md"), help="markdown file to update")
+    parser.add_argument("--no-docs", action="store_true", help="print only")
+    parser.add_argument("--json", help="write every number here")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads of the searches")
+    args = parser.parse_args(argv)
+    for flag, path in (("--ours", args.ours), ("--peer", args.peer)):
+        if not Path(path).is_dir():
+            parser.error(f"{flag} {path}: no such model folder")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("WANDB_MODE", "disabled")
+    import torch
+
+    from hopscotch_experiments.ablations.ablation_report import publish
+    from hopscotch_experiments.ablations.mv_peer_rows import END, OURS, PEER, START, measure, render, summarize, to_json
+
+    torch.set_num_threads(args.threads)
+    models = {OURS: str(Path(args.ours).resolve()), PEER: str(Path(args.peer).resolve())}
+    summary = summarize(measure(models, Path(args.work), [s.strip() for s in args.sets.split(",") if s.strip()]))
+    section = render(summary, "python scripts/agent_mv_peer_rows.py --ours OURS --peer PEER --work WORK")
+    publish(section, to_json(summary), args.json, None if args.no_docs else args.docs, START, END)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
