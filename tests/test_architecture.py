@@ -3,7 +3,7 @@ down a fixed order of layers, and the module import graph has no cycle.
 
 Layers, bottom first (a module may import its own layer and the layers below it):
 
-    kernels < errors < io < model, evaluation < training, index < searchers < serving
+    kernels < errors < text < io < model, evaluation < training, index < searchers < serving
             < data_synth < audit < commands, cli < experiments < benchmarks
 
 ``data_synth`` sits above ``retriever``'s library layers (it uses formats, BM25 and encoding) and below
@@ -28,6 +28,7 @@ PACKAGES = {"retriever": "hopscotch.retriever", "kernels": "hopscotch.kernels", 
 LAYERS = [
     ("hopscotch.kernels",),
     ("hopscotch.retriever.errors",),
+    ("hopscotch.retriever.text",),
     ("hopscotch.retriever.io",),
     ("hopscotch.retriever.model", "hopscotch.retriever.evaluation"),
     ("hopscotch.retriever.training", "hopscotch.retriever.index"),
