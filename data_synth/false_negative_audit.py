@@ -1,5 +1,9 @@
 """False-negative audit: mined hard negatives that are really positives, judged by rules that ignore the oracle.
 
+``hopscotch audit false-negatives`` (:mod:`hopscotch.retriever.commands.audit_false_negatives`). It lives with
+DR-Synth, not in ``retriever/audit/``: it reads DR-Synth's stats files and QA datasets, and the retriever below
+the CLI never imports ``data_synth``; its report is the audits' :class:`~hopscotch.retriever.audit.report.AuditReport`.
+
 A seeded sample of the hard negatives of each source (a tuple file, or a ``source`` field of its rows) and
 oracle (a row's ``oracle`` field, else the ``reranker`` recorded in the file's DR-Synth ``<stem>.stats.json``,
 else ``unknown``) is judged by three rules, none of which asks the oracle that labelled them:
