@@ -23,11 +23,14 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from hopscotch.data_synth.answers import normalize_text
 from hopscotch.data_synth.passage_cache import PassageCache
 from hopscotch.data_synth.rerankers.base import Candidate
+from hopscotch.retriever.text.shingles import jaccard, shingles
 
 SUPPORT_MODES = ("gold", "answer", "relevance")
+#: the Jaccard of two passages without words (both shingle sets empty): 1.0, they are one passage and the guard
+#: never takes both (:func:`~hopscotch.retriever.text.shingles.jaccard`'s ``both_empty``; the audits keep 0.0)
+BOTH_EMPTY_JACCARD = 1.0
 
 
 @dataclass
@@ -54,21 +57,6 @@ class LabelResult:
     excluded_duplicates: int = 0    # candidates refused only because the duplicate groups list them
 
 
-def shingles(text: str, n: int = 3) -> frozenset:
-    """Word n-grams of the normalized text (the words themselves for very short texts)."""
-    words = normalize_text(text).split()
-    if len(words) < n:
-        return frozenset(words)
-    return frozenset(tuple(words[i:i + n]) for i in range(len(words) - n + 1))
-
-
-def jaccard(a: frozenset, b: frozenset) -> float:
-    if not a and not b:
-        return 1.0
-    inter = len(a & b)
-    return inter / (len(a) + len(b) - inter) if inter else 0.0
-
-
 def is_supported(c: Candidate, mode: str) -> bool:
     if mode == "gold":
         return c.gold or c.has_answer
@@ -91,7 +79,7 @@ class Labeller:
 
     def _near_any(self, c: Candidate, others: list[Candidate]) -> bool:
         mine = self._shingles(c)
-        return any(jaccard(mine, self._shingles(o)) >= self.config.near_duplicate for o in others)
+        return any(jaccard(mine, self._shingles(o), BOTH_EMPTY_JACCARD) >= self.config.near_duplicate for o in others)
 
     def label(self, query_id: str, candidates: list[Candidate], scores: list[float], mode: str) -> LabelResult:
         """Positives and negatives for one step, or a ``drop_reason``."""

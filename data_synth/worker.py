@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from hopscotch.data_synth.answers import AnswerMatcher, padded_normal_form
 from hopscotch.data_synth.candidates import CandidateGenerator
 from hopscotch.data_synth.config import SynthConfig
-from hopscotch.data_synth.labels import Labeller, jaccard, shingles
+from hopscotch.data_synth.labels import BOTH_EMPTY_JACCARD, Labeller
 from hopscotch.data_synth.passage_cache import PassageCache
 from hopscotch.data_synth.qa import QASource
 from hopscotch.data_synth.rerankers import Candidate, OracleInput, build_reranker
@@ -30,6 +29,9 @@ from hopscotch.retriever.io.corpus import Document
 from hopscotch.retriever.io.queries import context_dict
 from hopscotch.retriever.io.tuples import passage_dict, tuple_line
 from hopscotch.retriever.model.query_template import format_query
+from hopscotch.retriever.text.answers import AnswerMatcher
+from hopscotch.retriever.text.normal_form import padded_normal_form
+from hopscotch.retriever.text.shingles import jaccard, shingles
 
 
 class QuestionWorker:
@@ -123,9 +125,10 @@ class QuestionWorker:
 
     def _false_negatives(self, result) -> int:
         """Negatives that break the false-negative audit's cheap rules (answer-bearing, or word 3-gram Jaccard with a
-        positive >= ``near_duplicate``; see :mod:`hopscotch.retriever.audit.false_negatives`): 0 unless the guard
+        positive >= ``near_duplicate``; see :mod:`hopscotch.data_synth.false_negative_audit`): 0 unless the guard
         of :mod:`~hopscotch.data_synth.labels` is broken."""
         positives = [shingles(f"{p.title} {p.text}") for p in result.positives]
         limit = self.labeller.config.near_duplicate
-        return sum(c.has_answer or any(jaccard(shingles(f"{c.title} {c.text}"), p) >= limit for p in positives)
+        return sum(c.has_answer or any(jaccard(shingles(f"{c.title} {c.text}"), p, BOTH_EMPTY_JACCARD) >= limit
+                                           for p in positives)
                    for c in result.negatives)

@@ -43,11 +43,18 @@ def fused_available(device: torch.device | str) -> bool:
     return device.type == "cuda" or (device.type == "cpu" and interpreter_enabled())
 
 
+def checked_impl(impl: str, key: str = "impl") -> str:
+    """``impl`` when it is one of :data:`IMPLS`, else ValueError naming ``key``: the one check of the value (the
+    trainer's ``loss.backend`` and recipe key go through it, :func:`hopscotch.retriever.training.loss.checked_backend`)."""
+    if impl not in IMPLS:
+        raise ValueError(f"{key}: expected one of {', '.join(map(repr, IMPLS))}, got {impl!r}")
+    return impl
+
+
 def choose_impl(device: torch.device | str, impl: str = "auto", loss: str = "infonce_loss") -> str:
     """``"fused"`` or ``"reference"``: what runs for tensors on ``device`` when ``impl`` is asked for (see the
     module docstring); ``loss`` names the loss in the warning. ValueError for an unknown ``impl``."""
-    if impl not in IMPLS:
-        raise ValueError(f"impl: expected 'auto', 'fused' or 'reference', got {impl!r}")
+    checked_impl(impl)
     device = torch.device(device)
     if impl == "reference" or (impl == "auto" and device.type != "cuda"):
         return "reference"

@@ -46,7 +46,7 @@ def shared_data(arg: str | None) -> Path:
 
 def naive_label(qa_dir: Path, traces: Path, out: Path, seed: int = 13, depth: int = 50, negatives: int = 7) -> dict:
     """BM25 top-depth; positive = the question's first gold; negatives = random non-gold candidates."""
-    from hopscotch.data_synth.answers import AnswerMatcher
+    from hopscotch.retriever.text.answers import AnswerMatcher
     from hopscotch.data_synth.qa import load_qa
     from hopscotch.data_synth.traces import read_traces
     from hopscotch.retriever.index.bm25 import BM25Index

@@ -144,7 +144,7 @@ def maxsim_accuracy_task(dtype_name: str, seeds: list, device: str) -> tuple[str
     against float64."""
     import torch
 
-    from hopscotch.kernels import maxsim_accuracy
+    from hopscotch_experiments.kernel_checks import maxsim_accuracy
     from hopscotch.kernels.maxsim import MaxSimConfig, maxsim_infonce_loss
 
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype_name]
@@ -301,7 +301,7 @@ def run_bench_table(rec, device: str, deadline: Deadline, bench_sizes, bench_dim
     """The kernel bench's time / memory table (:func:`hopscotch_experiments.kernel_checks.bench.run_bench`, as
     ``scripts/bench_kernel.py`` prints it), its budget what is left of this section's; an OOM of the
     fused or chunked loss fails (torch's own OOM at the largest sizes is expected)."""
-    from hopscotch.kernels import bench
+    from hopscotch_experiments.kernel_checks import bench
 
     out = _Lines(lambda line: bench_table_row(rec, line))
     with contextlib.redirect_stdout(out):

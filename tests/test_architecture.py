@@ -3,12 +3,13 @@ down a fixed order of layers, and the module import graph has no cycle.
 
 Layers, bottom first (a module may import its own layer and the layers below it):
 
-    kernels < errors < io < model, evaluation < training, index < searchers < serving
-            < data_synth < audit < commands, cli
+    kernels < errors < text < io < model, evaluation < training, index < searchers < serving
+            < audit < data_synth < commands, cli
             < experiments: agent_data, kernel_checks < ablations < benchmarks
 
-``data_synth`` sits above ``retriever``'s library layers (it uses formats, BM25 and encoding) and below
-the CLI, so the CLI's imports of ``data_synth`` are the one arrow from ``retriever`` to ``data_synth``.
+``data_synth`` sits above ``retriever``'s library layers, the audits included (it uses formats, BM25, encoding,
+the text rules and the audits' report) and below the CLI, so the CLI's imports of ``data_synth`` are the one
+arrow from ``retriever`` to ``data_synth`` (:func:`test_the_retriever_library_never_imports_data_synth`).
 The experiments (the folder ``experiments/``, imported as ``hopscotch_experiments``: a distribution of its
 own, not part of the ``hopscotch`` wheel) sit above the whole package and import it like any user; nothing
 in the package imports them. Inside them the agent experiments' data (``agent_data``) and the kernel test
@@ -36,13 +37,14 @@ EXPERIMENTS = {"experiments": "hopscotch_experiments"}
 LAYERS = [
     ("hopscotch.kernels",),
     ("hopscotch.retriever.errors",),
+    ("hopscotch.retriever.text",),
     ("hopscotch.retriever.io",),
     ("hopscotch.retriever.model", "hopscotch.retriever.evaluation"),
     ("hopscotch.retriever.training", "hopscotch.retriever.index"),
     ("hopscotch.retriever.searchers",),
     ("hopscotch.retriever.serving",),
-    ("hopscotch.data_synth",),
     ("hopscotch.retriever.audit",),
+    ("hopscotch.data_synth",),
     ("hopscotch.retriever.commands", "hopscotch.retriever.cli", "hopscotch.retriever"),
     ("hopscotch_experiments", "hopscotch_experiments.agent_data", "hopscotch_experiments.kernel_checks"),
     ("hopscotch_experiments.ablations",),
@@ -112,6 +114,72 @@ def test_every_module_is_found():
 def test_every_import_points_down():
     upward = sorted(f"{a} -> {b}" for a, targets in GRAPH.items() for b in targets if _layer(b) > _layer(a))
     assert not upward, "imports that point up:\n" + "\n".join(upward)
+
+
+def test_the_retriever_library_never_imports_data_synth():
+    """Only the CLI (``commands/``, ``cli.py``, the package itself) and what drives it from above (``experiments``,
+    ``benchmarks``: the drivers the design puts outside the package) may import ``hopscotch.data_synth``."""
+    cli = _layer("hopscotch.retriever.cli")
+    leaks = sorted(f"{a} -> {b}" for a, targets in GRAPH.items()
+                   if a.startswith("hopscotch.retriever") and _layer(a) < cli
+                   for b in targets if b.startswith("hopscotch.data_synth"))
+    assert not leaks, leaks
+    audit = _layer("hopscotch.retriever.audit")
+    assert {_layer(m) for m in MODULES if m.startswith("hopscotch.retriever.audit")} == {audit}
+    assert audit < _layer("hopscotch.data_synth") < cli
+
+
+def _function_defs(name: str) -> list[str]:
+    """Every ``def name`` / ``def _name`` (module level, in a class or nested) of the package, as ``file:line``."""
+    return sorted(f"{path.relative_to(ROOT)}:{node.lineno}" for path in MODULES.values()
+                  for node in ast.walk(ast.parse(path.read_text()))
+                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.lstrip("_") == name)
+
+
+@pytest.mark.parametrize(("name", "home"), [
+    ("shingles", "retriever/text/shingles.py"),
+    ("jaccard", "retriever/text/shingles.py"),
+    ("normalize_text", "retriever/text/normal_form.py"),
+    ("is_loopback", "retriever/serving/bind_policy.py"),
+    ("exact_search", "retriever/model/dense_encoder.py"),
+    ("checked_impl", "kernels/select.py"),
+])
+def test_each_shared_rule_is_defined_once(name, home):
+    """One owner per rule (issue 35): the text rules, the loopback test, exact search and the loss-backend check."""
+    defs = _function_defs(name)
+    assert len(defs) == 1 and defs[0].startswith(home + ":"), defs
+
+
+def _backend_names(tree: ast.Module) -> set[str]:
+    """The names a module holds the loss backends' values under: ``IMPLS`` (``kernels/select.py``'s, defined or
+    imported) and ``BACKENDS`` where it is ``training/loss.py``'s (imported from there, or ``= IMPLS``)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").endswith(("kernels.select", "training.loss")):
+            names |= {a.asname or a.name for a in node.names if a.name in ("IMPLS", "BACKENDS")}
+        if isinstance(node, ast.Assign) and ast.unparse(node.value) in ("IMPLS", "('auto', 'fused', 'reference')"):
+            names |= {ast.unparse(t) for t in node.targets}
+    return names
+
+
+def test_the_rules_are_not_written_again_under_other_names():
+    """Grep-like: the loopback test (``.is_loopback`` of an address) and the check of the loss backend's values
+    (a comparison with them, or a recipe ``Literal`` of them) stand in one place each."""
+    loopback, backend = [], []
+    for path in MODULES.values():
+        tree = ast.parse(path.read_text())
+        values = _backend_names(tree)
+        for node in ast.walk(tree):
+            where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.Attribute) and node.attr == "is_loopback":
+                loopback.append(where)
+            if isinstance(node, ast.Compare) and any(ast.unparse(c) in values for c in node.comparators):
+                backend.append(where)
+            if isinstance(node, ast.Subscript) and ast.unparse(node.value) == "Literal" and \
+                    ast.unparse(node.slice) in values:
+                backend.append(where)
+    assert [w.split(":")[0] for w in loopback] == ["retriever/serving/bind_policy.py"], loopback
+    assert [w.split(":")[0] for w in backend] == ["kernels/select.py"], backend
 
 
 def test_kernels_import_nothing_else_of_hopscotch():

@@ -62,10 +62,13 @@ class AnnOptions:
     seed: int = 0
 
 
-def exact_search(index_dir, meta, queries: np.ndarray, k: int, exclude: np.ndarray | None = None,
-                 chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:
-    """Exact top-``k`` ``(scores, global rows)`` by inner product over the float16 shards (as float32), ordered
-    by score desc then row asc; ``exclude[i]`` (a global row, -1 none) is never returned for query ``i``."""
+def exact_topk_over_shards(index_dir, meta, queries: np.ndarray, k: int, exclude: np.ndarray | None = None,
+                           chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """Exact top-``k`` ``(scores, global rows)`` by inner product over an index folder's stored float16 shards
+    (as float32, one shard in memory at a time), ordered by score desc then row asc; ``exclude[i]`` (a global row,
+    -1 none) is never returned for query ``i``. Not :func:`hopscotch.retriever.model.dense_encoder.exact_search`
+    (FAISS over one matrix in memory): the audit's reference streams the shards, masks a row before the cut and
+    breaks ties by row, and its numpy scores sit beside :func:`recalls`' numpy rescoring of the ANN rows."""
     from hopscotch.retriever.index.faiss_index import merge_topk
     from hopscotch.retriever.index.layout import load_shard_embeddings
 
@@ -138,7 +141,7 @@ def measure(index_dir, meta, index, queries: np.ndarray, opts: AnnOptions, exclu
             ) -> dict[int, dict]:
     """Recall@k (each of ``opts.ks``) of ``index`` against exact search for one set of query vectors."""
     top = max(opts.ks)
-    exact_scores, exact_rows = exact_search(index_dir, meta, queries, top, exclude)
+    exact_scores, exact_rows = exact_topk_over_shards(index_dir, meta, queries, top, exclude)
     ann_rows = ann_search(index, queries, top, opts, exclude)
     per_k = recalls(index_dir, meta, queries, ann_rows, exact_rows, exact_scores, opts.ks)
     return {k: summarize(v) for k, v in per_k.items()}

@@ -1,6 +1,6 @@
 """Training data against evaluation sets: do the training texts hold the benchmark? (``hopscotch audit contamination``)
 
-Every text is compared in :mod:`.minhash`'s normal form (accents stripped, lowercase, punctuation a space).
+Every text is compared in :mod:`hopscotch.retriever.text.normal_form`'s normal form (accents stripped, lowercase, punctuation a space).
 For each evaluation question (a query record of an :class:`~.eval_sets.EvalSet`) the audit looks for:
 
 * ``exact_question``: a training query equal to it (questions and queries that are not *informative* are
@@ -27,10 +27,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from hopscotch.data_synth.answers import UNINFORMATIVE_ANSWERS
 from hopscotch.retriever.audit import minhash as mh
 from hopscotch.retriever.audit.eval_sets import EvalSet, TrainingItem
 from hopscotch.retriever.audit.report import AuditReport
+from hopscotch.retriever.text.answers import UNINFORMATIVE_ANSWERS
+from hopscotch.retriever.text.normal_form import normalize_text
+from hopscotch.retriever.text.shingles import SHINGLE_WORDS, jaccard, shingles
 
 CONTAINED_MIN_WORDS = 8
 QUESTION_KINDS = ("exact_question", "near_question", "contained_question")
@@ -71,11 +73,11 @@ class _EvalIndex:
         for s in sets:
             for q in s.queries:
                 i = len(self.questions)
-                norm = mh.normalize(q.text)
-                item = _Question(s.name, q.qid, q.text, norm, mh.shingles(norm, normalized=True))
+                norm = normalize_text(q.text)
+                item = _Question(s.name, q.qid, q.text, norm, shingles(norm, normalized=True))
                 self.questions.append(item)
                 self.by_key[(s.name, q.qid)] = i
-                for a in {mh.normalize(a) for a in s.answers(q)}:
+                for a in {normalize_text(a) for a in s.answers(q)}:
                     if informative_answer(a):
                         self.answers.setdefault(a, []).append(i)
                 if not informative_answer(norm):
@@ -90,20 +92,20 @@ class _EvalIndex:
 
     def question_hits(self, text: str) -> list[tuple[str, int, float]]:
         """``(kind, question index, jaccard)`` of a training query against every evaluation question."""
-        norm = mh.normalize(text)
+        norm = normalize_text(text)
         if not informative_answer(norm):
             return []
         hits = [("exact_question", i, 1.0) for i in self.exact.get(norm, ())]
         same = {i for _, i, _ in hits}
-        sh = mh.shingles(norm, normalized=True)
+        sh = shingles(norm, normalized=True)
         for i in self.lsh.query(mh.minhash(sh)):
-            if i not in same and (j := mh.jaccard(sh, self.questions[i].shingles)) >= self.threshold:
+            if i not in same and (j := jaccard(sh, self.questions[i].shingles)) >= self.threshold:
                 hits.append(("near_question", i, j))
         return hits
 
     def contained(self, text: str) -> list[int]:
         """Evaluation questions (of >= CONTAINED_MIN_WORDS words) whose words run contiguously inside ``text``."""
-        words = mh.normalize(text).split()
+        words = normalize_text(text).split()
         out = []
         for k in range(len(words) - 2):
             for i in self.anchors.get((words[k], words[k + 1], words[k + 2]), ()):
@@ -114,7 +116,7 @@ class _EvalIndex:
 
     def answer_hits(self, text: str) -> list[tuple[int, str]]:
         """``(question index, answer)`` for every informative answer in ``text`` at word boundaries."""
-        words = mh.normalize(text).split()
+        words = normalize_text(text).split()
         out = []
         for n in self.answer_lengths:
             for k in range(len(words) - n + 1):
@@ -143,8 +145,8 @@ class _EvidenceIndex:
                 for doc in read_corpus(s.corpus):
                     if doc.docid not in relevant:
                         continue
-                    norm = mh.normalize(mh.doc_text(doc.title, doc.text))
-                    sh = mh.shingles(norm, normalized=True)
+                    norm = normalize_text(mh.doc_text(doc.title, doc.text))
+                    sh = shingles(norm, normalized=True)
                     if sh:
                         known.add(doc.docid)
                         k = len(self.texts)
@@ -158,14 +160,14 @@ class _EvidenceIndex:
     def hits(self, docid: str, title: str, text: str) -> tuple[list[tuple[int, str, float]], list[int]]:
         """``([(question, "text" | "docid", jaccard)], [questions whose docid matched but whose text did not])``
         of one training passage: by text where the relevant document's text is known, else by docid."""
-        norm = mh.normalize(mh.doc_text(title, text))
+        norm = normalize_text(mh.doc_text(title, text))
         out: dict[int, tuple[str, float]] = {}
         if self.texts and norm:
-            sh = mh.shingles(norm, normalized=True)
+            sh = shingles(norm, normalized=True)
             for k in self.exact.get(mh.text_hash(norm, normalized=True), ()):
                 out.update(dict.fromkeys(self.texts[k][1], ("text", 1.0)))
             for k in self.lsh.query(mh.minhash(sh)):
-                if (j := mh.jaccard(sh, self.texts[k][0])) >= self.threshold:
+                if (j := jaccard(sh, self.texts[k][0])) >= self.threshold:
                     for i in self.texts[k][1]:
                         if j > out.get(i, ("", 0.0))[1]:
                             out[i] = ("text", j)
@@ -289,7 +291,7 @@ def audit_contamination(eval_sets: Sequence[EvalSet], training: Iterable[Trainin
     details = {"per_set": per_set, "first_example": worst and {"set": worst[0], **worst[1]},
                "training_items": n_items, "training_passages": n_passages,
                "rule": {"normal_form": "accents stripped, lowercase, non-alphanumerics a space",
-                        "shingles": f"word {mh.SHINGLE_WORDS}-grams", "num_perm": mh.NUM_PERM, "seed": mh.SEED,
+                        "shingles": f"word {SHINGLE_WORDS}-grams", "num_perm": mh.NUM_PERM, "seed": mh.SEED,
                         "lsh_bands": list(mh.band_params(threshold)), "threshold": threshold,
                         "contained_min_words": CONTAINED_MIN_WORDS,
                         "answers": ">= 2 words or >= 5 characters, not yes/no", "counted": list(counted),

@@ -1,17 +1,19 @@
-"""Shingles, MinHash signatures, LSH bands and exact Jaccard: the one near-duplicate rule of the audits.
+"""MinHash signatures and LSH bands over the text rules' shingles: how the audits find near-duplicate candidates.
 
-The rule, shared by ``audit contamination`` and ``audit near-duplicates`` (and the same shingles as
-``hopscotch synth --near-duplicate``, :func:`hopscotch.data_synth.labels.shingles`):
+The rule, shared by ``audit contamination`` and ``audit near-duplicates`` (the normal form, the shingles and
+their exact Jaccard are :mod:`hopscotch.retriever.text`'s, the same as ``hopscotch synth --near-duplicate``):
 
-* **normal form**: :func:`hopscotch.data_synth.answers.normalize_text` (Unicode accents stripped, lowercase,
-  every run of characters other than ``a-z0-9`` one space, trimmed);
-* **shingles**: the word 3-grams of the normal form (a text of fewer than 3 words: its words);
+* **normal form**: :func:`hopscotch.retriever.text.normal_form.normalize_text` (Unicode accents stripped,
+  lowercase, every run of characters other than ``a-z0-9`` one space, trimmed);
+* **shingles**: :func:`hopscotch.retriever.text.shingles.shingles`, the word 3-grams of the normal form (a text
+  of fewer than 3 words: its words);
 * **MinHash**: ``datasketch.MinHash`` with :data:`NUM_PERM` = 128 permutations, seed 1 (datasketch's default
   ``affine32`` scheme: 32-bit values), over the UTF-8 bytes of the shingles joined by one space;
 * **LSH bands**: ``b`` bands of ``r`` rows, ``b * r <= 128``, with the largest ``r`` for which a pair at
   exactly the Jaccard threshold becomes a candidate with probability >= 0.99 (:func:`band_params`:
   0.8 -> 21 bands of 6 rows); recall first, since every candidate is checked afterwards;
-* **decision**: the *exact* Jaccard of the two shingle sets >= the threshold (default 0.8); an estimate
+* **decision**: the *exact* Jaccard (:func:`hopscotch.retriever.text.shingles.jaccard`, 0 when a set is empty)
+  of the two shingle sets >= the threshold (default 0.8); an estimate
   from the signatures (share of equal values) only prunes candidates first (:data:`ESTIMATE_SLACK`);
 * **exact duplicates**: equal :func:`text_hash` (an 8-byte BLAKE2b of the normal form); a text whose normal
   form is empty (only punctuation) has no shingles and is nobody's duplicate.
@@ -24,11 +26,11 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from hopscotch.data_synth.answers import normalize_text
+from hopscotch.retriever.text.normal_form import normalize_text
+from hopscotch.retriever.text.shingles import jaccard_of_sizes
 
 NUM_PERM = 128
 SEED = 1
-SHINGLE_WORDS = 3
 DEFAULT_THRESHOLD = 0.8
 MIN_CANDIDATE_PROBABILITY = 0.99
 #: candidates whose MinHash estimate is below ``threshold - ESTIMATE_SLACK`` are dropped before the exact check
@@ -36,30 +38,9 @@ MIN_CANDIDATE_PROBABILITY = 0.99
 ESTIMATE_SLACK = 0.1
 
 
-def normalize(text: str) -> str:
-    """The normal form every comparison uses (see the module doc)."""
-    return normalize_text(text)
-
-
 def doc_text(title: str | None, text: str) -> str:
     """What a document is compared by: its title and text joined by a newline (the text alone without a title)."""
     return f"{title}\n{text}" if title else text
-
-
-def shingles(text: str, n: int = SHINGLE_WORDS, normalized: bool = False) -> frozenset[str]:
-    """Word ``n``-grams of the normal form, each as its words joined by one space (the words for a short text)."""
-    words = (text if normalized else normalize(text)).split()
-    if len(words) < n:
-        return frozenset(words)
-    return frozenset(" ".join(words[i:i + n]) for i in range(len(words) - n + 1))
-
-
-def jaccard(a: frozenset, b: frozenset) -> float:
-    """Exact Jaccard of two shingle sets (0 when either is empty: an empty text is nobody's duplicate)."""
-    if not a or not b:
-        return 0.0
-    inter = len(a & b) if len(a) <= len(b) else len(b & a)
-    return inter / (len(a) + len(b) - inter)
 
 
 def shingle_array(shingle_set: Iterable[str]) -> np.ndarray:
@@ -69,16 +50,15 @@ def shingle_array(shingle_set: Iterable[str]) -> np.ndarray:
 
 
 def array_jaccard(a: np.ndarray, b: np.ndarray) -> float:
-    """:func:`jaccard` of two :func:`shingle_array` values."""
+    """The Jaccard of two :func:`shingle_array` values (:func:`~hopscotch.retriever.text.shingles.jaccard`'s rule)."""
     if not len(a) or not len(b):
         return 0.0
-    inter = len(np.intersect1d(a, b, assume_unique=True))
-    return inter / (len(a) + len(b) - inter)
+    return jaccard_of_sizes(len(np.intersect1d(a, b, assume_unique=True)), len(a), len(b))
 
 
 def text_hash(text: str, normalized: bool = False) -> int:
     """An unsigned 64-bit BLAKE2b hash of the normal form (exact duplicates share it)."""
-    norm = text if normalized else normalize(text)
+    norm = text if normalized else normalize_text(text)
     return int.from_bytes(hashlib.blake2b(norm.encode("utf-8"), digest_size=8).digest(), "little")
 
 

@@ -47,6 +47,8 @@ from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.common import atomic_write, write_json, write_jsonl
 from hopscotch.retriever.io.corpus import Document, read_corpus
 from hopscotch.retriever.io.fingerprint import manifest_differences, path_fingerprint
+from hopscotch.retriever.text.normal_form import normalize_text
+from hopscotch.retriever.text.shingles import SHINGLE_WORDS, shingles
 
 STATE_VERSION = 1
 SIGNATURE_BATCH = 1000   # documents whose shingle sets are held at once in stage 1
@@ -100,7 +102,7 @@ class StateFolder:
             raise UsageError(f"--corpus {corpus}: no such file or folder")
         manifest = {"version": STATE_VERSION, "corpus": {"path": str(self.corpus.resolve()),
                                                          "content": path_fingerprint(self.corpus)},
-                    "shingles": f"word {mh.SHINGLE_WORDS}-grams of the normal form", "num_perm": mh.NUM_PERM,
+                    "shingles": f"word {SHINGLE_WORDS}-grams of the normal form", "num_perm": mh.NUM_PERM,
                     "seed": mh.SEED, "chunk_size": chunk_size}
         file = self.folder / "manifest.json"
         if self.folder.exists() and not is_state_folder(self.folder):
@@ -166,8 +168,8 @@ def _signature_chunks(state: StateFolder, on_chunk=None) -> tuple[int, int, int]
         while batch := list(itertools.islice(chunk, SIGNATURE_BATCH)):
             ids.extend(d.docid for d in batch)
             if not done:  # shingle sets of a few documents at a time
-                norms = [mh.normalize(document_text(d)) for d in batch]
-                sets = [mh.shingles(n, normalized=True) for n in norms]
+                norms = [normalize_text(document_text(d)) for d in batch]
+                sets = [shingles(n, normalized=True) for n in norms]
                 sigs.append(mh.signatures(sets))
                 hashes.extend(mh.text_hash(n, normalized=True) for n in norms)
                 nonempty.extend(bool(x) for x in sets)
@@ -257,7 +259,7 @@ def _verify(state: StateFolder, cfg: NearDuplicateConfig, i: np.ndarray, j: np.n
             sets = {}
             for pos, doc in enumerate(read_corpus(state.corpus, unique=False)):
                 if pos in want:
-                    sets[pos] = mh.shingle_array(mh.shingles(document_text(doc)))
+                    sets[pos] = mh.shingle_array(shingles(document_text(doc)))
                 if pos >= last:
                     break
             values = np.array([mh.array_jaccard(sets[int(i[r])], sets[int(j[r])]) for r in rows])
@@ -326,7 +328,7 @@ def find_near_duplicates(corpus: str | os.PathLike, out: str | os.PathLike, stat
                "near_pairs": len(near), "rows_written": n_rows, "chunks": n_chunks, "chunks_computed_now": computed,
                "verify_batches": int(batches), "seconds": round(time.perf_counter() - started, 1),
                "peak_rss_mb": round(rss_mb(), 1), "peak_rss_mb_after": {k: round(v, 1) for k, v in rss.items()},
-               "rule": {"shingles": f"word {mh.SHINGLE_WORDS}-grams of the normal form (title + text)",
+               "rule": {"shingles": f"word {SHINGLE_WORDS}-grams of the normal form (title + text)",
                         "num_perm": mh.NUM_PERM, "seed": mh.SEED, "bands": bands, "rows": rows,
                         "estimate_slack": mh.ESTIMATE_SLACK, "threshold": cfg.threshold,
                         "max_bucket": cfg.max_bucket, "chunk_size": cfg.chunk_size}}

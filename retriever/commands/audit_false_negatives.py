@@ -3,7 +3,7 @@
     hopscotch audit false-negatives --tuples FILE [FILE ...] [--qa DIR ...] [--sample N] [--model M|none]
                                     [--seed S] [--near-duplicate J] [--max-rate R] [--examples N] [--report PATH]
 
-Rules and rates: :mod:`hopscotch.retriever.audit.false_negatives`. Exit 2 when a source's false-negative rate
+Rules and rates: :mod:`hopscotch.data_synth.false_negative_audit`. Exit 2 when a source's false-negative rate
 (answer-bearing or near-duplicate negatives) exceeds ``--max-rate``.
 """
 
@@ -38,7 +38,7 @@ def register(kinds) -> None:
 
 
 def run(args) -> int:
-    from hopscotch.retriever.audit.false_negatives import audit_false_negatives
+    from hopscotch.data_synth.false_negative_audit import audit_false_negatives
 
     model = None if str(args.model).lower() == "none" else args.model
     report = audit_false_negatives(args.tuples, qa_dirs=args.qa, sample=args.sample, seed=args.seed, model=model,

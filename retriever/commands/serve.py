@@ -29,9 +29,7 @@ of the machine in ``ps``. ``--host ::`` listens on IPv6 and IPv4. Routes, errors
 
 from __future__ import annotations
 
-import ipaddress
 import os
-import socket
 import sys
 
 TOKEN_ENV = "HOPSCOTCH_SERVE_TOKEN"
@@ -97,14 +95,6 @@ def _add_mcp_flags(parser) -> None:
     g.add_argument("--no-get-document", action="store_true", help="MCP: register the search tool only")
 
 
-def _is_loopback(host: str) -> bool:
-    try:
-        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-        return bool(infos) and all(ipaddress.ip_address(info[4][0]).is_loopback for info in infos)
-    except (OSError, ValueError):
-        return False
-
-
 def resolve_token(args) -> str | None:
     """``--token``, else the first line of ``--token-file``, else ``$HOPSCOTCH_SERVE_TOKEN`` (None: no token)."""
     from hopscotch.retriever.errors import UsageError
@@ -155,6 +145,7 @@ def build_server(args):
     with ``--rerank-model``); UsageError for a bad flag or a busy port."""
     from hopscotch.retriever.errors import UsageError
     from hopscotch.retriever.searchers import searcher_from_args
+    from hopscotch.retriever.serving.bind_policy import warn_if_open
     from hopscotch.retriever.serving.server import HttpLimits, make_server
 
     if not 0 <= args.port <= 65535:
@@ -169,9 +160,7 @@ def build_server(args):
     if args.max_batch < 1:
         raise UsageError(f"--max-batch {args.max_batch}: give at least 1")
     _check_documents(args)
-    if not _is_loopback(args.host) and not args.token:
-        print(f"hopscotch serve: warning: binding {args.host} without a token: anyone who can reach this "
-              "machine can query the index", file=sys.stderr)
+    warn_if_open(args.host, args.token)
     searcher = searcher_from_args(args, local_only=True)
     try:
         return make_server({args.name: searcher}, host=args.host, port=args.port, token=args.token,

@@ -30,7 +30,6 @@ Example::
 
 import argparse
 import contextlib
-import ipaddress
 import json
 import logging
 import socket
@@ -41,6 +40,7 @@ from typing import Annotated, Any
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.searchers.base import BaseSearcher
+from hopscotch.retriever.serving.bind_policy import warn_if_open
 
 TRANSPORTS = ("stdio", "sse", "streamable-http")
 #: where the HTTP transports listen (BrowseComp-Plus serves both at /mcp)
@@ -224,9 +224,8 @@ def run_mcp(args: argparse.Namespace) -> int:
     _require_sdk()
     if transport != "stdio" and not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port}: not a TCP port")
-    if transport != "stdio" and not args.token and not _is_loopback(args.host):
-        print(f"hopscotch serve: warning: binding {args.host} without --token: anyone who can reach this machine "
-              "can query the index", file=sys.stderr)
+    if transport != "stdio":
+        warn_if_open(args.host, args.token)
     options = MCPOptions(k=args.k, snippet_max_tokens=args.snippet_max_tokens, get_document=not args.no_get_document)
     # stdout is the stdio transport's wire: anything loading prints goes to stderr
     with contextlib.redirect_stdout(sys.stderr):
@@ -250,13 +249,6 @@ def run_mcp(args: argparse.Namespace) -> int:
         if sock is not None:
             sock.close()
     return 0
-
-
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(socket.gethostbyname(host)).is_loopback
-    except (OSError, ValueError):
-        return False
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -65,7 +65,7 @@ import torch
 
 from hopscotch import kernels
 from hopscotch.kernels.maxsim_reference import maxsim_scores
-from hopscotch.kernels.select import IMPLS
+from hopscotch.kernels.select import IMPLS, checked_impl
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.model.matryoshka import truncate
 from hopscotch.retriever.model.multi_vector_trainable import TokenEmbeddings
@@ -84,10 +84,13 @@ BACKENDS = IMPLS
 DISTILL_LOSSES = ("none", "kl", "margin_mse")
 
 
-def _checked(backend: str) -> str:
-    if backend not in BACKENDS:
-        raise UsageError(f"loss.backend: expected one of {BACKENDS}, got {backend!r}")
-    return backend
+def checked_backend(backend: str, key: str = "loss.backend") -> str:
+    """``backend`` when it is one of :data:`BACKENDS`, else UsageError naming ``key``: the kernels' one check
+    (:func:`hopscotch.kernels.select.checked_impl`) for the trainer's loss and the recipe key alike."""
+    try:
+        return checked_impl(backend, key)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def infonce(q: torch.Tensor, p: torch.Tensor, labels: torch.Tensor, temperature, exclude=None,
@@ -99,7 +102,7 @@ def infonce(q: torch.Tensor, p: torch.Tensor, labels: torch.Tensor, temperature,
     A ``temperature`` tensor that requires a gradient is folded into ``q`` (``q / t`` at ``t = 1``), so
     it is learnt with either backend.
     """
-    fn = kernels.select_infonce_loss(q.device, _checked(backend))
+    fn = kernels.select_infonce_loss(q.device, checked_backend(backend))
     return _with_temperature(fn, q, p, labels, temperature, exclude)
 
 
@@ -107,7 +110,7 @@ def maxsim_infonce(q: TokenEmbeddings, p: TokenEmbeddings, labels: torch.Tensor,
                    backend: str = "auto") -> torch.Tensor:
     """:func:`infonce` over MaxSim scores of token embeddings (their masks: the tokens that score), through
     :func:`hopscotch.kernels.select_maxsim_infonce_loss` (the same rule)."""
-    fn = kernels.select_maxsim_infonce_loss(q.device, _checked(backend))
+    fn = kernels.select_maxsim_infonce_loss(q.device, checked_backend(backend))
     return _with_temperature(fn, q.embeddings, p.embeddings, labels, temperature, exclude, q_mask=q.mask,
                              p_mask=p.mask)
 
@@ -225,7 +228,7 @@ class InfoNCELoss(torch.nn.Module):
                  distill_weight: float = 1.0, infonce_weight: float = 1.0, teacher_temperature: float = 1.0,
                  student_temperature: float | None = None):
         super().__init__()
-        self.backend = _checked(backend)
+        self.backend = checked_backend(backend)
         self.exclude_positive_duplicates = exclude_positive_duplicates
         self.cross_process_negatives = cross_process_negatives
         self.matryoshka = tuple((int(d), float(w)) for d, w in matryoshka)

@@ -39,7 +39,6 @@ import yaml
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.common import decoded_lines
 from hopscotch.retriever.model.config import EncoderConfig
-from hopscotch.retriever.training.loss import BACKENDS
 from hopscotch.retriever.training.recipe_kinds import DistillKeys, ModelKindKeys, check_loss_kind
 
 SCHEDULERS = ("linear", "cosine", "constant")
@@ -104,7 +103,7 @@ class LossRecipe(DistillKeys, _encoder_base("_EncoderLossFields", "loss")):
     """``loss``: InfoNCE over in-batch, hard and cross-process negatives (over nested prefixes with ``matryoshka_dims``;
     ``temperature``, ``learn_temperature``, ``matryoshka_*``: EncoderConfig's); ``distill*``: :class:`DistillKeys`."""
 
-    backend: Literal[BACKENDS] = "auto"      # auto (fused on CUDA, reference elsewhere) | fused | reference
+    backend: str = "auto"  # auto (fused on CUDA, reference elsewhere) | fused | reference (check_loss_kind)
     exclude_positive_duplicates: bool = True  # a copy of a query's positive is not one of its negatives
     cross_process_negatives: bool = True      # score against every process's passages
 

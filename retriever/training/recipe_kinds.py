@@ -29,7 +29,7 @@ from typing import Literal
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.model.config import MODEL_KINDS, MULTI_VECTOR, SINGLE_VECTOR, EncoderConfig
 from hopscotch.retriever.model.multi_vector import DEFAULT_MARKERS
-from hopscotch.retriever.training.loss import DISTILL_LOSSES
+from hopscotch.retriever.training.loss import DISTILL_LOSSES, checked_backend
 
 # single-vector-only keys a multi-vector recipe must leave at their defaults (EncoderConfig's; ModelRecipe's own)
 _SINGLE_VECTOR_ONLY = ("pooling", "normalize", "passage_prefix", "shared_towers", "late_fusion_max_words",
@@ -101,7 +101,9 @@ _DISTILL_ONLY = ("distill_weight", "teacher_temperature", "student_temperature")
 def check_loss_kind(recipe) -> None:
     """The loss keys of one kind: ``loss.matryoshka_dims`` (prefixes of one pooled vector) is single-vector only; the
     distillation keys need ``loss.distill``, which needs a hard negative (``data.group_size`` >= 2) and leaves
-    ``loss.infonce_weight: 0`` something to train (``recipe``: a :class:`~.recipe.Recipe`)."""
+    ``loss.infonce_weight: 0`` something to train (``recipe``: a :class:`~.recipe.Recipe`). ``loss.backend`` goes
+    through its one check, :func:`~hopscotch.retriever.training.loss.checked_backend`."""
+    checked_backend(recipe.loss.backend, "recipe key loss.backend")
     if recipe.model.kind != SINGLE_VECTOR and recipe.loss.matryoshka_dims is not None:
         raise UsageError(f"recipe key loss.matryoshka_dims applies to model.kind {SINGLE_VECTOR} only (prefixes of "
                          f"one pooled vector), got {recipe.loss.matryoshka_dims!r} with model.kind {recipe.model.kind}")

@@ -6,15 +6,17 @@ import json
 
 import pytest
 
-from hopscotch.data_synth.answers import AnswerMatcher, informative_answers, normalize_text
 from hopscotch.data_synth.candidates import CandidateGenerator
-from hopscotch.data_synth.labels import LabelConfig, Labeller, jaccard, shingles
+from hopscotch.data_synth.labels import LabelConfig, Labeller
 from hopscotch.data_synth.qa import load_qa
 from hopscotch.data_synth.rerankers import Candidate, OracleInput
 from hopscotch.data_synth.rerankers.lexical import LexicalOracle
 from hopscotch.retriever.errors import FormatError, UsageError
 from hopscotch.retriever.index.bm25 import BM25Index
 from hopscotch.retriever.io.corpus import Document
+from hopscotch.retriever.text.answers import AnswerMatcher, informative_answers
+from hopscotch.retriever.text.normal_form import normalize_text
+from hopscotch.retriever.text.shingles import jaccard, shingles
 
 DOCS = [
     Document("d0", "Shirley Temple", "Shirley Temple was an actress and later served as Chief of Protocol."),

@@ -19,7 +19,8 @@ import warnings
 import pytest
 import torch
 
-from hopscotch.kernels import maxsim_accuracy, select
+from hopscotch.kernels import select
+from hopscotch_experiments.kernel_checks import maxsim_accuracy
 from hopscotch.kernels.maxsim_reference import EMPTY_PASSAGE_SCORE, group_labels
 from hopscotch.kernels.maxsim_reference import maxsim_infonce_loss as reference_loss
 
@@ -224,7 +225,8 @@ os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 import torch, triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from hopscotch.kernels import compile_report, maxsim
+from hopscotch.kernels import maxsim
+from hopscotch_experiments.kernel_checks import compile_report
 
 mod = maxsim._kernel_module()
 assert not mod.INTERPRET

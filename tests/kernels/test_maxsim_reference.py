@@ -227,7 +227,7 @@ def test_gradcheck_float64_with_masks(exclusion):
 
 
 def test_reference_fp32_matches_float64_on_the_maxsim_cases():
-    from hopscotch.kernels import maxsim_accuracy
+    from hopscotch_experiments.kernel_checks import maxsim_accuracy
 
     report = maxsim_accuracy.sweep(maxsim_infonce_loss, list(maxsim_accuracy.FIXED_SEEDS)
                                    + maxsim_accuracy.fresh_seeds(40))

@@ -164,7 +164,7 @@ def test_importing_kernels_imports_neither_torch_nor_triton():
 
 def test_reference_fp32_matches_float64_on_fixed_cases_and_a_fresh_sweep():
     """The stable form ``log1p(S)`` keeps fp32 within 1e-5 relative of float64, near-zero losses too."""
-    from hopscotch.kernels import accuracy
+    from hopscotch_experiments.kernel_checks import accuracy
 
     report = accuracy.sweep(infonce_loss, list(accuracy.FIXED_SEEDS) + accuracy.fresh_seeds(300))
     assert report.ok, report.summary() + "".join(f"\n{f}" for f in report.failures)

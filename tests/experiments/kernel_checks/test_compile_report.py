@@ -28,7 +28,7 @@ def _compiler_mode():
 
 
 def _compile_report():
-    from hopscotch.kernels import compile_report
+    from hopscotch_experiments.kernel_checks import compile_report
 
     tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
     if not os.path.exists(tool):
@@ -66,7 +66,7 @@ def test_backward_is_one_kernel_and_each_side_is_tuned_on_its_own(monkeypatch):
     side 1 the smallest ``BLOCK_N``)."""
     from types import SimpleNamespace
 
-    from hopscotch.kernels import compile_report
+    from hopscotch_experiments.kernel_checks import compile_report
 
     kernels = compile_report.KERNELS
     assert kernels["bwd_dq"].name == kernels["bwd_dp"].name == "infonce_bwd_kernel"

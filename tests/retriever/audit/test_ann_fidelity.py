@@ -9,7 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from hopscotch.retriever.audit.ann_fidelity import AnnOptions, ann_search, audit_ann_fidelity, exact_search, judge
+from hopscotch.retriever.audit.ann_fidelity import (AnnOptions, ann_search, audit_ann_fidelity, exact_topk_over_shards,
+                                                    judge)
 from hopscotch.retriever.index.faiss_index import ShardedFaissIndex, build_faiss_index
 from hopscotch.retriever.index.layout import IndexMeta, embedding_rows
 
@@ -29,12 +30,12 @@ def test_exact_search_equals_brute_force_and_never_returns_the_excluded_row(inde
     meta = IndexMeta.load(index)
     docs = embedding_rows(index, meta, np.arange(meta.num_docs))
     queries = docs[[3, 70, 299]]
-    scores, rows = exact_search(index, meta, queries, 5, chunk=2)
+    scores, rows = exact_topk_over_shards(index, meta, queries, 5, chunk=2)
     brute = queries @ docs.T
     assert np.array_equal(rows[:, 0], [3, 70, 299])  # a document is its own nearest neighbour
     assert np.allclose(scores, -np.sort(-brute, axis=1)[:, :5], atol=1e-6)
     exclude = np.array([3, 70, 299])
-    _, rows = exact_search(index, meta, queries, 5, exclude=exclude)
+    _, rows = exact_topk_over_shards(index, meta, queries, 5, exclude=exclude)
     assert not (rows == exclude[:, None]).any()
     ann = ann_search(ShardedFaissIndex.load(index, IVF), queries, 5, AnnOptions(nprobe=16), exclude=exclude)
     assert not (ann == exclude[:, None]).any() and (ann >= 0).all()

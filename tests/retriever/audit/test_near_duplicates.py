@@ -14,6 +14,7 @@ from hopscotch.retriever.audit import minhash as mh
 from hopscotch.retriever.audit.near_duplicates import NearDuplicateConfig, find_near_duplicates
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.qrels import read_duplicate_groups
+from hopscotch.retriever.text.shingles import jaccard, shingles
 
 PAGE = ("The Lumen Bridge is a stone arch bridge that crosses the Arno river in the old town. It was built in 1342 "
         "by the guild of masons and rebuilt after the flood of 1557, when two of its five arches collapsed into "
@@ -52,7 +53,7 @@ def test_footer_pages_are_near_the_copy_exact_and_the_unrelated_page_absent(tmp_
     got = rows(tmp_path / "groups.jsonl")
     assert set(got) == {"page", "page_footer", "page_copy"}
     assert got["page"]["exact_duplicates"] == ["page_copy"] and got["page_copy"]["exact_duplicates"] == ["page"]
-    expected = round(mh.jaccard(mh.shingles(PAGE + FOOTER_A), mh.shingles(PAGE + FOOTER_B)), 4)
+    expected = round(jaccard(shingles(PAGE + FOOTER_A), shingles(PAGE + FOOTER_B)), 4)
     assert 0.8 <= expected < 1
     assert got["page"]["near_duplicates"] == [{"doc_id": "page_footer", "jaccard": expected}]
     assert sorted(n["doc_id"] for n in got["page_footer"]["near_duplicates"]) == ["page", "page_copy"]
@@ -101,7 +102,7 @@ def test_numpy_bands_find_the_candidates_datasketch_lsh_finds():
         for _ in range(rng.randrange(1, 6)):
             edited[rng.randrange(len(edited))] = "changed"
         texts.append(" ".join(edited))
-    sigs = mh.signatures([mh.shingles(t) for t in texts])
+    sigs = mh.signatures([shingles(t) for t in texts])
     bands, rows_ = mh.band_params(0.8)
     ours = {tuple(map(int, p)) for b in range(bands)
             for p in mh.bucket_pairs(mh.band_keys(sigs, bands, rows_)[:, b], 1000)}
@@ -140,7 +141,7 @@ def test_synth_takes_no_listed_duplicate_of_a_positive_as_a_negative(tmp_path):
     query = {"_id": "q1", "text": "Which river does the Lumen Bridge cross?"}
     (qa / "queries.jsonl").write_text(json.dumps(query) + "\n")
     (qa / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tgold\t1\n")
-    assert 0.6 <= mh.jaccard(mh.shingles(PAGE), mh.shingles(PAGE + footer)) < 0.8
+    assert 0.6 <= jaccard(shingles(PAGE), shingles(PAGE + footer)) < 0.8
     find_near_duplicates(qa / "corpus.jsonl", tmp_path / "groups.jsonl", tmp_path / "state", NearDuplicateConfig(0.6))
     config = SynthConfig(show_progress=False, negatives=10, negative_start=0)
 

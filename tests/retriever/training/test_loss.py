@@ -142,3 +142,25 @@ def test_fused_kernel_in_the_triton_interpreter_matches_the_reference(monkeypatc
     assert fused_value == pytest.approx(ref_value, abs=1e-5)
     for a, b in zip(fused_grads, ref_grads):
         assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_loss_backend_is_checked_in_one_place_for_the_loss_the_recipe_and_the_kernels():
+    """``loss.backend`` has one check, the kernels' ``checked_impl``: the loss module, the recipe key and the
+    kernels' selector all go through it, with the same values and words."""
+    from hopscotch.kernels import select
+    from hopscotch.kernels.select import IMPLS, checked_impl
+    from hopscotch.retriever.training.loss import BACKENDS, InfoNCELoss, checked_backend
+    from hopscotch.retriever.training.recipe import load_recipe
+
+    assert BACKENDS == IMPLS == ("auto", "fused", "reference")
+    assert [checked_backend(b) for b in BACKENDS] == list(BACKENDS)
+    words = "expected one of 'auto', 'fused', 'reference', got 'triton'"
+    with pytest.raises(ValueError, match=f"^impl: {words}$"):
+        checked_impl("triton")
+    with pytest.raises(ValueError, match=f"^impl: {words}$"):
+        select.choose_impl("cpu", "triton")
+    with pytest.raises(UsageError, match=f"^loss.backend: {words}$"):
+        InfoNCELoss(backend="triton")
+    with pytest.raises(UsageError, match=f"^recipe key loss.backend: {words}$"):
+        load_recipe({"data": {"train": "t.jsonl"}}, ["loss.backend=triton"])
+    assert load_recipe({"data": {"train": "t.jsonl"}}, ["loss.backend=fused"]).loss.backend == "fused"

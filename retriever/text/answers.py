@@ -1,40 +1,25 @@
-"""Answer strings and the answer-containment test used by the oracle and the false-negative guard.
+"""Answer strings and the answer-containment test (DR-Synth's oracle and false-negative guard, the audits).
 
-Containment is checked on normalized text (Unicode accents stripped, lowercase, every run of
-non-alphanumeric characters turned into one space) at word boundaries, so ``"St. Louis"`` is found in
-``"... in St Louis, Missouri"`` and ``"35"`` is not found in ``"1935"``.
+Containment is checked on the normal form (:mod:`.normal_form`) at word boundaries, so ``"St. Louis"`` is
+found in ``"... in St Louis, Missouri"`` and ``"35"`` is not found in ``"1935"``.
 
 Answers that say nothing about a passage are ignored: ``yes`` / ``no`` (HotpotQA comparison questions)
 and answers that normalize to nothing.
 
 Example::
 
-    from hopscotch.data_synth.answers import AnswerMatcher
+    from hopscotch.retriever.text.answers import AnswerMatcher
     m = AnswerMatcher(["Chief of Protocol"])
     m.contained_in("She served as Chief of Protocol of the United States.")  # True
 """
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections.abc import Iterable
 
+from hopscotch.retriever.text.normal_form import normalize_text, padded_normal_form
+
 UNINFORMATIVE_ANSWERS = frozenset({"yes", "no", "true", "false", "unknown", "none", "noanswer"})
-_NON_ALNUM = re.compile(r"[^0-9a-z]+")
-
-
-def normalize_text(text: str) -> str:
-    """Lowercase, strip accents, replace every run of non-alphanumerics by one space, trim."""
-    if not text.isascii():
-        text = unicodedata.normalize("NFKD", text)
-        text = "".join(ch for ch in text if not unicodedata.combining(ch))
-    return _NON_ALNUM.sub(" ", text.lower()).strip()
-
-
-def padded_normal_form(text: str) -> str:
-    """``normalize_text`` with a space at both ends: the form :meth:`AnswerMatcher.contains` takes."""
-    return f" {normalize_text(text)} "
 
 
 def informative_answers(answers: Iterable[str]) -> list[str]:

@@ -9,7 +9,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from hopscotch.retriever.audit.false_negatives import audit_false_negatives, question_of, sample_negatives, source_name
+from hopscotch.data_synth.false_negative_audit import audit_false_negatives, question_of, sample_negatives, source_name
 
 POSITIVE = ("Zorblat Institute was founded in 1887 by the shipbuilder Amara Venn. It lies in the city of Quellport "
             "on the northern coast, and its library holds the first charts of the Quell estuary.")

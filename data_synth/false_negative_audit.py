@@ -1,18 +1,22 @@
 """False-negative audit: mined hard negatives that are really positives, judged by rules that ignore the oracle.
 
+``hopscotch audit false-negatives`` (:mod:`hopscotch.retriever.commands.audit_false_negatives`). It lives with
+DR-Synth, not in ``retriever/audit/``: it reads DR-Synth's stats files and QA datasets, and the retriever below
+the CLI never imports ``data_synth``; its report is the audits' :class:`~hopscotch.retriever.audit.report.AuditReport`.
+
 A seeded sample of the hard negatives of each source (a tuple file, or a ``source`` field of its rows) and
 oracle (a row's ``oracle`` field, else the ``reranker`` recorded in the file's DR-Synth ``<stem>.stats.json``,
 else ``unknown``) is judged by three rules, none of which asks the oracle that labelled them:
 
 * **answer**: the negative (``title text``) contains the question's answer or an alias, normalized and at word
-  boundaries (:class:`~hopscotch.data_synth.answers.AnswerMatcher`, the matcher of DR-Synth's own guard;
+  boundaries (:class:`~hopscotch.retriever.text.answers.AnswerMatcher`, the matcher of DR-Synth's own guard;
   ``yes``/``no`` answers say nothing and are skipped). Answers come from the row's own ``answers`` /
   ``answer`` / ``answer_aliases`` fields, else from the ``--qa`` datasets (:func:`~hopscotch.data_synth.qa.load_qa`)
   by the row's ``question_id``, its ``query_id``, or the longest ``_``-prefix of the query id that is a
   question id (``5a8c..._turn3`` -> ``5a8c...``); a source with no answers is said to have none.
 * **near_duplicate**: word 3-gram Jaccard of the negative and a positive (title and text) >= ``near_duplicate``
-  (0.8): the audits' one near-duplicate rule (:mod:`hopscotch.retriever.audit.minhash`: exact Jaccard of the
-  word 3-grams of the normal form), the shingles DR-Synth's guard uses too (:func:`hopscotch.data_synth.labels.shingles`).
+  (0.8): exact Jaccard of the word 3-grams of the normal form (:mod:`hopscotch.retriever.text.shingles`, the
+  shingles and Jaccard of DR-Synth's own guard and of the other audits; a pair with an empty text: 0).
 * **closer_to_positive** (with a second model, default the bundled MiniLM): the negative is closer to a
   positive than that positive is to the query, cosine ``sim(neg, pos) > sim(query, pos)`` for some positive
   (query: the tuple's plain query text; passages: ``title text``).
@@ -37,11 +41,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hopscotch.data_synth.answers import AnswerMatcher, padded_normal_form
-from hopscotch.retriever.audit.minhash import doc_text, jaccard, shingles
+from hopscotch.retriever.audit.minhash import doc_text
 from hopscotch.retriever.audit.report import AuditReport
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.tuples import Passage, TrainingTuple, parse_tuple
+from hopscotch.retriever.text.answers import AnswerMatcher
+from hopscotch.retriever.text.normal_form import padded_normal_form
+from hopscotch.retriever.text.shingles import jaccard, shingles
 
 RULES = ("answer", "near_duplicate", "closer_to_positive")
 #: the rules whose hits are counted as false negatives (the third only makes a negative suspect)
