@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.searchers.arg_types import positive_int
-from hopscotch.retriever.model.config import checked_count, checked_weight
+from hopscotch.retriever.model.query_mix import QueryMix
 from hopscotch.retriever.model.query_input import ALLOWED, QueryInput, searcher_query_input  # noqa: F401
 from hopscotch.retriever.searchers.base import (
     BaseSearcher,
@@ -129,16 +129,23 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
         self.instruction = self.settings.instruction if opts.instruction is None else opts.instruction
         self.query_input = searcher_query_input(opts.query_input, self.settings.query_input)
         self._query_input_given = opts.query_input is not None
-        # the model's recorded late fusion applies when neither the variant nor the weight is chosen here
-        own = (opts.query_input is None and opts.late_fusion is None and opts.late_fusion_max_words is None
-               and opts.late_fusion_long is None)
-        self.late_fusion = checked_weight(self.settings.late_fusion if own else opts.late_fusion, "--late-fusion")
-        self.late_fusion_max_words = checked_count(
-            self.settings.late_fusion_max_words if own else opts.late_fusion_max_words, "--late-fusion-max-words")
-        self.late_fusion_long = checked_weight(self.settings.late_fusion_long if own else opts.late_fusion_long,
-                                               "--late-fusion-long")
-        if self.late_fusion_long is not None and self.late_fusion_max_words is None:
-            raise UsageError("--late-fusion-long weighs contexts over --late-fusion-max-words: give that limit too")
+        given = QueryMix.checked(opts.late_fusion, opts.late_fusion_max_words, opts.late_fusion_long)
+        recorded = QueryMix(self.settings.late_fusion, self.settings.late_fusion_max_words,
+                            self.settings.late_fusion_long)
+        self.query_mix = given.or_recorded(recorded, variant_given=opts.query_input is not None)
+
+    @property
+    def late_fusion(self) -> float | None:
+        """The query mix's weight (:attr:`query_mix`; ``--late-fusion``)."""
+        return self.query_mix.weight
+
+    @property
+    def late_fusion_max_words(self) -> int | None:
+        return self.query_mix.max_words
+
+    @property
+    def late_fusion_long(self) -> float | None:
+        return self.query_mix.long_weight
 
     @classmethod
     def parse_args(cls, parser) -> None:
@@ -243,25 +250,18 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
 
     def query_embeddings(self, queries: Sequence[str], reasonings=None, reasoning_aware=False,
                          show_progress: bool = False):
-        """The search vectors: each query's encoding, or with :attr:`late_fusion` ``w`` the weighted sum
-        ``w * q_reasoning + (1 - w) * q_query`` for the reasoning-aware ones (w = 1, 0: exactly one of them).
-        With :attr:`late_fusion_max_words` a reasoning context longer than that many words gets
-        :attr:`late_fusion_long` (None: 0, the query alone)."""
+        """The search vectors: each query's encoding, or under the query mix (:attr:`query_mix`,
+        :class:`~hopscotch.retriever.model.query_mix.QueryMix`) the weighted sum ``w * q_reasoning + (1 - w) *
+        q_query`` of the reasoning-aware ones, ``w`` per query (w = 1, 0: exactly one of them)."""
         import numpy as np
 
         texts = self.query_texts(queries, reasonings, reasoning_aware)
-        w, limit, w_long = self.late_fusion, self.late_fusion_max_words, self.late_fusion_long or 0.0
-        if (w is None or w == 1.0) and limit is None:
+        if self.query_mix.is_identity:
             return self.encoder.encode_texts(texts, show_progress=show_progress, desc="encode queries")
         plain = self.query_texts(queries, None, False)
         contexts = per_query(reasonings, len(queries), "reasonings")
-        weights = np.ones(len(texts), dtype=np.float32)
-        for i, (text, simple, context) in enumerate(zip(texts, plain, contexts)):
-            if text == simple:
-                continue  # a plain query: its one encoding
-            weights[i] = 1.0 if w is None else w
-            if limit is not None and len(str(context or "").split()) > limit:
-                weights[i] = w_long
+        weights = np.array([self.query_mix.weight_for(context, text != simple)
+                            for text, simple, context in zip(texts, plain, contexts)], dtype=np.float32)
         out = np.zeros((len(texts), self.encoder.dim), dtype=np.float32)
         aware = np.flatnonzero(weights > 0)
         if aware.size:

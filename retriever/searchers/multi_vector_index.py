@@ -26,7 +26,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.model.config import checked_weight
 from hopscotch.retriever.searchers.arg_types import positive_int
 from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, flag, per_query
 from hopscotch.retriever.searchers.encoder_flags import add_encoder_options
@@ -75,8 +74,6 @@ class MultiVectorIndexSearcher(IndexFolderDocuments, BaseSearcher):
         if not is_multi_vector_index(index):
             raise UsageError(f"--index {index} is not a multi-vector index (hopscotch index with a multi-vector "
                              "--model): search it with the dense searcher")
-        if flag(args, "late_fusion") is not None:
-            checked_weight(flag(args, "late_fusion"), "--late-fusion")   # named as given, not as the reranker's
         return cls(index, model=flag(args, "model"), nprobe=flag(args, "nprobe"),
                    candidates=flag(args, "mv_candidates"), query_input=flag(args, "query_input"),
                    late_fusion=flag(args, "late_fusion"))

@@ -49,6 +49,7 @@ from typing import Any
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.searchers.arg_types import positive_int, unit_interval
 from hopscotch.retriever.model.config import checked_count, checked_weight
+from hopscotch.retriever.model.query_mix import RERANK_LATE_FUSION_FLAG, QueryMix
 from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, flag, per_query, set_flag_builder
 
 #: queries whose candidates are encoded and scored together (bounds the vectors held in memory)
@@ -88,8 +89,7 @@ class MultiVectorReranker:
         self.model = model if isinstance(model, MultiVectorModel) else load_multi_vector_model(model, device=device)
         self.depth = checked_count(depth, "--rerank-depth")
         c = self.model.config
-        self.late_fusion = checked_weight(c.late_fusion if late_fusion is None else late_fusion,
-                                          "--rerank-late-fusion")
+        self.query_mix = QueryMix.checked(late_fusion, flag=RERANK_LATE_FUSION_FLAG).or_recorded(QueryMix(c.late_fusion))
         self.query_input = searcher_query_input(query_input, c.query_input)
         self.first_weight = checked_weight(DEFAULT_FIRST_WEIGHT if first_weight is None else first_weight,
                                            "--rerank-first-weight")
@@ -100,6 +100,11 @@ class MultiVectorReranker:
             "model": self.model.path, "model_fingerprint": self.model.fingerprint, "dim": self.model.dim,
             "windows": self.spec.to_json(), "dtype": "float16"})
         self._tail = None
+
+    @property
+    def late_fusion(self) -> float | None:
+        """The query mix's weight (``--rerank-late-fusion``; None: plain MaxSim)."""
+        return self.query_mix.weight
 
     # -- documents -------------------------------------------------------------------------------
     def _windows_of(self, doc: dict) -> list:
@@ -174,7 +179,7 @@ class MultiVectorReranker:
         """Per query ``(q_main, q_plain)``: the encoding in use and, under late fusion, the query-only one."""
         model = self.model
         main = model.encode_queries(queries, reasonings, self.query_input, aware, batch_size=self.batch_size)
-        if self.late_fusion is None:
+        if self.query_mix.weight is None:
             return [(q, None) for q in main]
         texts = model.format_queries(queries, reasonings, self.query_input, aware)
         plain_texts = model.format_queries(queries, None, self.query_input, False)
@@ -196,7 +201,7 @@ class MultiVectorReranker:
         if q_plain is None:
             per_window = maxsim(q_main, flat)
         else:
-            per_window = late_fusion_scores(q_main, q_plain, flat, self.late_fusion)
+            per_window = late_fusion_scores(q_main, q_plain, flat, self.query_mix.weight)
         if all(len(ws) == 1 for ws in windows):  # one window a document: its window's score, no loop of maxima
             return per_window.tolist()
         out, start = [], 0
