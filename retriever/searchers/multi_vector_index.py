@@ -9,7 +9,8 @@ and the reranker's ``--rerank-*``; a single-vector flag (``--instruction``, ``--
 refused by name. Search: candidates come from the token centroids
 (``--nprobe`` centroids per query token, the best ``--mv-candidates`` by centroid interaction), and those are
 scored by exact MaxSim on their decompressed token vectors, with the same query encoding, query input variants and
-late fusion (``--late-fusion W``) as the MaxSim reranker (:class:`~hopscotch.retriever.searchers.rerank.MultiVectorReranker`),
+query mix (``--late-fusion W``) as the MaxSim reranker: both score with the model layer's
+:class:`~hopscotch.retriever.model.multi_vector_scorer.MultiVectorScorer`,
 so a full-index search and a rerank of the same candidates give the same scores up to the residual compression.
 
 Example::
@@ -83,16 +84,16 @@ class MultiVectorIndexSearcher(IndexFolderDocuments, BaseSearcher):
                  late_fusion: float | None = None, batch_size: int = 32, device: str | None = None):
         from hopscotch.retriever.index.layout import IndexMeta, ShardIds
         from hopscotch.retriever.index.multi_vector_store import MultiVectorStore
-        from hopscotch.retriever.searchers.rerank import MultiVectorReranker
+        from hopscotch.retriever.model.multi_vector_scorer import MultiVectorScorer
+        from hopscotch.retriever.model.query_mix import QueryMix
 
         self.meta = IndexMeta.load(index_dir)
         self.index_dir = index_dir
         self.store = MultiVectorStore(index_dir, self.meta)
         self.nprobe = nprobe or DEFAULT_NPROBE
         self.candidates = candidates or DEFAULT_CANDIDATES
-        self.scorer = MultiVectorReranker(model or self.meta.model_path, depth=self.candidates, cache_dir=None,
-                                          late_fusion=late_fusion, query_input=query_input, batch_size=batch_size,
-                                          device=device)
+        self.scorer = MultiVectorScorer(model or self.meta.model_path, query_input=query_input,
+                                        mix=QueryMix.checked(late_fusion), batch_size=batch_size, device=device)
         if self.scorer.model.dim != self.store.dim:
             raise UsageError(f"model {model} encodes {self.scorer.model.dim}-d token vectors but {index_dir} holds "
                              f"{self.store.dim}-d ones (built with {self.meta.model})")
@@ -120,14 +121,14 @@ class MultiVectorIndexSearcher(IndexFolderDocuments, BaseSearcher):
         reasonings = per_query(reasonings, len(queries), "reasonings")
         aware = per_query(reasoning_aware, len(queries), "reasoning_aware")
         out = []
-        w = 1.0 if self.late_fusion is None else self.late_fusion
-        for q_main, q_plain in self.scorer.query_vectors(list(queries), reasonings, aware):
+        pairs = self.scorer.query_vectors(list(queries), reasonings, aware)
+        for (q_main, q_plain), w in zip(pairs, self.scorer.query_weights(reasonings, pairs)):
             rows, _ = self.store.candidates(q_main.numpy(), self.nprobe, max(self.candidates, k),
                                             plain=None if q_plain is None else q_plain.numpy(), weight=w)
             if not len(rows):
                 out.append([])
                 continue
-            scores = self.scorer.scores(q_main, q_plain, [[v] for v in self.store.document_vectors(rows)])
+            scores = self.scorer.scores(q_main, q_plain, [[v] for v in self.store.document_vectors(rows)], w)
             order = np.argsort(-np.asarray(scores), kind="stable")[:k]
             out.append([(self.ids.docid(rows[i]), float(scores[i])) for i in order])
         return out

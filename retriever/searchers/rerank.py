@@ -6,14 +6,12 @@ first stage's ``get_document``) is encoded into token vectors by the multi-vecto
 candidates come back sorted by that score (ties in first-stage order). :class:`RerankedSearcher` wraps the
 first stage so that ``search_batch`` / ``search`` return the reranked lists.
 
-* Queries are formatted by the model (:meth:`~hopscotch.retriever.model.multi_vector.MultiVectorModel.format_queries`):
-  reasoning-aware queries in ``--query-input`` if given, else the model's variant (a ``query`` model's
-  reasoning-aware queries use ``reasoning``, as the dense searcher does).
-* Late fusion (``late_fusion=w``): a reasoning-aware query scores
-  ``w * MaxSim(q_r, d) / |q_r| + (1 - w) * MaxSim(q_q, d) / |q_q|``
-  (:func:`~hopscotch.retriever.model.multi_vector.late_fusion_scores`); plain queries score
-  ``MaxSim(q, d) / |q|``. Off (None, the default unless the model records one): plain MaxSim of the one
-  encoding a query has.
+* Queries are encoded and candidates scored by the model layer's
+  :class:`~hopscotch.retriever.model.multi_vector_scorer.MultiVectorScorer` (the ``multi_vector`` backend's
+  scorer too): reasoning-aware queries in ``--query-input`` if given, else the model's variant; under the query
+  mix (``late_fusion=w``, ``--rerank-late-fusion W``, :class:`~hopscotch.retriever.model.query_mix.QueryMix`;
+  default the model's recorded weight, else off) normalised MaxSim scores of the reasoning-aware and query-only
+  encodings are mixed, else plain MaxSim of the one encoding a query has.
 * Long documents: the model sees ``passage_max_len`` tokens; with ``windows=N`` a document also gets up to
   ``N - 1`` more windows of its text (:class:`~hopscotch.retriever.index.windows.TailWindows`, as
   ``hopscotch index --windows``), and scores as its best window (MaxP). Default 1: the first window only.
@@ -80,17 +78,16 @@ class MultiVectorReranker:
                  query_input: str | None = None, batch_size: int = 32, device: str | None = None,
                  first_weight: float | None = None):
         from hopscotch.retriever.index.windows import window_spec
-        from hopscotch.retriever.model.multi_vector import MultiVectorModel, load_multi_vector_model
-        from hopscotch.retriever.model.query_input import searcher_query_input
+        from hopscotch.retriever.model.multi_vector_scorer import MultiVectorScorer
         from hopscotch.retriever.searchers.rerank_cache import TokenCache
 
         if cache_dir is not None and Path(cache_dir).exists() and not Path(cache_dir).is_dir():
             raise UsageError(f"--rerank-cache {cache_dir}: a file, not a folder; give a folder for the token cache")
-        self.model = model if isinstance(model, MultiVectorModel) else load_multi_vector_model(model, device=device)
+        self.scorer = MultiVectorScorer(model, query_input=query_input, batch_size=batch_size, device=device,
+                                        mix=QueryMix.checked(late_fusion, flag=RERANK_LATE_FUSION_FLAG))
+        self.model = self.scorer.model
         self.depth = checked_count(depth, "--rerank-depth")
         c = self.model.config
-        self.query_mix = QueryMix.checked(late_fusion, flag=RERANK_LATE_FUSION_FLAG).or_recorded(QueryMix(c.late_fusion))
-        self.query_input = searcher_query_input(query_input, c.query_input)
         self.first_weight = checked_weight(DEFAULT_FIRST_WEIGHT if first_weight is None else first_weight,
                                            "--rerank-first-weight")
         self.spec = window_spec(checked_count(windows, "--rerank-windows"), window_stride, c.passage_max_len)
@@ -104,7 +101,12 @@ class MultiVectorReranker:
     @property
     def late_fusion(self) -> float | None:
         """The query mix's weight (``--rerank-late-fusion``; None: plain MaxSim)."""
-        return self.query_mix.weight
+        return self.scorer.late_fusion
+
+    @property
+    def query_input(self):
+        """The variant of reasoning-aware queries."""
+        return self.scorer.query_input
 
     # -- documents -------------------------------------------------------------------------------
     def _windows_of(self, doc: dict) -> list:
@@ -175,41 +177,6 @@ class MultiVectorReranker:
         return added
 
     # -- scoring ---------------------------------------------------------------------------------
-    def query_vectors(self, queries, reasonings, aware):
-        """Per query ``(q_main, q_plain)``: the encoding in use and, under late fusion, the query-only one."""
-        model = self.model
-        main = model.encode_queries(queries, reasonings, self.query_input, aware, batch_size=self.batch_size)
-        if self.query_mix.weight is None:
-            return [(q, None) for q in main]
-        texts = model.format_queries(queries, reasonings, self.query_input, aware)
-        plain_texts = model.format_queries(queries, None, self.query_input, False)
-        differ = [i for i, (a, b) in enumerate(zip(texts, plain_texts)) if a != b]
-        plain = list(main)
-        if differ:
-            encoded = model.encode_queries([queries[i] for i in differ], None, self.query_input, False,
-                                           batch_size=self.batch_size)
-            for i, q in zip(differ, encoded):
-                plain[i] = q
-        return list(zip(main, plain))
-
-    def scores(self, q_main, q_plain, windows: Sequence) -> list[float]:
-        """One score per document (``windows``: each document's window tensors): its best window's MaxSim,
-        or late-fused normalised MaxSim when ``q_plain`` is given (see the module docstring)."""
-        from hopscotch.retriever.model.multi_vector import late_fusion_scores, maxsim
-
-        flat = [w for ws in windows for w in ws]
-        if q_plain is None:
-            per_window = maxsim(q_main, flat)
-        else:
-            per_window = late_fusion_scores(q_main, q_plain, flat, self.query_mix.weight)
-        if all(len(ws) == 1 for ws in windows):  # one window a document: its window's score, no loop of maxima
-            return per_window.tolist()
-        out, start = [], 0
-        for ws in windows:
-            out.append(float(per_window[start:start + len(ws)].max()))
-            start += len(ws)
-        return out
-
     def rerank_batch(self, queries: Sequence[str], candidates: Sequence[Ranked], fetch: Callable[[str], dict | None],
                      reasonings: Sequence | None = None, reasoning_aware: bool | Sequence[bool] = False,
                      depth: int | None = None) -> list[Ranked]:
@@ -224,10 +191,11 @@ class MultiVectorReranker:
             rows = range(start, min(n, start + QUERY_CHUNK))
             lists = [[d for d, _ in candidates[i][:depth]] for i in rows]
             vectors = self.document_vectors([d for ids in lists for d in ids], fetch)
-            encodings = self.query_vectors([queries[i] for i in rows], [reasonings[i] for i in rows],
-                                            [bool(aware[i]) for i in rows])
-            for i, ids, (q_main, q_plain) in zip(rows, lists, encodings):
-                scores = self.scores(q_main, q_plain, [vectors[d] for d in ids])
+            contexts = [reasonings[i] for i in rows]
+            encodings = self.scorer.query_vectors([queries[i] for i in rows], contexts, [bool(aware[i]) for i in rows])
+            weights = self.scorer.query_weights(contexts, encodings)
+            for i, ids, (q_main, q_plain), w in zip(rows, lists, encodings, weights):
+                scores = self.scorer.scores(q_main, q_plain, [vectors[d] for d in ids], w)
                 order = sorted(range(len(ids)), key=lambda j: -scores[j])  # stable: ties in first-stage order
                 maxsim = [(ids[j], scores[j]) for j in order]
                 out.append(self._with_first_stage(candidates[i][:depth], maxsim))
