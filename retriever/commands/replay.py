@@ -271,7 +271,6 @@ def run(args) -> int:
     if getattr(args, "query_input", None):
         args.reasoning = True  # as in hopscotch search: the dense searcher makes 'query' plain
     searcher = searcher_from_args(args)  # with --rerank-model: a RerankedSearcher over the backend (.first)
-    first = getattr(searcher, "first", searcher)
     query_input = _query_input(searcher, args.reasoning)
     label = args.label or (searcher.name if query_input in ("query", None) else f"{searcher.name} ({query_input})")
     out_dir = Path(args.out)
@@ -283,14 +282,14 @@ def run(args) -> int:
         searcher.close()
     seconds = time.perf_counter() - t0
     report = replay_report(calls, run_, qrels, args.k, trajectories=questions)
-    dense = getattr(first, "dense", first)
-    corpus = getattr(args, "corpus", None) or getattr(getattr(dense, "meta", None), "corpus", None) or None
+    vector = searcher.vector_stage
+    corpus = getattr(args, "corpus", None) or (vector.meta.corpus if vector is not None else None) or None
     manifest = make_manifest("replay", corpus=corpus, qrels_path=args.qrels, qrels=qrels, k=args.k,
                              query_input=query_input, protocol="hopscotch", queries_expected=len(calls),
                              queries_evaluated=report["calls"]["scored"], runs=str(args.runs),
                              searcher=searcher.name, queries=replayed, depth=run_depth(run_))
     compared, curves = _comparisons(args, loaded, manifest, report, label)
-    flags = _searcher_flags(args, first.name)
+    flags = _searcher_flags(args, searcher.first_stage.name)
     result = {"manifest": manifest, "off_policy": OFF_POLICY,
               "retriever": {"label": label, "searcher": searcher.name, "query_input": query_input,
                             "reasoning": bool(args.reasoning), "flags": flags},

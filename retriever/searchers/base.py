@@ -180,6 +180,9 @@ class BaseSearcher(ABC, metaclass=_SearcherMeta):
     #: a BrowseComp-Plus reranker (``first_stage_k``, ``rerank(query, hits, query_id, k)``) applied by
     #: :meth:`search`; set by ``SearcherClass(reranker, args)``
     reranker: Any = None
+    #: the MaxSim reranker (:class:`~hopscotch.retriever.searchers.rerank.MultiVectorReranker`) that orders this
+    #: searcher's results last, or None; a :class:`~hopscotch.retriever.searchers.rerank.RerankedSearcher` sets it
+    maxsim_reranker: Any = None
 
     @classmethod
     def parse_args(cls, parser: argparse.ArgumentParser) -> None:
@@ -223,6 +226,18 @@ class BaseSearcher(ABC, metaclass=_SearcherMeta):
         refused when this backend is selected; a backend may say it better for its own case."""
         return (f"{option} does nothing for the {cls.name} searcher (only {' and '.join(users)} "
                 f"use{'s' if len(users) == 1 else ''} it): drop it, or pick that searcher (--searcher-type)")
+
+    @property
+    def first_stage(self) -> BaseSearcher:
+        """The searcher that retrieves the candidates: this one, or under a reranker the one it reranks."""
+        return self
+
+    @property
+    def vector_stage(self) -> BaseSearcher | None:
+        """The searcher whose query encoder and index folder a query meets (``query_input``, ``meta``): a dense or
+        multi-vector searcher itself, a hybrid's vector half, a reranked searcher's first stage's; None when no
+        vector index is searched (BM25, remote)."""
+        return None
 
     @property
     def has_documents(self) -> bool:

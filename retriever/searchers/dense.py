@@ -233,6 +233,10 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
         return str(self.query_input) if self.takes_reasoning else None
 
     @property
+    def vector_stage(self) -> BaseSearcher:
+        return self
+
+    @property
     def takes_reasoning(self) -> bool:
         """A trained reasoning-aware model (its saved variant reads the reasoning), or ``--query-input`` given
         with a variant that reads it; a plain model (``minilm``, an untrained folder) is not."""

@@ -112,6 +112,11 @@ class HybridSearcher(BaseSearcher):
         return index if isinstance(index, RemoteBM25Index) else None
 
     @property
+    def vector_stage(self) -> BaseSearcher | None:
+        """The vector half's (:attr:`dense`)."""
+        return self.dense.vector_stage
+
+    @property
     def settings(self) -> FusionSettings:
         """The fusion this searcher applies (built from its attributes)."""
         return FusionSettings(self.fusion, alpha=self.alpha, weight_on_dense=self.weight_on_dense,

@@ -109,6 +109,10 @@ class MultiVectorIndexSearcher(IndexFolderDocuments, BaseSearcher):
         return self.scorer.late_fusion
 
     @property
+    def vector_stage(self) -> BaseSearcher:
+        return self
+
+    @property
     def takes_reasoning(self) -> bool:
         if self._query_input_given:
             return self.query_input.uses_reasoning

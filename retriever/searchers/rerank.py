@@ -273,6 +273,14 @@ class RerankedSearcher(BaseSearcher):
         return self.first.has_documents
 
     @property
+    def first_stage(self) -> BaseSearcher:
+        return self.first
+
+    @property
+    def vector_stage(self) -> BaseSearcher | None:
+        return self.first.vector_stage
+
+    @property
     def query_input(self):
         """The reranker's query input variant (what a reasoning-aware query's final order reads)."""
         return self.maxsim_reranker.query_input
