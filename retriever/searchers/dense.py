@@ -20,6 +20,7 @@ from hopscotch.retriever.searchers.base import (
 from hopscotch.retriever.searchers.encoder_flags import add_encoder_options
 from hopscotch.retriever.searchers.index_documents import IndexFolderDocuments
 from hopscotch.retriever.searchers.multi_vector_index import MultiVectorIndexSearcher, is_multi_vector_index
+from hopscotch.retriever.searchers.adapter.build import BuiltFromNamespace
 from hopscotch.retriever.searchers.rerank import add_rerank_options
 from hopscotch.retriever.searchers.registry import backend_dests, backend_options, register_searcher
 
@@ -66,7 +67,7 @@ class DenseOptions:
 
 
 @register_searcher("dense")
-class DenseSearcher(IndexFolderDocuments, BaseSearcher):
+class DenseSearcher(IndexFolderDocuments, BaseSearcher, metaclass=BuiltFromNamespace):
     """:param index_dir: a finished index folder
     :param model: encoder for queries; default the model recorded in the index
     :param options: a :class:`DenseOptions`, or its fields as keywords (``DenseSearcher(d, nprobe=64)``)

@@ -21,6 +21,7 @@ from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.runs import ranked
 from hopscotch.retriever.searchers.arg_types import finite_float, non_negative_float, positive_int
 from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, flag
+from hopscotch.retriever.searchers.adapter.build import BuiltFromNamespace
 from hopscotch.retriever.searchers.rerank import add_rerank_options
 from hopscotch.retriever.searchers.bm25 import BM25Searcher, expansion_from_args
 from hopscotch.retriever.searchers.dense import DenseSearcher
@@ -52,7 +53,7 @@ TOKEN_ENV = "PYSERINI_API_TOKEN"
 
 
 @register_searcher("hybrid")
-class HybridSearcher(BaseSearcher):
+class HybridSearcher(BaseSearcher, metaclass=BuiltFromNamespace):
     """:param bm25: a :class:`~hopscotch.retriever.searchers.bm25.BM25Searcher`
     :param dense: a :class:`~hopscotch.retriever.searchers.dense.DenseSearcher`
     :param fusion: ``rrf`` or ``interp``

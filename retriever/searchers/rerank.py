@@ -27,8 +27,9 @@ first stage so that ``search_batch`` / ``search`` return the reranked lists.
 Flags (declared here, :meth:`MultiVectorReranker.parse_args`): ``--rerank-model M`` (a multi-vector folder)
 ``[--rerank-depth N] [--rerank-cache DIR] [--rerank-late-fusion W] [--rerank-windows N] [--rerank-first-weight W]``. Every backend
 declares them (:func:`~hopscotch.retriever.searchers.base.add_rerank_options`) and a searcher built from flags
-is reranked in one place, :func:`searcher_from_flags` (``SearcherClass(args)``, ``searcher_from_args``,
-``build_searcher``): ``hopscotch search``, ``serve`` (REST and MCP), ``replay`` and the harnesses all take them.
+is reranked in one place, the argparse adapter's
+:func:`~hopscotch.retriever.searchers.adapter.build.searcher_from_namespace` (``SearcherClass(args)``,
+``searcher_from_args``, ``build_searcher``; the flags read into :class:`RerankOptions`, applied by :func:`reranked`): ``hopscotch search``, ``serve`` (REST and MCP), ``replay`` and the harnesses all take them.
 
 Example::
 
@@ -42,23 +43,37 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.searchers.arg_types import positive_int, unit_interval
 from hopscotch.retriever.model.config import checked_count, checked_weight
 from hopscotch.retriever.model.query_mix import RERANK_LATE_FUSION_FLAG, QueryMix
-from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, flag, per_query, set_flag_builder
+from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, per_query
 
 #: queries whose candidates are encoded and scored together (bounds the vectors held in memory)
 QUERY_CHUNK = 16
-#: destinations of the ``--rerank-*`` flags other than ``--rerank-model`` (each needs it)
-RERANK_OPTIONS = ("rerank_depth", "rerank_cache", "rerank_late_fusion", "rerank_windows", "rerank_first_weight")
 #: the first stage's weight in the reranked score (``--rerank-first-weight``); 0: a pure MaxSim reorder. 0.25 has the
 #: best mean nDCG@10 on the question-level sets' tune questions, reranking reasoning-aware BM25's top 100 with the
 #: agent multi-vector model (docs/benchmarks.md, "The reranker's first-stage weight"; 0: 0.517, 0.25: 0.529, 0.5:
 #: 0.506, BM25 alone 0.474)
 DEFAULT_FIRST_WEIGHT = 0.25
+
+
+@dataclass(frozen=True)
+class RerankOptions:
+    """The rerank stage's options (``--rerank-model M [--rerank-depth N] ...``): :param model: the multi-vector model
+    (None: no reranking); the others as :class:`MultiVectorReranker`'s (None: its defaults); ``query_input``: the
+    variant of reasoning-aware queries (``--query-input``, shared with the vector backends)."""
+
+    model: str | os.PathLike | None = None
+    depth: int | None = None
+    cache_dir: str | os.PathLike | None = None
+    late_fusion: float | None = None
+    windows: int | None = None
+    first_weight: float | None = None
+    query_input: str | None = None
 
 
 class MultiVectorReranker:
@@ -233,14 +248,11 @@ class MultiVectorReranker:
                         "the first passage_max_len tokens)")
 
     @classmethod
-    def from_args(cls, args) -> MultiVectorReranker | None:
-        """The reranker the flags ask for, or None without ``--rerank-model`` (other rerank flags then are an error)."""
-        if not rerank_requested(args):
-            return None
-        return cls(flag(args, "rerank_model"), depth=flag(args, "rerank_depth") or 100,
-                   cache_dir=flag(args, "rerank_cache"), late_fusion=flag(args, "rerank_late_fusion"),
-                   windows=flag(args, "rerank_windows") or 1, query_input=flag(args, "query_input"),
-                   first_weight=flag(args, "rerank_first_weight"))
+    def from_options(cls, options: RerankOptions) -> MultiVectorReranker:
+        """The reranker ``options`` describe (its model given)."""
+        return cls(options.model, depth=options.depth or 100, cache_dir=options.cache_dir,
+                   late_fusion=options.late_fusion, windows=options.windows or 1, query_input=options.query_input,
+                   first_weight=options.first_weight)
 
 
 class RerankedSearcher(BaseSearcher):
@@ -299,41 +311,15 @@ class RerankedSearcher(BaseSearcher):
         self.first.close()
 
 
-def rerank_requested(args) -> bool:
-    """Whether the flags give ``--rerank-model``; another ``--rerank-*`` flag without it is a UsageError."""
-    if flag(args, "rerank_model"):
-        return True
-    given = [f for f in RERANK_OPTIONS if flag(args, f) is not None]
-    if given:
-        raise UsageError(f"--{given[0].replace('_', '-')} needs --rerank-model")
-    return False
-
-
-def rerank_from_args(searcher: BaseSearcher, args) -> BaseSearcher:
-    """``searcher`` reranked as the ``--rerank-*`` flags ask (:class:`RerankedSearcher`), else unchanged;
+def reranked(searcher: BaseSearcher, options: RerankOptions | None) -> BaseSearcher:
+    """``searcher`` reranked as ``options`` ask (:class:`RerankedSearcher`), else unchanged (None, or no model);
     a first stage without documents (:attr:`~BaseSearcher.has_documents`) is a UsageError."""
-    if not rerank_requested(args):
+    if options is None or not options.model:
         return searcher
     if not searcher.has_documents:
         raise UsageError(f"--rerank-model needs each candidate's text, and the {searcher.name} searcher has no "
                          "documents: give a BM25 index --corpus FILE or --index DIR (a dense index with a docstore)")
-    return RerankedSearcher(searcher, MultiVectorReranker.from_args(args))
-
-
-def searcher_from_flags(cls: type[BaseSearcher], args) -> BaseSearcher:
-    """:meth:`BaseSearcher.from_flags`: ``cls.from_args(args)``, reranked when ``--rerank-model`` is given.
-
-    The one place flags become a (reranked) searcher: ``SearcherClass(args)`` (BrowseComp-Plus, AgentIR), the
-    registry's ``searcher_from_args`` (``hopscotch search``, ``serve``, ``replay``) and ``build_searcher``.
-    Rerank flags are checked before the first stage loads; backends building their parts (hybrid's BM25 and
-    dense halves) call ``from_args``, so only the outermost searcher is reranked."""
-    rerank_requested(args)  # --rerank-depth without --rerank-model: fail before loading anything
-    searcher = cls.from_args(args)
-    try:
-        return rerank_from_args(searcher, args)
-    except BaseException:
-        searcher.close()
-        raise
+    return RerankedSearcher(searcher, MultiVectorReranker.from_options(options))
 
 
 def _digest(obj) -> str:
@@ -344,8 +330,6 @@ def _digest(obj) -> str:
 
 def add_rerank_options(parser) -> None:
     """``--rerank-model``, ``--rerank-depth``, ...: the reranker's flags, which every backend declares (once per
-    parser); :meth:`BaseSearcher.from_flags` applies them through :func:`searcher_from_flags`."""
+    parser); the argparse adapter reads them into :class:`RerankOptions`
+    (:func:`~hopscotch.retriever.searchers.adapter.build.searcher_from_namespace`)."""
     MultiVectorReranker.parse_args(parser)
-
-
-set_flag_builder(searcher_from_flags)

@@ -248,7 +248,7 @@ def test_reranking_a_first_stage_without_documents_is_refused(world):
 ])
 def test_rerank_flags_are_every_backends_own(kind, argv):
     from hopscotch.retriever.searchers import add_searcher_arguments
-    from hopscotch.retriever.searchers.registry import refuse_unused_flags
+    from hopscotch.retriever.searchers.adapter.build import refuse_unused_flags
 
     parser = argparse.ArgumentParser()
     add_searcher_arguments(parser)
