@@ -91,6 +91,14 @@ class BaseSearcher(ABC):
         """Add this backend's flags to ``parser`` (through :func:`add_option`, so that shared flags are
         declared once). Every flag is optional at the parser level; :meth:`from_args` checks them."""
 
+    #: the backend's options dataclass (fields named like its flags' destinations), built by :meth:`from_options`
+    options_type: type | None = None
+
+    @classmethod
+    def from_options(cls, options) -> BaseSearcher:
+        """Build the searcher from its :attr:`options_type` (what ``build_searcher(options)`` calls)."""
+        raise NotImplementedError(f"{cls.__name__} has no options")
+
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> BaseSearcher:
         """Build the searcher from parsed flags (those :meth:`parse_args` added, read with :func:`flag`;

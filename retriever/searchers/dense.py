@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.searchers.arg_types import positive_int
@@ -19,15 +20,22 @@ from hopscotch.retriever.searchers.base import (
 )
 from hopscotch.retriever.searchers.encoder_flags import add_encoder_options
 from hopscotch.retriever.searchers.index_documents import IndexFolderDocuments
-from hopscotch.retriever.searchers.multi_vector_index import MultiVectorIndexSearcher, is_multi_vector_index
+from hopscotch.retriever.searchers.multi_vector_index import (
+    MultiVectorIndexSearcher,
+    MultiVectorSearchOptions,
+    is_multi_vector_index,
+)
 from hopscotch.retriever.searchers.adapter.build import BuiltFromNamespace
+from hopscotch.retriever.searchers.adapter.flags import options_of
 from hopscotch.retriever.searchers.rerank import add_rerank_options
 from hopscotch.retriever.searchers.registry import backend_dests, backend_options, register_searcher
 
 
 @dataclass
 class DenseOptions:
-    """Query-time settings of a :class:`DenseSearcher`.
+    """The ``dense`` backend's options (its flags' destinations): what :meth:`DenseSearcher.from_options` builds,
+    ``index`` (a finished index folder), ``model`` (None: the index's) and ``encoder`` (an already-loaded one), and
+    the query-time settings below (the constructor takes the first three as its own arguments).
 
     :param faiss_name: which built FAISS index to use (default: the folder's default, else exact Flat)
     :param nprobe, ef_search, refine: query-time FAISS parameters (see :mod:`hopscotch.retriever.index.faiss_index`)
@@ -50,6 +58,9 @@ class DenseOptions:
         at its recorded ``truncate_dim``, and another ``dim`` than the index's is refused
     """
 
+    index: str | os.PathLike | None = None
+    model: str | os.PathLike | None = None
+    encoder: Any = None
     faiss_name: str | None = None
     nprobe: int | None = None
     ef_search: int | None = None
@@ -89,6 +100,9 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher, metaclass=BuiltFromNames
     [--nprobe N] [--ef-search N] [--refine R] [--faiss NAME] [--dim D]`` and the reranker's ``--rerank-*``;
     :func:`~hopscotch.retriever.searchers.registry.build_searcher` also takes ``encoder=``.
     """
+
+    #: its options dataclass (:meth:`from_options`; ``build_searcher(DenseOptions(...))``)
+    options_type = DenseOptions
 
     extra_options = ("encoder",)
 
@@ -203,10 +217,17 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher, metaclass=BuiltFromNames
 
     @classmethod
     def component_from_args(cls, args, kind: str) -> BaseSearcher:
-        """The vector searcher of a ``kind`` (``dense`` or ``hybrid``) searcher's flags: this class over a
-        single-vector index, :class:`MultiVectorIndexSearcher` over a multi-vector one (:meth:`effective_backend`).
-        A flag of the other kind set in ``args`` (a namespace built in Python, which the registry's check of the
-        command line does not see) is refused here the same way."""
+        """The vector searcher of a ``kind`` (``dense`` or ``hybrid``) searcher's flags (:meth:`component_options`)."""
+        options = cls.component_options(args, kind)
+        owner = cls if isinstance(options, DenseOptions) else MultiVectorIndexSearcher
+        return owner.from_options(options)
+
+    @classmethod
+    def component_options(cls, args, kind: str) -> DenseOptions | MultiVectorSearchOptions:
+        """The options of a ``kind`` (``dense`` or ``hybrid``) searcher's vector half from its flags: this class's
+        over a single-vector index, :class:`MultiVectorIndexSearcher`'s over a multi-vector one
+        (:meth:`effective_backend`). A flag of the other kind set in ``args`` (a namespace built in Python, which
+        the registry's check of the command line does not see) is refused here the same way."""
         if not flag(args, "index"):
             raise UsageError(f"the {kind} searcher needs a dense index folder (--index)")
         actual = cls.effective_backend(args)
@@ -216,18 +237,18 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher, metaclass=BuiltFromNames
                 option = backend_options(other)[dest]
                 raise UsageError(actual.unused_flag_message(option, dest, [other.name], args))
         if actual is not cls:
-            return MultiVectorIndexSearcher.from_args(args)
-        options = DenseOptions(faiss_name=flag(args, "faiss_name"), nprobe=flag(args, "nprobe"),
-                               ef_search=flag(args, "ef_search"), refine=flag(args, "refine"),
-                               instruction=flag(args, "instruction"),
-                               query_input=flag(args, "query_input"),
-                               late_fusion=flag(args, "late_fusion"),
-                               late_fusion_max_words=flag(args, "late_fusion_max_words"),
-                               late_fusion_long=flag(args, "late_fusion_long"),
-                               first_windows_only=bool(flag(args, "first_windows_only")),
-                               dim=flag(args, "dim"))
-        return cls(flag(args, "index"), model=flag(args, "model"), options=options,
-                   encoder=flag(args, "encoder"))
+            return options_of(MultiVectorSearchOptions, args)
+        return options_of(DenseOptions, args, backend_dests(cls) | set(cls.extra_options))
+
+    @classmethod
+    def from_options(cls, options: DenseOptions) -> DenseSearcher:
+        """The searcher of ``options.index`` (with ``options.model`` and ``options.encoder``) and these settings."""
+        if not options.index:
+            raise UsageError("the dense searcher needs a dense index folder (--index)")
+        if is_multi_vector_index(options.index):
+            raise UsageError(f"{options.index} is a multi-vector index: search it with MultiVectorSearchOptions (the "
+                             "multi_vector searcher)")
+        return cls(options.index, model=options.model, options=options, encoder=options.encoder)
 
     @property
     def reasoning_input(self) -> str | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hopscotch.retriever.errors import UsageError
@@ -23,8 +23,8 @@ from hopscotch.retriever.searchers.arg_types import finite_float, non_negative_f
 from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, flag
 from hopscotch.retriever.searchers.adapter.build import BuiltFromNamespace
 from hopscotch.retriever.searchers.rerank import add_rerank_options
-from hopscotch.retriever.searchers.bm25 import BM25Searcher, expansion_from_args
-from hopscotch.retriever.searchers.dense import DenseSearcher
+from hopscotch.retriever.searchers.bm25 import BM25Searcher, expansion_of
+from hopscotch.retriever.searchers.dense import DenseOptions, DenseSearcher
 from hopscotch.retriever.searchers.fusion import (
     DEFAULT_ADAPTIVE,
     DEFAULT_FUSION,
@@ -50,6 +50,26 @@ from hopscotch.retriever.searchers.remote_bm25 import (
 REMOTE_BM25_DESTS = frozenset({"bm25_url", "bm25_token", "remote_timeout"})
 #: where the BM25 half's token comes from when ``--bm25-token`` is not given (the variable cmass's client reads)
 TOKEN_ENV = "PYSERINI_API_TOKEN"
+
+
+@dataclass(frozen=True)
+class HybridOptions:
+    """The ``hybrid`` backend's options: its BM25 half, a local index (``bm25``, a folder or a loaded index) or an
+    endpoint (``bm25_url``, with ``bm25_token`` (None: ``$PYSERINI_API_TOKEN``) and ``remote_timeout``), and the
+    expansion's ``bm25_reasoning`` / ``bm25_query_weight``; its vector half's options (``vector``: a
+    :class:`~hopscotch.retriever.searchers.dense.DenseOptions` or a
+    :class:`~hopscotch.retriever.searchers.multi_vector_index.MultiVectorSearchOptions`); the ``fusion`` (None: the
+    learnt default) and ``depth``, candidates from each list."""
+
+    bm25: Any = None
+    bm25_url: str | None = None
+    bm25_token: str | None = None
+    remote_timeout: float | None = None
+    bm25_reasoning: str | None = None
+    bm25_query_weight: float | None = None
+    vector: Any = None
+    fusion: FusionSettings | None = None
+    depth: int = 100
 
 
 @register_searcher("hybrid")
@@ -84,6 +104,9 @@ class HybridSearcher(BaseSearcher, metaclass=BuiltFromNamespace):
     FAISS) and RRF reads ranks, so the fused list does not depend on which engine answered, and equals the fusion
     of the two halves' run files (what ``hopscotch tune-fusion`` measures).
     """
+
+    #: its options dataclass (:meth:`from_options`; ``build_searcher(HybridOptions(...))``)
+    options_type = HybridOptions
 
     extra_options = DenseSearcher.extra_options
 
@@ -215,56 +238,8 @@ class HybridSearcher(BaseSearcher, metaclass=BuiltFromNamespace):
 
     @classmethod
     def fusion_from_args(cls, args) -> FusionSettings:
-        """``--fusion-config`` if given (a differing ``--fusion`` is an error), else ``--fusion``/``--alpha``/
-        ``--rrf-k``/``--rrf-weights`` over the learnt defaults (:data:`DEFAULT_INTERP`, :data:`DEFAULT_RRF`)."""
-        method = getattr(args, "fusion", None)
-        path = getattr(args, "fusion_config", None)
-        norm = getattr(args, "normalization", None)
-        if path:
-            given = [f for f in ("alpha", "rrf_k", "rrf_weights", "adapt", "adapt_shift") if getattr(args, f, None) is not None]
-            if given:
-                raise UsageError(f"--{given[0].replace('_', '-')} contradicts --fusion-config {path} (the file sets "
-                                 "every parameter)")
-            settings = read_fusion_config(path)
-            if method and method != settings.method:
-                raise UsageError(f"--fusion {method} contradicts --fusion-config {path} ({settings.method})")
-            if norm and norm != settings.normalization:
-                raise UsageError(f"--normalization {norm} contradicts --fusion-config {path} ({settings.normalization})")
-            return settings
-        alpha, rrf_k = getattr(args, "alpha", None), getattr(args, "rrf_k", None)
-        weights = parse_rrf_weights(getattr(args, "rrf_weights", None))
-        adapt, shift = getattr(args, "adapt", None), getattr(args, "adapt_shift", None)
-        if method is None:  # a method's own flags select it; none at all: the default method
-            if adapt is not None or shift is not None:
-                method = "adaptive"
-            elif (rrf_k is not None or weights is not None) and alpha is None:
-                method = "rrf"
-            elif alpha is not None or norm is not None:
-                method = "interp"
-            else:
-                method = DEFAULT_FUSION
-        if method != "adaptive" and (adapt is not None or shift is not None):
-            raise UsageError(f"--adapt / --adapt-shift apply to --fusion adaptive only (this search fuses by {method})")
-        if method != "rrf" and (rrf_k is not None or weights is not None):
-            raise UsageError(f"--rrf-k / --rrf-weights apply to --fusion rrf only (this search fuses by {method})")
-        if method == "rrf" and alpha is not None:
-            raise UsageError("--alpha applies to --fusion interp or adaptive only (this search fuses by rrf)")
-        if method == "adaptive":
-            d = DEFAULT_ADAPTIVE
-            base = d if alpha is None else FusionSettings("interp", alpha=alpha)
-            return FusionSettings("adaptive", alpha=base.alpha, weight_on_dense=base.weight_on_dense,
-                                  normalization=norm or d.normalization, adapt=d.adapt if adapt is None else adapt,
-                                  shift=d.shift if shift is None else shift, agreement_k=d.agreement_k)
-        if method == "interp":
-            norm = norm or DEFAULT_INTERP.normalization
-            if alpha is None:
-                return replace(DEFAULT_INTERP, normalization=norm)
-            return FusionSettings("interp", alpha=alpha, normalization=norm)
-        if norm:
-            raise UsageError(f"--normalization {norm} applies to --fusion interp only (this search fuses by rrf)")
-        weights = DEFAULT_RRF.weights if weights is None else weights
-        return FusionSettings("rrf", rrf_k=DEFAULT_RRF.rrf_k if rrf_k is None else rrf_k,
-                              weights=None if weights == (1.0, 1.0) else weights)
+        """The fusion the flags ask for (:func:`fusion_settings` of ``--fusion``, ``--fusion-config``, ...)."""
+        return fusion_settings(**{name: getattr(args, name, None) for name in FUSION_FLAGS})
 
     @classmethod
     def from_args(cls, args) -> HybridSearcher:
@@ -273,14 +248,29 @@ class HybridSearcher(BaseSearcher, metaclass=BuiltFromNamespace):
         if flag(args, "corpus"):  # a harness's namespace, which the registry's flag check does not see
             raise UsageError(cls.unused_flag_message("--corpus", "corpus", ["bm25"], args))
         fusion = cls.fusion_from_args(args)  # a bad config fails before a model loads
-        expansion = expansion_from_args(args)
+        return cls.from_options(HybridOptions(
+            bm25=flag(args, "bm25"), bm25_url=url, bm25_token=flag(args, "bm25_token"),
+            remote_timeout=flag(args, "remote_timeout"), bm25_reasoning=flag(args, "bm25_reasoning"),
+            bm25_query_weight=flag(args, "bm25_query_weight"), fusion=fusion, depth=flag(args, "depth", 100),
+            vector=DenseSearcher.component_options(args, "hybrid")))
+
+    @classmethod
+    def from_options(cls, options: HybridOptions) -> HybridSearcher:
+        """The hybrid of ``options``: its BM25 half (a local index, or the endpoint ``bm25_url``, checked before the
+        vector half loads its model), its vector half (dense or multi-vector, by the type of ``options.vector``)."""
+        if (options.bm25 is None) == (options.bm25_url is None) or options.vector is None:
+            raise UsageError("the hybrid searcher needs a BM25 index folder (--bm25) or endpoint (--bm25-url), not "
+                             "both, and a dense index folder (--index)")
+        expansion = expansion_of(options.bm25_reasoning, options.bm25_query_weight)
         remote = None
-        if url:  # the endpoint checked (URL, weight, one probe) before the dense model loads
-            token = flag(args, "bm25_token") or os.environ.get(TOKEN_ENV) or None
-            remote = remote_index_from_flags(url, token, flag(args, "remote_timeout"), expansion)
-        dense = DenseSearcher.component_from_args(args, "hybrid")
-        sparse = BM25Searcher(remote or flag(args, "bm25"), docstore=dense.docstore, expansion=expansion)
-        return cls.from_settings(sparse, dense, fusion, depth=flag(args, "depth", 100))
+        if options.bm25_url:  # the endpoint checked (URL, weight, one probe) before the dense model loads
+            token = options.bm25_token or os.environ.get(TOKEN_ENV) or None
+            remote = remote_index_from_flags(options.bm25_url, token, options.remote_timeout, expansion)
+        owner = DenseSearcher if isinstance(options.vector, DenseOptions) else MultiVectorIndexSearcher
+        dense = owner.from_options(options.vector)
+        sparse = BM25Searcher(remote or options.bm25, docstore=dense.docstore, expansion=expansion)
+        return cls.from_settings(sparse, dense, options.fusion or fusion_settings(),
+                                 depth=options.depth)
 
     @classmethod
     def _check_bm25_source(cls, args, url) -> None:
@@ -333,3 +323,62 @@ class HybridSearcher(BaseSearcher, metaclass=BuiltFromNamespace):
     @property
     def has_documents(self) -> bool:
         return self.dense.has_documents or self.remote_bm25 is not None
+
+
+#: the flags (destinations) of the fusion, :func:`fusion_settings`'s arguments
+FUSION_FLAGS = ("fusion", "fusion_config", "normalization", "alpha", "rrf_k", "rrf_weights", "adapt", "adapt_shift")
+
+
+def fusion_settings(fusion: str | None = None, fusion_config=None, normalization: str | None = None,
+                    alpha: float | None = None, rrf_k: float | None = None, rrf_weights: str | None = None,
+                    adapt: float | None = None, adapt_shift: float | None = None) -> FusionSettings:
+    """The hybrid's fusion from its flags' values (None: not given): ``fusion_config`` if given (a differing
+    ``fusion`` is an error), else ``fusion``/``alpha``/``rrf_k``/``rrf_weights``/... over the learnt defaults
+    (:data:`DEFAULT_INTERP`, :data:`DEFAULT_RRF`, :data:`DEFAULT_ADAPTIVE`); all None: the default fusion."""
+    given_values = {"alpha": alpha, "rrf_k": rrf_k, "rrf_weights": rrf_weights, "adapt": adapt,
+                    "adapt_shift": adapt_shift}
+    method, path, norm = fusion, fusion_config, normalization
+    if path:
+        given = [f for f, v in given_values.items() if v is not None]
+        if given:
+            raise UsageError(f"--{given[0].replace('_', '-')} contradicts --fusion-config {path} (the file sets "
+                             "every parameter)")
+        settings = read_fusion_config(path)
+        if method and method != settings.method:
+            raise UsageError(f"--fusion {method} contradicts --fusion-config {path} ({settings.method})")
+        if norm and norm != settings.normalization:
+            raise UsageError(f"--normalization {norm} contradicts --fusion-config {path} ({settings.normalization})")
+        return settings
+    weights = parse_rrf_weights(rrf_weights)
+    shift = adapt_shift
+    if method is None:  # a method's own flags select it; none at all: the default method
+        if adapt is not None or shift is not None:
+            method = "adaptive"
+        elif (rrf_k is not None or weights is not None) and alpha is None:
+            method = "rrf"
+        elif alpha is not None or norm is not None:
+            method = "interp"
+        else:
+            method = DEFAULT_FUSION
+    if method != "adaptive" and (adapt is not None or shift is not None):
+        raise UsageError(f"--adapt / --adapt-shift apply to --fusion adaptive only (this search fuses by {method})")
+    if method != "rrf" and (rrf_k is not None or weights is not None):
+        raise UsageError(f"--rrf-k / --rrf-weights apply to --fusion rrf only (this search fuses by {method})")
+    if method == "rrf" and alpha is not None:
+        raise UsageError("--alpha applies to --fusion interp or adaptive only (this search fuses by rrf)")
+    if method == "adaptive":
+        d = DEFAULT_ADAPTIVE
+        base = d if alpha is None else FusionSettings("interp", alpha=alpha)
+        return FusionSettings("adaptive", alpha=base.alpha, weight_on_dense=base.weight_on_dense,
+                              normalization=norm or d.normalization, adapt=d.adapt if adapt is None else adapt,
+                              shift=d.shift if shift is None else shift, agreement_k=d.agreement_k)
+    if method == "interp":
+        norm = norm or DEFAULT_INTERP.normalization
+        if alpha is None:
+            return replace(DEFAULT_INTERP, normalization=norm)
+        return FusionSettings("interp", alpha=alpha, normalization=norm)
+    if norm:
+        raise UsageError(f"--normalization {norm} applies to --fusion interp only (this search fuses by rrf)")
+    weights = DEFAULT_RRF.weights if weights is None else weights
+    return FusionSettings("rrf", rrf_k=DEFAULT_RRF.rrf_k if rrf_k is None else rrf_k,
+                          weights=None if weights == (1.0, 1.0) else weights)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,10 +34,26 @@ from hopscotch.retriever.searchers.encoder_flags import add_encoder_options
 from hopscotch.retriever.searchers.index_documents import IndexFolderDocuments
 from hopscotch.retriever.searchers.registry import register_searcher
 from hopscotch.retriever.searchers.adapter.build import BuiltFromNamespace
+from hopscotch.retriever.searchers.adapter.flags import options_of
 from hopscotch.retriever.searchers.rerank import add_rerank_options
 
 DEFAULT_NPROBE = 4
 DEFAULT_CANDIDATES = 256
+
+
+@dataclass(frozen=True)
+class MultiVectorSearchOptions:
+    """The ``multi_vector`` backend's options (its flags' destinations): the ``index`` folder, the query encoder
+    ``model`` (None: the index's), ``nprobe`` centroids per query token and ``mv_candidates`` documents scored
+    exactly (None: :data:`DEFAULT_NPROBE`, :data:`DEFAULT_CANDIDATES`), the ``query_input`` variant and the query
+    mix's ``late_fusion`` weight (None: the model's)."""
+
+    index: str | os.PathLike | None = None
+    model: str | os.PathLike | None = None
+    nprobe: int | None = None
+    mv_candidates: int | None = None
+    query_input: str | None = None
+    late_fusion: float | None = None
 
 
 @register_searcher("multi_vector")
@@ -44,6 +61,9 @@ class MultiVectorIndexSearcher(IndexFolderDocuments, BaseSearcher, metaclass=Bui
     """:param index_dir: a finished multi-vector index folder; :param model: the query encoder (default: the
     index's model); :param nprobe: centroids probed per query token; :param candidates: documents kept by
     centroid interaction and scored exactly; :param query_input, late_fusion: as for the reranker."""
+
+    #: its options dataclass (:meth:`from_options`; ``build_searcher(MultiVectorSearchOptions(...))``)
+    options_type = MultiVectorSearchOptions
 
     @classmethod
     def parse_args(cls, parser) -> None:
@@ -70,15 +90,18 @@ class MultiVectorIndexSearcher(IndexFolderDocuments, BaseSearcher, metaclass=Bui
 
     @classmethod
     def from_args(cls, args) -> MultiVectorIndexSearcher:
-        index = flag(args, "index")
+        return cls.from_options(options_of(MultiVectorSearchOptions, args))
+
+    @classmethod
+    def from_options(cls, options: MultiVectorSearchOptions) -> MultiVectorIndexSearcher:
+        index = options.index
         if not index:
             raise UsageError("the multi_vector searcher needs a multi-vector index folder (--index)")
         if not is_multi_vector_index(index):
             raise UsageError(f"--index {index} is not a multi-vector index (hopscotch index with a multi-vector "
                              "--model): search it with the dense searcher")
-        return cls(index, model=flag(args, "model"), nprobe=flag(args, "nprobe"),
-                   candidates=flag(args, "mv_candidates"), query_input=flag(args, "query_input"),
-                   late_fusion=flag(args, "late_fusion"))
+        return cls(index, model=options.model, nprobe=options.nprobe, candidates=options.mv_candidates,
+                   query_input=options.query_input, late_fusion=options.late_fusion)
 
     def __init__(self, index_dir: str | os.PathLike, model: str | os.PathLike | None = None, *,
                  nprobe: int | None = None, candidates: int | None = None, query_input: str | None = None,

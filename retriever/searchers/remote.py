@@ -17,6 +17,7 @@ import socket
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 from urllib.error import HTTPError, URLError
 from urllib.parse import quote, urlencode
@@ -33,6 +34,7 @@ from hopscotch.retriever.searchers.base import (
     per_query,
 )
 from hopscotch.retriever.searchers.adapter.build import BuiltFromNamespace
+from hopscotch.retriever.searchers.adapter.flags import options_of
 from hopscotch.retriever.searchers.rerank import add_rerank_options
 from hopscotch.retriever.searchers.registry import register_searcher
 
@@ -160,6 +162,18 @@ def _text_of(doc: dict) -> str | None:
     return next((doc[key] for key in ("text", "contents", "content", "body") if isinstance(doc.get(key), str)), None)
 
 
+@dataclass(frozen=True)
+class RemoteOptions:
+    """The ``remote`` backend's options (its flags' destinations): the service's root ``url`` (``--url``), the
+    index ``name`` (None: ``default``), its bearer ``token`` and ``remote_timeout`` in seconds (None:
+    :data:`DEFAULT_TIMEOUT`)."""
+
+    url: str | None = None
+    name: str | None = None
+    token: str | None = None
+    remote_timeout: float | None = None
+
+
 @register_searcher("remote")
 class RemoteSearcher(BaseSearcher, metaclass=BuiltFromNamespace):
     """:param url: the service root, e.g. ``http://127.0.0.1:8000``
@@ -172,6 +186,9 @@ class RemoteSearcher(BaseSearcher, metaclass=BuiltFromNamespace):
     the reranker's ``--rerank-*``: the service's candidates are reranked locally, each one's text read with
     :meth:`get_document`. Failures are one-line errors (:func:`get_json`).
     """
+
+    #: its options dataclass (:meth:`from_options`; ``build_searcher(RemoteOptions(...))``)
+    options_type = RemoteOptions
 
     local = False
     #: the flags error messages suggest (the hybrid's remote BM25 half has its own)
@@ -197,10 +214,14 @@ class RemoteSearcher(BaseSearcher, metaclass=BuiltFromNamespace):
 
     @classmethod
     def from_args(cls, args) -> RemoteSearcher:
-        if not flag(args, "url"):
+        return cls.from_options(options_of(RemoteOptions, args))
+
+    @classmethod
+    def from_options(cls, options: RemoteOptions) -> RemoteSearcher:
+        if not options.url:
             raise UsageError("the remote searcher needs a service url (--url)")
-        timeout = flag(args, "remote_timeout")
-        return cls(flag(args, "url"), index=flag(args, "name") or "default", token=flag(args, "token"),
+        timeout = options.remote_timeout
+        return cls(options.url, index=options.name or "default", token=options.token,
                    timeout=DEFAULT_TIMEOUT if timeout is None else timeout)
 
     def _get(self, path: str, params: dict | None = None) -> Any:

@@ -95,14 +95,26 @@ def refuse_unused_flags(cls: type[BaseSearcher], args: argparse.Namespace) -> No
             raise UsageError(speaker.unused_flag_message(option, dest, users, args))
 
 
-def build_searcher(kind: str, /, **options) -> BaseSearcher:
-    """Build a searcher in Python from keyword options named like its flags' destinations.
+def build_searcher(kind, /, rerank: RerankOptions | None = None, **options) -> BaseSearcher:
+    """Build a searcher in Python: from a backend's options dataclass (``build_searcher(BM25Options(bm25="idx"))``:
+    the backend whose ``options_type`` it is, through its ``from_options``), or from the backend's name and keyword
+    options named like its flags' destinations (below). ``rerank`` (a
+    :class:`~hopscotch.retriever.searchers.rerank.RerankOptions`) reranks it.
 
     Unset options take the flags' defaults; an option the backend does not declare is a TypeError.
     Example: ``build_searcher("hybrid", bm25="idx/bm25", index="idx/dense", fusion="interp", alpha=0.5)``;
     a dense or hybrid searcher also takes ``encoder=`` (an already-loaded DenseEncoder). ``rerank_model=``
     (and ``rerank_depth=``, ...) reranks it, as ``--rerank-model`` does.
     """
+    if not isinstance(kind, str):
+        if options:
+            raise TypeError(f"build_searcher({type(kind).__name__}(...)) takes no keyword options but rerank=")
+        owner = next((c for c in SEARCHERS.values() if isinstance(kind, c.options_type)), None)
+        if owner is None:
+            raise TypeError(f"{type(kind).__name__} is no searcher backend's options")
+        return reranked(owner.from_options(kind), rerank)
+    if rerank is not None:
+        raise TypeError("rerank= goes with a backend's options dataclass; by name, give rerank_model=, ...")
     cls = get_searcher_class(kind)
     cls = cls.effective_backend(argparse.Namespace(**options))  # "dense" over a multi-vector index: multi_vector
     parser = argparse.ArgumentParser(add_help=False)
