@@ -242,7 +242,8 @@ def run(args) -> int:
     from hopscotch.retriever.evaluation.manifest import make_manifest, query_set, run_depth
     from hopscotch.retriever.evaluation.replay import OFF_POLICY, check_replays_comparable, evidence_of, replay_report
     from hopscotch.retriever.io.common import write_json
-    from hopscotch.retriever.io.outputs import arg_paths, check_outputs, output_folder
+    from hopscotch.retriever.commands.arg_groups import arg_paths
+    from hopscotch.retriever.io.outputs import check_outputs, output_folder
     from hopscotch.retriever.searchers import searcher_from_args
 
     if args.k <= 0 or args.batch_size <= 0 or args.permutations <= 0:
@@ -251,7 +252,7 @@ def run(args) -> int:
         raise UsageError("--duplicates expands --qrels: give --qrels too")
     if args.qrels and not args.no_plot:
         require_matplotlib()  # fail before searching, not after
-    guard = check_outputs(args, outputs=[output_folder(args.out, REPLAY_FILES)], ignore=("batch_size", "rerank_cache"),
+    guard = check_outputs(vars(args), outputs=[output_folder(args.out, REPLAY_FILES)], ignore=("batch_size", "rerank_cache"),
                           inputs=arg_paths(args, "runs", "qrels", "duplicates", "compare", "bm25", "corpus", "index",
                                            "model", "fusion_config", "rerank_model"))
     loaded = _load_compared(args.compare)

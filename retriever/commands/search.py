@@ -52,7 +52,8 @@ def register(sub) -> None:
 def run(args) -> int:
     from hopscotch.retriever.commands.flag_types import clamp_k
     from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.io.outputs import arg_paths, check_outputs
+    from hopscotch.retriever.commands.arg_groups import arg_paths
+    from hopscotch.retriever.io.outputs import check_outputs
     from hopscotch.retriever.io.progress import progress
     from hopscotch.retriever.io.queries import read_queries
     from hopscotch.retriever.io.runs import RunWriter
@@ -60,7 +61,7 @@ def run(args) -> int:
 
     if args.k <= 0 or args.batch_size <= 0:
         raise UsageError("--k and --batch-size must be positive")
-    guard = check_outputs(args, outputs=[args.out], ignore=("batch_size", "rerank_cache"),
+    guard = check_outputs(vars(args), outputs=[args.out], ignore=("batch_size", "rerank_cache"),
                           inputs=arg_paths(args, "queries", "bm25", "corpus", "index", "model", "fusion_config",
                                            "rerank_model"))
     queries = list(read_queries(args.queries))
