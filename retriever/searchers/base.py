@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hopscotch.retriever.model.query_input import ReasoningContext
-from hopscotch.retriever.searchers.adapter.flags import add_option, flag, given_flags  # noqa: F401 (their home before)
+from hopscotch.retriever.searchers.adapter.flags import FlagValues, add_option, flag, given_flags  # noqa: F401
 
 Ranked = list[tuple[str, float]]
 
@@ -106,25 +106,25 @@ class BaseSearcher(ABC):
         raise NotImplementedError(f"{cls.__name__} cannot be built from flags")
 
     @classmethod
-    def selected_by(cls, args: argparse.Namespace) -> bool:
+    def selected_by(cls, flags: FlagValues) -> bool:
         """Whether the given flags ask for this backend when no ``--searcher-type`` is given."""
         return False
 
     @classmethod
-    def effective_backend(cls, args: argparse.Namespace) -> type[BaseSearcher]:
+    def effective_backend(cls, flags: FlagValues) -> type[BaseSearcher]:
         """The backend these flags make of this one (``dense`` over a multi-vector index is ``multi_vector``); the
         registry builds it and checks the flags against it."""
         return cls
 
     @classmethod
-    def used_dests(cls, args: argparse.Namespace, dests_of) -> frozenset[str]:
+    def used_dests(cls, flags: FlagValues, dests_of) -> frozenset[str]:
         """The flag destinations a search with these flags uses: those the effective backend declares
         (:meth:`effective_backend`; ``dests_of(backend)`` gives a backend's, the registry's ``backend_dests``);
         a backend made of parts (hybrid) says which of its parts' flags apply."""
-        return dests_of(cls.effective_backend(args))
+        return dests_of(cls.effective_backend(flags))
 
     @classmethod
-    def unused_flag_message(cls, option: str, dest: str, users: list[str], args: argparse.Namespace) -> str:
+    def unused_flag_message(cls, option: str, dest: str, users: list[str], flags: FlagValues) -> str:
         """Why the flag ``option`` (destination ``dest``, declared by the backends ``users``, not by this one) is
         refused when this backend is selected; a backend may say it better for its own case."""
         return (f"{option} does nothing for the {cls.name} searcher (only {' and '.join(users)} "

@@ -100,17 +100,17 @@ class BM25Searcher(BaseSearcher, metaclass=BuiltFromNamespace):
         add_rerank_options(parser)
 
     @classmethod
-    def selected_by(cls, args) -> bool:
-        return bool(flag(args, "bm25")) and not flag(args, "index")
+    def selected_by(cls, flags) -> bool:
+        return bool(flags.get("bm25")) and not flags.get("index")
 
     @classmethod
-    def unused_flag_message(cls, option, dest, users, args) -> str:
+    def unused_flag_message(cls, option, dest, users, flags) -> str:
         if dest == "model":
-            return ("--model encodes queries for a dense index: add --index DIR" if not flag(args, "index")
+            return ("--model encodes queries for a dense index: add --index DIR" if not flags.get("index")
                     else "the bm25 searcher takes no --model")
         if dest == "fusion":
             return "--fusion needs both --bm25 and --index"
-        return super().unused_flag_message(option, dest, users, args)
+        return super().unused_flag_message(option, dest, users, flags)
 
     @classmethod
     def from_args(cls, args) -> BM25Searcher:

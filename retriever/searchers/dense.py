@@ -26,7 +26,7 @@ from hopscotch.retriever.searchers.multi_vector_index import (
     is_multi_vector_index,
 )
 from hopscotch.retriever.searchers.adapter.build import BuiltFromNamespace
-from hopscotch.retriever.searchers.adapter.flags import options_of
+from hopscotch.retriever.searchers.adapter.flags import FlagValues, options_of
 from hopscotch.retriever.searchers.rerank import add_rerank_options
 from hopscotch.retriever.searchers.registry import backend_dests, backend_options, register_searcher
 
@@ -190,24 +190,24 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher, metaclass=BuiltFromNames
         add_rerank_options(parser)
 
     @classmethod
-    def selected_by(cls, args) -> bool:
-        return (bool(flag(args, "index")) and not (flag(args, "bm25") or flag(args, "bm25_url"))  # those: hybrid
-                and not is_multi_vector_index(flag(args, "index")))
+    def selected_by(cls, flags) -> bool:
+        return (bool(flags.get("index")) and not (flags.get("bm25") or flags.get("bm25_url"))  # those: hybrid
+                and not is_multi_vector_index(flags.get("index")))
 
     @classmethod
-    def effective_backend(cls, args) -> type[BaseSearcher]:
+    def effective_backend(cls, flags) -> type[BaseSearcher]:
         """The multi-vector searcher when ``--index`` is a multi-vector index (``--searcher-type dense`` and
         BrowseComp-Plus's ``dense`` keep working on one), else this class."""
-        return MultiVectorIndexSearcher if is_multi_vector_index(flag(args, "index")) else cls
+        return MultiVectorIndexSearcher if is_multi_vector_index(flags.get("index")) else cls
 
     @classmethod
-    def unused_flag_message(cls, option, dest, users, args) -> str:
+    def unused_flag_message(cls, option, dest, users, flags) -> str:
         if dest == "fusion":
             return "--fusion needs both --bm25 and --index"
-        if "multi_vector" in users and flag(args, "index"):
-            return (f"{option} applies to a multi-vector index only; {flag(args, 'index')} is a single-vector "
+        if "multi_vector" in users and flags.get("index"):
+            return (f"{option} applies to a multi-vector index only; {flags.get('index')} is a single-vector "
                     "index: drop it")
-        return super().unused_flag_message(option, dest, users, args)
+        return super().unused_flag_message(option, dest, users, flags)
 
     @classmethod
     def from_args(cls, args) -> BaseSearcher:
@@ -230,12 +230,13 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher, metaclass=BuiltFromNames
         the registry's check of the command line does not see) is refused here the same way."""
         if not flag(args, "index"):
             raise UsageError(f"the {kind} searcher needs a dense index folder (--index)")
-        actual = cls.effective_backend(args)
+        flags = FlagValues.of(args)
+        actual = cls.effective_backend(flags)
         other = MultiVectorIndexSearcher if actual is cls else cls
         for dest in sorted(backend_dests(other) - backend_dests(actual)):
             if flag(args, dest) not in (None, False):
                 option = backend_options(other)[dest]
-                raise UsageError(actual.unused_flag_message(option, dest, [other.name], args))
+                raise UsageError(actual.unused_flag_message(option, dest, [other.name], flags))
         if actual is not cls:
             return options_of(MultiVectorSearchOptions, args)
         return options_of(DenseOptions, args, backend_dests(cls) | set(cls.extra_options))

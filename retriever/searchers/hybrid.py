@@ -22,6 +22,7 @@ from hopscotch.retriever.io.runs import ranked
 from hopscotch.retriever.searchers.arg_types import finite_float, non_negative_float, positive_int
 from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, flag
 from hopscotch.retriever.searchers.adapter.build import BuiltFromNamespace
+from hopscotch.retriever.searchers.adapter.flags import FlagValues
 from hopscotch.retriever.searchers.rerank import add_rerank_options
 from hopscotch.retriever.searchers.bm25 import BM25Searcher, expansion_of
 from hopscotch.retriever.searchers.dense import DenseOptions, DenseSearcher
@@ -199,42 +200,42 @@ class HybridSearcher(BaseSearcher, metaclass=BuiltFromNamespace):
         add_rerank_options(parser)  # also declared by both halves: once per parser
 
     @classmethod
-    def selected_by(cls, args) -> bool:
+    def selected_by(cls, flags) -> bool:
         """``--index`` with ``--bm25`` or ``--bm25-url``; ``--bm25-url`` alone too (no other backend takes it), for
         :meth:`from_args` to say what it lacks."""
-        url = flag(args, "bm25_url")
-        if flag(args, "index"):
-            return bool(flag(args, "bm25") or url)
-        return bool(url) and not flag(args, "bm25") and not flag(args, "url")
+        url = flags.get("bm25_url")
+        if flags.get("index"):
+            return bool(flags.get("bm25") or url)
+        return bool(url) and not flags.get("bm25") and not flags.get("url")
 
     @classmethod
-    def used_dests(cls, args, dests_of=backend_dests) -> frozenset[str]:
+    def used_dests(cls, flags, dests_of=backend_dests) -> frozenset[str]:
         """BM25's flags, the fusion's, and those of the backend the vector half is (dense or multi-vector, by
         ``--index``): ``--instruction`` does nothing on a multi-vector index, ``--mv-candidates`` nothing on a
         single-vector one."""
         halves = dests_of(DenseSearcher) | dests_of(MultiVectorIndexSearcher)
-        half = cls._vector_half(args)
+        half = cls._vector_half(flags)
         used = (dests_of(cls) - halves | dests_of(BM25Searcher) | dests_of(half)) - {"corpus"}
         # a remote BM25 half's flags with --bm25-url, and then no local --bm25
-        return used - {"bm25"} if flag(args, "bm25_url") else used - REMOTE_BM25_DESTS
+        return used - {"bm25"} if flags.get("bm25_url") else used - REMOTE_BM25_DESTS
 
     @staticmethod
-    def _vector_half(args):
+    def _vector_half(flags):
         """The backend the vector half is (by ``--index``; dense without one, which :meth:`from_args` refuses)."""
-        return DenseSearcher.effective_backend(args) if flag(args, "index") else DenseSearcher
+        return DenseSearcher.effective_backend(flags) if flags.get("index") else DenseSearcher
 
     @classmethod
-    def unused_flag_message(cls, option, dest, users, args) -> str:
+    def unused_flag_message(cls, option, dest, users, flags) -> str:
         if dest == "corpus":
             return "--corpus does nothing for the hybrid searcher: its documents come from --index's docstore: drop it"
-        if dest == "bm25" and flag(args, "bm25_url"):
+        if dest == "bm25" and flags.get("bm25_url"):
             return "give --bm25 DIR (a local BM25 index) or --bm25-url URL (an endpoint), not both"
-        if dest in REMOTE_BM25_DESTS and not flag(args, "bm25_url"):
+        if dest in REMOTE_BM25_DESTS and not flags.get("bm25_url"):
             return f"{option} applies to a remote BM25 half only (--bm25-url URL in place of --bm25 DIR): drop it"
-        half = cls._vector_half(args)
+        half = cls._vector_half(flags)
         if dest in backend_dests(DenseSearcher) | backend_dests(MultiVectorIndexSearcher):
-            return half.unused_flag_message(option, dest, users, args)
-        return super().unused_flag_message(option, dest, users, args)
+            return half.unused_flag_message(option, dest, users, flags)
+        return super().unused_flag_message(option, dest, users, flags)
 
     @classmethod
     def fusion_from_args(cls, args) -> FusionSettings:
@@ -244,9 +245,10 @@ class HybridSearcher(BaseSearcher, metaclass=BuiltFromNamespace):
     @classmethod
     def from_args(cls, args) -> HybridSearcher:
         url = flag(args, "bm25_url")
-        cls._check_bm25_source(args, url)
+        flags = FlagValues.of(args)
+        cls._check_bm25_source(flags, url)
         if flag(args, "corpus"):  # a harness's namespace, which the registry's flag check does not see
-            raise UsageError(cls.unused_flag_message("--corpus", "corpus", ["bm25"], args))
+            raise UsageError(cls.unused_flag_message("--corpus", "corpus", ["bm25"], flags))
         fusion = cls.fusion_from_args(args)  # a bad config fails before a model loads
         return cls.from_options(HybridOptions(
             bm25=flag(args, "bm25"), bm25_url=url, bm25_token=flag(args, "bm25_token"),
@@ -273,20 +275,20 @@ class HybridSearcher(BaseSearcher, metaclass=BuiltFromNamespace):
                                  depth=options.depth)
 
     @classmethod
-    def _check_bm25_source(cls, args, url) -> None:
+    def _check_bm25_source(cls, flags, url) -> None:
         """One BM25 half (``--bm25`` or ``--bm25-url``), a dense one, and the remote half's flags only with it (the
         registry checks a command line; a harness's namespace comes here unchecked)."""
-        if url and flag(args, "bm25"):
-            raise UsageError(cls.unused_flag_message("--bm25", "bm25", ["bm25"], args))
+        if url and flags.get("bm25"):
+            raise UsageError(cls.unused_flag_message("--bm25", "bm25", ["bm25"], flags))
         if not url:
             for dest, option in (("bm25_token", "--bm25-token"), ("remote_timeout", "--remote-timeout")):
-                if flag(args, dest) is not None:
-                    raise UsageError(cls.unused_flag_message(option, dest, ["hybrid"], args))
-        if url and not flag(args, "index"):
+                if flags.get(dest) is not None:
+                    raise UsageError(cls.unused_flag_message(option, dest, ["hybrid"], flags))
+        if url and not flags.get("index"):
             root, name = split_index_url(url)
             raise UsageError(f"--bm25-url is the BM25 half of a hybrid search and needs --index DIR (the dense half); "
                              f"to search the endpoint alone use the remote searcher: --url {root} --name {name}")
-        if flag(args, "index") and not flag(args, "bm25") and not url:  # check before loading a model
+        if flags.get("index") and not flags.get("bm25") and not url:  # check before loading a model
             raise UsageError("the hybrid searcher needs a BM25 index folder (--bm25) or endpoint (--bm25-url)")
 
     def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,

@@ -74,19 +74,19 @@ class MultiVectorIndexSearcher(IndexFolderDocuments, BaseSearcher, metaclass=Bui
         add_rerank_options(parser)
 
     @classmethod
-    def selected_by(cls, args) -> bool:
-        return (bool(flag(args, "index")) and not (flag(args, "bm25") or flag(args, "bm25_url"))  # those: hybrid
-                and is_multi_vector_index(flag(args, "index")))
+    def selected_by(cls, flags) -> bool:
+        return (bool(flags.get("index")) and not (flags.get("bm25") or flags.get("bm25_url"))  # those: hybrid
+                and is_multi_vector_index(flags.get("index")))
 
     @classmethod
-    def unused_flag_message(cls, option, dest, users, args) -> str:
+    def unused_flag_message(cls, option, dest, users, flags) -> str:
         if dest == "dim":
             return "--dim: a multi-vector index's token vectors have no Matryoshka prefixes"
         if dest == "fusion":
             return "--fusion needs both --bm25 and --index"
-        if "dense" in users and flag(args, "index"):
-            return f"{option} does nothing on a multi-vector index ({flag(args, 'index')}): drop it"
-        return super().unused_flag_message(option, dest, users, args)
+        if "dense" in users and flags.get("index"):
+            return f"{option} does nothing on a multi-vector index ({flags.get('index')}): drop it"
+        return super().unused_flag_message(option, dest, users, flags)
 
     @classmethod
     def from_args(cls, args) -> MultiVectorIndexSearcher:

@@ -209,8 +209,8 @@ class RemoteSearcher(BaseSearcher, metaclass=BuiltFromNamespace):
         add_rerank_options(parser)  # the service's candidates reranked here, their text from /doc (get_document)
 
     @classmethod
-    def selected_by(cls, args) -> bool:
-        return bool(flag(args, "url"))
+    def selected_by(cls, flags) -> bool:
+        return bool(flags.get("url"))
 
     @classmethod
     def from_args(cls, args) -> RemoteSearcher:

@@ -13,7 +13,7 @@ import argparse
 from abc import ABCMeta
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.searchers.adapter.flags import OWN_DESTS, flag, given_flags
+from hopscotch.retriever.searchers.adapter.flags import OWN_DESTS, FlagValues, flag, given_flags
 from hopscotch.retriever.searchers.base import BaseSearcher
 from hopscotch.retriever.searchers.registry import SEARCHERS, backend_dests, get_searcher_class, searcher_names
 from hopscotch.retriever.searchers.rerank import RerankOptions, reranked
@@ -65,9 +65,10 @@ def searcher_from_args(args: argparse.Namespace, local_only: bool = False) -> Ba
     """The searcher ``args`` describe: ``--searcher-type``, else the one backend the flags select; reranked
     when ``--rerank-model`` is given (:func:`searcher_from_namespace`)."""
     kind = getattr(args, "searcher_type", None)
+    flags = FlagValues.of(args)
     if not kind:
         names = searcher_names(local_only)
-        chosen = [name for name in names if SEARCHERS[name].selected_by(args)]
+        chosen = [name for name in names if SEARCHERS[name].selected_by(flags)]
         if not chosen:
             raise UsageError("give --bm25 DIR, --index DIR, or both (hybrid)"
                              + (", or --url URL (remote)" if "remote" in names else ""))
@@ -76,23 +77,22 @@ def searcher_from_args(args: argparse.Namespace, local_only: bool = False) -> Ba
         kind = chosen[0]
     cls = get_searcher_class(kind)
     refuse_unused_flags(cls, args)
-    return searcher_from_namespace(cls.effective_backend(args), args)
-
-
+    return searcher_from_namespace(cls.effective_backend(flags), args)
 
 
 def refuse_unused_flags(cls: type[BaseSearcher], args: argparse.Namespace) -> None:
     """:class:`UsageError` for the first backend flag given on the command line that the backend ``cls`` is for
     these flags does not use (:meth:`~BaseSearcher.used_dests`; the module doc's rule); its message is the
     effective backend's :meth:`~BaseSearcher.unused_flag_message`."""
-    used = cls.used_dests(args, backend_dests)
-    speaker = cls.effective_backend(args)
+    flags = FlagValues.of(args)
+    used = cls.used_dests(flags, backend_dests)
+    speaker = cls.effective_backend(flags)
     for dest, option in sorted(given_flags(args).items()):
         if dest in used:
             continue
         users = [name for name, other in SEARCHERS.items() if dest in backend_dests(other)]
         if users:  # else not a backend flag: the command's own
-            raise UsageError(speaker.unused_flag_message(option, dest, users, args))
+            raise UsageError(speaker.unused_flag_message(option, dest, users, flags))
 
 
 def build_searcher(kind, /, rerank: RerankOptions | None = None, **options) -> BaseSearcher:
@@ -116,7 +116,7 @@ def build_searcher(kind, /, rerank: RerankOptions | None = None, **options) -> B
     if rerank is not None:
         raise TypeError("rerank= goes with a backend's options dataclass; by name, give rerank_model=, ...")
     cls = get_searcher_class(kind)
-    cls = cls.effective_backend(argparse.Namespace(**options))  # "dense" over a multi-vector index: multi_vector
+    cls = cls.effective_backend(FlagValues(options))  # "dense" over a multi-vector index: multi_vector
     parser = argparse.ArgumentParser(add_help=False)
     cls.parse_args(parser)
     args = parser.parse_args([])

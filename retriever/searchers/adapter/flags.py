@@ -8,6 +8,7 @@ backend can declare flags through it."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from typing import Any
 
 #: prefix of a backend flag whose name the host parser already uses (``--model`` in BrowseComp-Plus and
@@ -75,12 +76,7 @@ def flag(args: argparse.Namespace, dest: str, default: Any = None) -> Any:
     rename the flag, else ``DEST``, else ``default``. In a namespace parsed by a parser that
     :func:`add_option` declared flags in, a ``DEST`` it did not declare belongs to the host (a harness's
     ``--model``) and reads as ``default``; a namespace built by hand is read as it is."""
-    if hasattr(args, HOSTED_DEST + dest):
-        return getattr(args, HOSTED_DEST + dest)
-    own = getattr(args, OWN_DESTS, None)
-    if own is not None and dest not in own:
-        return default
-    return getattr(args, dest, default)
+    return FlagValues.of(args).get(dest, default)
 
 
 def options_of(options_type, args: argparse.Namespace, dests=None):
@@ -92,3 +88,51 @@ def options_of(options_type, args: argparse.Namespace, dests=None):
     names = [f.name for f in fields(options_type) if dests is None or f.name in dests]
     values = {name: flag(args, name) for name in names}
     return options_type(**{k: v for k, v in values.items() if v is not None})
+
+
+class FlagValues(Mapping):
+    """The backend flags' values by destination, read-only: what the selection rules of the backends read (which
+    backend the flags select, which flags it uses, how an unused one is refused). Built from a parsed namespace
+    by :meth:`of` (read as :func:`flag` reads it, when a value is asked for: a renamed ``--hopscotch-NAME`` read
+    as ``NAME``, a host parser's own flags left out), or from keyword options (``FlagValues({"index": "idx"})``,
+    :func:`~.build.build_searcher`)."""
+
+    def __init__(self, values: Mapping[str, Any]):
+        self._values = values
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> FlagValues:
+        """The flags in ``args``."""
+        return cls(_NamespaceFlags(args))
+
+    def __getitem__(self, dest: str) -> Any:
+        return self._values[dest]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+
+class _NamespaceFlags(Mapping):
+    """A parsed namespace's backend flags, each read when asked for (see :func:`flag`)."""
+
+    def __init__(self, args: argparse.Namespace):
+        self._args = args
+
+    def __getitem__(self, dest: str) -> Any:
+        args = self._args
+        if hasattr(args, HOSTED_DEST + dest):
+            return getattr(args, HOSTED_DEST + dest)
+        own = getattr(args, OWN_DESTS, None)
+        if (own is not None and dest not in own) or not hasattr(args, dest):
+            raise KeyError(dest)
+        return getattr(args, dest)
+
+    def __iter__(self):
+        names = {d[len(HOSTED_DEST):] if d.startswith(HOSTED_DEST) else d for d in vars(self._args)}
+        return (dest for dest in sorted(names) if dest in self)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
