@@ -101,8 +101,14 @@ class BaseSearcher(ABC):
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> BaseSearcher:
-        """Build the searcher from parsed flags (those :meth:`parse_args` added, read with :func:`flag`;
-        others are ignored); the argparse adapter calls this (a backend building its parts calls it too)."""
+        """Build the searcher from parsed flags (those :meth:`parse_args` added; others are ignored):
+        :meth:`from_flags` of their values; the argparse adapter calls this."""
+        return cls.from_flags(FlagValues.of(args))
+
+    @classmethod
+    def from_flags(cls, flags: FlagValues) -> BaseSearcher:
+        """Build the searcher from its flags' values (:class:`~.adapter.flags.FlagValues`): the checks a harness's
+        unchecked namespace needs, then :meth:`from_options` of its options dataclass."""
         raise NotImplementedError(f"{cls.__name__} cannot be built from flags")
 
     @classmethod

@@ -20,7 +20,6 @@ from hopscotch.retriever.searchers.base import (
     Ranked,
     add_index_option,
     add_option,
-    flag,
     per_query,
 )
 from hopscotch.retriever.searchers.bm25_expansion import DEFAULT_BM25_EXPANSION, BM25Expansion
@@ -113,15 +112,15 @@ class BM25Searcher(BaseSearcher, metaclass=BuiltFromNamespace):
         return super().unused_flag_message(option, dest, users, flags)
 
     @classmethod
-    def from_args(cls, args) -> BM25Searcher:
-        if not flag(args, "bm25"):
+    def from_flags(cls, flags) -> BM25Searcher:
+        if not flags.get("bm25"):
             raise UsageError("the bm25 searcher needs a BM25 index folder (--bm25)")
-        if flag(args, "model"):
+        if flags.get("model"):
             raise UsageError("--model encodes queries for a dense index: add --index DIR"
-                             if not flag(args, "index") else "the bm25 searcher takes no --model")
-        if flag(args, "fusion"):
+                             if not flags.get("index") else "the bm25 searcher takes no --model")
+        if flags.get("fusion"):
             raise UsageError("--fusion needs both --bm25 and --index")
-        return cls.from_options(options_of(BM25Options, args))
+        return cls.from_options(options_of(BM25Options, flags))
 
     @classmethod
     def from_options(cls, options: BM25Options) -> BM25Searcher:

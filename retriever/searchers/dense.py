@@ -15,7 +15,6 @@ from hopscotch.retriever.searchers.base import (
     BaseSearcher,
     Ranked,
     add_option,
-    flag,
     per_query,
 )
 from hopscotch.retriever.searchers.encoder_flags import add_encoder_options
@@ -26,7 +25,7 @@ from hopscotch.retriever.searchers.multi_vector_index import (
     is_multi_vector_index,
 )
 from hopscotch.retriever.searchers.adapter.build import BuiltFromNamespace
-from hopscotch.retriever.searchers.adapter.flags import FlagValues, options_of
+from hopscotch.retriever.searchers.adapter.flags import options_of
 from hopscotch.retriever.searchers.rerank import add_rerank_options
 from hopscotch.retriever.searchers.registry import backend_dests, backend_options, register_searcher
 
@@ -210,36 +209,35 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher, metaclass=BuiltFromNames
         return super().unused_flag_message(option, dest, users, flags)
 
     @classmethod
-    def from_args(cls, args) -> BaseSearcher:
-        if flag(args, "fusion"):
+    def from_flags(cls, flags) -> BaseSearcher:
+        if flags.get("fusion"):
             raise UsageError("--fusion needs both --bm25 and --index")
-        return cls.component_from_args(args, "dense")
+        return cls.component_from_flags(flags, "dense")
 
     @classmethod
-    def component_from_args(cls, args, kind: str) -> BaseSearcher:
+    def component_from_flags(cls, flags, kind: str) -> BaseSearcher:
         """The vector searcher of a ``kind`` (``dense`` or ``hybrid``) searcher's flags (:meth:`component_options`)."""
-        options = cls.component_options(args, kind)
+        options = cls.component_options(flags, kind)
         owner = cls if isinstance(options, DenseOptions) else MultiVectorIndexSearcher
         return owner.from_options(options)
 
     @classmethod
-    def component_options(cls, args, kind: str) -> DenseOptions | MultiVectorSearchOptions:
+    def component_options(cls, flags, kind: str) -> DenseOptions | MultiVectorSearchOptions:
         """The options of a ``kind`` (``dense`` or ``hybrid``) searcher's vector half from its flags: this class's
         over a single-vector index, :class:`MultiVectorIndexSearcher`'s over a multi-vector one
-        (:meth:`effective_backend`). A flag of the other kind set in ``args`` (a namespace built in Python, which
+        (:meth:`effective_backend`). A flag of the other kind set in ``flags`` (a namespace built in Python, which
         the registry's check of the command line does not see) is refused here the same way."""
-        if not flag(args, "index"):
+        if not flags.get("index"):
             raise UsageError(f"the {kind} searcher needs a dense index folder (--index)")
-        flags = FlagValues.of(args)
         actual = cls.effective_backend(flags)
         other = MultiVectorIndexSearcher if actual is cls else cls
         for dest in sorted(backend_dests(other) - backend_dests(actual)):
-            if flag(args, dest) not in (None, False):
+            if flags.get(dest) not in (None, False):
                 option = backend_options(other)[dest]
                 raise UsageError(actual.unused_flag_message(option, dest, [other.name], flags))
         if actual is not cls:
-            return options_of(MultiVectorSearchOptions, args)
-        return options_of(DenseOptions, args, backend_dests(cls) | set(cls.extra_options))
+            return options_of(MultiVectorSearchOptions, flags)
+        return options_of(DenseOptions, flags, backend_dests(cls) | set(cls.extra_options))
 
     @classmethod
     def from_options(cls, options: DenseOptions) -> DenseSearcher:

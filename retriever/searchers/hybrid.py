@@ -20,9 +20,8 @@ from typing import Any
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.runs import ranked
 from hopscotch.retriever.searchers.arg_types import finite_float, non_negative_float, positive_int
-from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, flag
+from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option
 from hopscotch.retriever.searchers.adapter.build import BuiltFromNamespace
-from hopscotch.retriever.searchers.adapter.flags import FlagValues
 from hopscotch.retriever.searchers.rerank import add_rerank_options
 from hopscotch.retriever.searchers.bm25 import BM25Searcher, expansion_of
 from hopscotch.retriever.searchers.dense import DenseOptions, DenseSearcher
@@ -243,18 +242,18 @@ class HybridSearcher(BaseSearcher, metaclass=BuiltFromNamespace):
         return fusion_settings(**{name: getattr(args, name, None) for name in FUSION_FLAGS})
 
     @classmethod
-    def from_args(cls, args) -> HybridSearcher:
-        url = flag(args, "bm25_url")
-        flags = FlagValues.of(args)
+    def from_flags(cls, flags) -> HybridSearcher:
+        url = flags.get("bm25_url")
         cls._check_bm25_source(flags, url)
-        if flag(args, "corpus"):  # a harness's namespace, which the registry's flag check does not see
+        if flags.get("corpus"):  # a harness's namespace, which the registry's flag check does not see
             raise UsageError(cls.unused_flag_message("--corpus", "corpus", ["bm25"], flags))
-        fusion = cls.fusion_from_args(args)  # a bad config fails before a model loads
+        # a bad config fails before a model loads
+        fusion = fusion_settings(**{name: flags.get(name) for name in FUSION_FLAGS})
         return cls.from_options(HybridOptions(
-            bm25=flag(args, "bm25"), bm25_url=url, bm25_token=flag(args, "bm25_token"),
-            remote_timeout=flag(args, "remote_timeout"), bm25_reasoning=flag(args, "bm25_reasoning"),
-            bm25_query_weight=flag(args, "bm25_query_weight"), fusion=fusion, depth=flag(args, "depth", 100),
-            vector=DenseSearcher.component_options(args, "hybrid")))
+            bm25=flags.get("bm25"), bm25_url=url, bm25_token=flags.get("bm25_token"),
+            remote_timeout=flags.get("remote_timeout"), bm25_reasoning=flags.get("bm25_reasoning"),
+            bm25_query_weight=flags.get("bm25_query_weight"), fusion=fusion, depth=flags.get("depth", 100),
+            vector=DenseSearcher.component_options(flags, "hybrid")))
 
     @classmethod
     def from_options(cls, options: HybridOptions) -> HybridSearcher:

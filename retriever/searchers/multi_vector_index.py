@@ -29,7 +29,7 @@ import numpy as np
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.searchers.arg_types import positive_int
-from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, flag, per_query
+from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, per_query
 from hopscotch.retriever.searchers.encoder_flags import add_encoder_options
 from hopscotch.retriever.searchers.index_documents import IndexFolderDocuments
 from hopscotch.retriever.searchers.registry import register_searcher
@@ -89,8 +89,8 @@ class MultiVectorIndexSearcher(IndexFolderDocuments, BaseSearcher, metaclass=Bui
         return super().unused_flag_message(option, dest, users, flags)
 
     @classmethod
-    def from_args(cls, args) -> MultiVectorIndexSearcher:
-        return cls.from_options(options_of(MultiVectorSearchOptions, args))
+    def from_flags(cls, flags) -> MultiVectorIndexSearcher:
+        return cls.from_options(options_of(MultiVectorSearchOptions, flags))
 
     @classmethod
     def from_options(cls, options: MultiVectorSearchOptions) -> MultiVectorIndexSearcher:

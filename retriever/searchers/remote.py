@@ -29,7 +29,6 @@ from hopscotch.retriever.searchers.base import (
     BaseSearcher,
     Ranked,
     add_option,
-    flag,
     hit_dict,
     per_query,
 )
@@ -213,8 +212,8 @@ class RemoteSearcher(BaseSearcher, metaclass=BuiltFromNamespace):
         return bool(flags.get("url"))
 
     @classmethod
-    def from_args(cls, args) -> RemoteSearcher:
-        return cls.from_options(options_of(RemoteOptions, args))
+    def from_flags(cls, flags) -> RemoteSearcher:
+        return cls.from_options(options_of(RemoteOptions, flags))
 
     @classmethod
     def from_options(cls, options: RemoteOptions) -> RemoteSearcher:

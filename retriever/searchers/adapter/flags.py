@@ -79,14 +79,14 @@ def flag(args: argparse.Namespace, dest: str, default: Any = None) -> Any:
     return FlagValues.of(args).get(dest, default)
 
 
-def options_of(options_type, args: argparse.Namespace, dests=None):
-    """An options dataclass (``options_type``, whose fields are named like the flags' destinations) filled from the
-    flags in ``args`` (read with :func:`flag`; a flag unset, None, leaves the field's default); with ``dests``
-    only those fields are read (the flags a backend declares: a hand-built namespace's other values are ignored)."""
+def options_of(options_type, flags: FlagValues, dests=None):
+    """An options dataclass (``options_type``, whose fields are named like the flags' destinations) filled from
+    ``flags`` (a flag unset, None, leaves the field's default); with ``dests`` only those fields are read (the flags
+    a backend declares: a hand-built namespace's other values are ignored)."""
     from dataclasses import fields
 
     names = [f.name for f in fields(options_type) if dests is None or f.name in dests]
-    values = {name: flag(args, name) for name in names}
+    values = {name: flags.get(name) for name in names}
     return options_type(**{k: v for k, v in values.items() if v is not None})
 
 

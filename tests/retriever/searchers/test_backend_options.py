@@ -64,12 +64,13 @@ def test_rerank_options_rerank_a_searcher_built_from_options(mv_world):
 
 def test_options_take_the_flags_of_their_names():
     from hopscotch.retriever.searchers import add_searcher_arguments
-    from hopscotch.retriever.searchers.adapter.flags import options_of
+    from hopscotch.retriever.searchers.adapter.flags import FlagValues, options_of
     from hopscotch.retriever.searchers.remote import RemoteOptions
 
     parser = argparse.ArgumentParser()
     add_searcher_arguments(parser)
     args = parser.parse_args(["--url", "http://h:1", "--name", "wiki", "--remote-timeout", "5"])
-    assert options_of(RemoteOptions, args) == RemoteOptions(url="http://h:1", name="wiki", remote_timeout=5.0)
+    assert options_of(RemoteOptions, FlagValues.of(args)) == RemoteOptions(url="http://h:1", name="wiki", remote_timeout=5.0)
     # a hand-built namespace: only the named fields are read
-    assert options_of(RemoteOptions, argparse.Namespace(url="u", k=3), dests={"url"}) == RemoteOptions(url="u")
+    assert options_of(RemoteOptions, FlagValues.of(argparse.Namespace(url="u", k=3)), dests={"url"}) == \
+        RemoteOptions(url="u")
