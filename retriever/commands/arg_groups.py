@@ -72,3 +72,8 @@ def add_device_flag(parser, help: str) -> None:
     """``--device``: the torch device an encoder runs on (None: the command picks one); commands check it with
     :func:`~hopscotch.retriever.commands.flag_types.check_device` before loading a model."""
     parser.add_argument("--device", help=help)
+
+
+def arg_paths(args, *names: str) -> list:
+    """The values of the flags ``names`` that are set (lists flattened later), for ``check_outputs(inputs=)``."""
+    return [getattr(args, name, None) for name in names]

@@ -48,7 +48,7 @@ def guarded(run, outputs_of=None, ignore=()):
         from hopscotch.retriever.io.outputs import check_outputs
 
         outputs = [getattr(args, "report", None), *(outputs_of(args) if outputs_of else [])]
-        guard = check_outputs(args, outputs=outputs, inputs=audit_inputs(args),
+        guard = check_outputs(vars(args), outputs=outputs, inputs=audit_inputs(args),
                               command=f"audit {getattr(args, 'audit_kind', '')}".strip(), ignore=ignore)
         code = run(args)
         guard.finish()

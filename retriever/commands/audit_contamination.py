@@ -76,7 +76,7 @@ def run(args) -> int:
         from hopscotch.retriever.io.outputs import check_outputs, output_folder
 
         files = tuple_files(args.tuples)
-        guard = check_outputs(args, outputs=[output_folder(args.clean, [f.name for f in files] + [REPORT_NAME])],
+        guard = check_outputs(vars(args), outputs=[output_folder(args.clean, [f.name for f in files] + [REPORT_NAME])],
                               inputs=files + [x for s in sets for x in parse_eval_spec(s.spec)[1:] if x])
         done = decontaminate(sets, files, args.clean, threshold=args.threshold,
                              count_answers=args.count_answers, corpus=args.tuples_corpus)

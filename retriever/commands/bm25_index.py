@@ -94,7 +94,7 @@ def run(args) -> int:
     if not args.corpus or not args.out:
         raise UsageError("the following arguments are required: --corpus, --out (or --plan --docs N)")
     stemmer, stopwords = _settings(args)
-    guard = check_outputs(args, outputs=[Output(Path(args.out), folder=True)],
+    guard = check_outputs(vars(args), outputs=[Output(Path(args.out), folder=True)],
                           inputs=named_inputs(args.corpus, CORPUS_FILES), ignore=tuple(DISK_FLAGS))
     if not args.overwrite and _up_to_date(args.out, guard.fingerprint):
         guard.finish()

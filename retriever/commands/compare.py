@@ -60,7 +60,7 @@ def run(args) -> int:
 
     if args.permutations < 1:
         raise UsageError("--permutations must be at least 1")
-    guard = check_outputs(args, outputs=[args.json_out], inputs=[args.first, args.second])
+    guard = check_outputs(vars(args), outputs=[args.json_out], inputs=[args.first, args.second])
     a, b = load_result(args.first), load_result(args.second)
     name_a, name_b = os.path.basename(args.first), os.path.basename(args.second)
     check_comparable(a["manifest"], b["manifest"], name_a, name_b)

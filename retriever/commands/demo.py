@@ -44,7 +44,7 @@ def run(args) -> int:
     from hopscotch.retriever.commands.demo_pipeline import run_demo
     from hopscotch.retriever.io.outputs import check_outputs, output_folder
 
-    guard = check_outputs(args, outputs=[output_folder(args.out, resumable=True)])  # its stages: demo_manifest.json
+    guard = check_outputs(vars(args), outputs=[output_folder(args.out, resumable=True)])  # its stages: demo_manifest.json
     t0 = time.perf_counter()
     table = run_demo(Path(args.out), docs=args.docs, questions=args.questions, seed=args.seed,
                      model=args.model, stage=_stage,

@@ -60,12 +60,13 @@ def run(args) -> int:
     from hopscotch.retriever.evaluation.manifest import make_manifest, query_set, run_depth
     from hopscotch.retriever.evaluation.metrics import compare_runs, evaluate, format_table, parse_metric
     from hopscotch.retriever.io.common import write_json
-    from hopscotch.retriever.io.outputs import arg_paths, check_outputs
+    from hopscotch.retriever.commands.arg_groups import arg_paths
+    from hopscotch.retriever.io.outputs import check_outputs
     from hopscotch.retriever.io.runs import read_run
 
     metrics = list(args.metrics)  # lower-case names, at least one (metric_list)
     depth = max(parse_metric(m)[1] for m in metrics)
-    guard = check_outputs(args, outputs=[args.json_out],
+    guard = check_outputs(vars(args), outputs=[args.json_out],
                           inputs=arg_paths(args, "run", "compare", "qrels", "duplicates", "corpus"))
     qrels = load_qrels(args)
     base_run = read_run(args.run)

@@ -48,9 +48,10 @@ def run(args) -> int:
     from hopscotch.retriever.evaluation import agent_runs, bcp_protocol, cmass_protocol
     from hopscotch.retriever.evaluation.manifest import make_manifest, query_set
     from hopscotch.retriever.io.common import write_json
-    from hopscotch.retriever.io.outputs import arg_paths, check_outputs
+    from hopscotch.retriever.commands.arg_groups import arg_paths
+    from hopscotch.retriever.io.outputs import check_outputs
 
-    guard = check_outputs(args, outputs=[args.json_out], inputs=arg_paths(args, "runs", "qrels", "duplicates",
+    guard = check_outputs(vars(args), outputs=[args.json_out], inputs=arg_paths(args, "runs", "qrels", "duplicates",
                                                                          "judgements"))
     evaluate, fmt = {
         "hopscotch": (agent_runs.evaluate_agent_runs, agent_runs.format_report),

@@ -179,7 +179,7 @@ def _check_outputs(args, export_only: bool):
         outputs += _export_outputs(args, every_shard=True)
     elif args.export_tevatron:
         check_target(_export_outputs(args, every_shard=False)[0].path)
-    return check_outputs(args, outputs=outputs, inputs=inputs, ignore=ignore)
+    return check_outputs(vars(args), outputs=outputs, inputs=inputs, ignore=ignore)
 
 
 def _export_ignore(args) -> list[str]:
@@ -269,7 +269,7 @@ def _export_tevatron(args, guard=None) -> None:
 
     index_dir, prefix = args.out, args.export_tevatron
     if guard is None:
-        guard = check_outputs(args, outputs=_export_outputs(args, every_shard=True), inputs=[index_dir],
+        guard = check_outputs(vars(args), outputs=_export_outputs(args, every_shard=True), inputs=[index_dir],
                               ignore=_export_ignore(args))
     meta = export_tevatron(index_dir, prefix)
     guard.finish()

@@ -242,7 +242,8 @@ def run(args) -> int:
     from hopscotch.retriever.evaluation.manifest import make_manifest, query_set, run_depth
     from hopscotch.retriever.evaluation.replay import OFF_POLICY, check_replays_comparable, evidence_of, replay_report
     from hopscotch.retriever.io.common import write_json
-    from hopscotch.retriever.io.outputs import arg_paths, check_outputs, output_folder
+    from hopscotch.retriever.commands.arg_groups import arg_paths
+    from hopscotch.retriever.io.outputs import check_outputs, output_folder
     from hopscotch.retriever.searchers import searcher_from_args
 
     if args.k <= 0 or args.batch_size <= 0 or args.permutations <= 0:
@@ -251,7 +252,7 @@ def run(args) -> int:
         raise UsageError("--duplicates expands --qrels: give --qrels too")
     if args.qrels and not args.no_plot:
         require_matplotlib()  # fail before searching, not after
-    guard = check_outputs(args, outputs=[output_folder(args.out, REPLAY_FILES)], ignore=("batch_size", "rerank_cache"),
+    guard = check_outputs(vars(args), outputs=[output_folder(args.out, REPLAY_FILES)], ignore=("batch_size", "rerank_cache"),
                           inputs=arg_paths(args, "runs", "qrels", "duplicates", "compare", "bm25", "corpus", "index",
                                            "model", "fusion_config", "rerank_model"))
     loaded = _load_compared(args.compare)
@@ -271,7 +272,6 @@ def run(args) -> int:
     if getattr(args, "query_input", None):
         args.reasoning = True  # as in hopscotch search: the dense searcher makes 'query' plain
     searcher = searcher_from_args(args)  # with --rerank-model: a RerankedSearcher over the backend (.first)
-    first = getattr(searcher, "first", searcher)
     query_input = _query_input(searcher, args.reasoning)
     label = args.label or (searcher.name if query_input in ("query", None) else f"{searcher.name} ({query_input})")
     out_dir = Path(args.out)
@@ -283,14 +283,14 @@ def run(args) -> int:
         searcher.close()
     seconds = time.perf_counter() - t0
     report = replay_report(calls, run_, qrels, args.k, trajectories=questions)
-    dense = getattr(first, "dense", first)
-    corpus = getattr(args, "corpus", None) or getattr(getattr(dense, "meta", None), "corpus", None) or None
+    vector = searcher.vector_stage
+    corpus = getattr(args, "corpus", None) or (vector.meta.corpus if vector is not None else None) or None
     manifest = make_manifest("replay", corpus=corpus, qrels_path=args.qrels, qrels=qrels, k=args.k,
                              query_input=query_input, protocol="hopscotch", queries_expected=len(calls),
                              queries_evaluated=report["calls"]["scored"], runs=str(args.runs),
                              searcher=searcher.name, queries=replayed, depth=run_depth(run_))
     compared, curves = _comparisons(args, loaded, manifest, report, label)
-    flags = _searcher_flags(args, first.name)
+    flags = _searcher_flags(args, searcher.first_stage.name)
     result = {"manifest": manifest, "off_policy": OFF_POLICY,
               "retriever": {"label": label, "searcher": searcher.name, "query_input": query_input,
                             "reasoning": bool(args.reasoning), "flags": flags},

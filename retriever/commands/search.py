@@ -52,7 +52,8 @@ def register(sub) -> None:
 def run(args) -> int:
     from hopscotch.retriever.commands.flag_types import clamp_k
     from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.io.outputs import arg_paths, check_outputs
+    from hopscotch.retriever.commands.arg_groups import arg_paths
+    from hopscotch.retriever.io.outputs import check_outputs
     from hopscotch.retriever.io.progress import progress
     from hopscotch.retriever.io.queries import read_queries
     from hopscotch.retriever.io.runs import RunWriter
@@ -60,7 +61,7 @@ def run(args) -> int:
 
     if args.k <= 0 or args.batch_size <= 0:
         raise UsageError("--k and --batch-size must be positive")
-    guard = check_outputs(args, outputs=[args.out], ignore=("batch_size", "rerank_cache"),
+    guard = check_outputs(vars(args), outputs=[args.out], ignore=("batch_size", "rerank_cache"),
                           inputs=arg_paths(args, "queries", "bm25", "corpus", "index", "model", "fusion_config",
                                            "rerank_model"))
     queries = list(read_queries(args.queries))
@@ -74,15 +75,13 @@ def run(args) -> int:
               "every query is encoded with 'Reasoning: Empty'", file=sys.stderr)
     searcher = searcher_from_args(args)  # with --rerank-model: the first stage's top --rerank-depth by MaxSim
     k = clamp_k("search", args.k, searcher)
-    first = getattr(searcher, "first", searcher)  # the first stage under a reranker
-    dense = getattr(first, "dense", first)
-    if args.reasoning and getattr(dense, "query_input", None) is not None:
-        print(f"hopscotch search: query input: {dense.query_input}", file=sys.stderr)
-    meta = getattr(dense, "meta", None)
-    if meta is not None and meta.reasoning_aware and not args.reasoning:
+    vector = searcher.vector_stage  # under a reranker, the first stage's; a hybrid's vector half
+    if args.reasoning and vector is not None:
+        print(f"hopscotch search: query input: {vector.query_input}", file=sys.stderr)
+    if vector is not None and vector.meta.reasoning_aware and not args.reasoning:
         print(f"hopscotch search: note: {args.index} was built for reasoning-aware queries; add --reasoning "
               "to use the template", file=sys.stderr)
-    mv = getattr(searcher, "maxsim_reranker", None)
+    mv = searcher.maxsim_reranker
     if mv is not None:
         fused = "" if mv.late_fusion is None else f", late fusion {mv.late_fusion:g}"
         print(f"hopscotch search: reranking the top {max(k, mv.depth)} by MaxSim with {args.rerank_model} "

@@ -171,11 +171,15 @@ def build_server(args):
 
 
 def run(args) -> int:
-    from hopscotch.retriever.serving.mcp_server import run_mcp, wants_mcp
+    from hopscotch.retriever.searchers import searcher_from_args
+    from hopscotch.retriever.serving.mcp_server import MCPOptions, MCPServeOptions, run_mcp
 
     args.token = resolve_token(args)
-    if wants_mcp(args):
-        return run_mcp(args)
+    if args.mcp or args.transport:  # MCP: --mcp or a --transport
+        tools = MCPOptions(k=args.k, snippet_max_tokens=args.snippet_max_tokens, get_document=not args.no_get_document)
+        serve = MCPServeOptions(transport=args.transport, host=args.host, port=args.port, token=args.token,
+                                verbose=args.verbose, snippet_tokenizer=args.snippet_tokenizer, tools=tools)
+        return run_mcp(serve, lambda: searcher_from_args(args, local_only=True))
     server = build_server(args)
     searcher = server.service.searchers[args.name]
     _setup_logging(args)

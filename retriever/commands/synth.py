@@ -148,7 +148,8 @@ def _inputs(args) -> list:
     """What synth reads, for the output check: the QA folder's own files (a BEIR folder is not read whole)."""
     from hopscotch.data_synth.qa import QRELS_FILES, QUERY_FILES
     from hopscotch.retriever.commands.bm25_index import CORPUS_FILES
-    from hopscotch.retriever.io.outputs import arg_paths, named_inputs
+    from hopscotch.retriever.commands.arg_groups import arg_paths
+    from hopscotch.retriever.io.outputs import named_inputs
 
     return [named_inputs(args.qa, QUERY_FILES + QRELS_FILES + CORPUS_FILES), named_inputs(args.corpus, CORPUS_FILES),
             arg_paths(args, "qrels", "traces", "bm25_index", "encoder", "cross_encoder", "duplicate_groups")]
@@ -180,13 +181,14 @@ def run_trajectory_use(args) -> int:
     from hopscotch.data_synth.trace_readers import SNIPPETS_FILE
     from hopscotch.data_synth.trajectory_use import UseConfig
     from hopscotch.data_synth.trajectory_use_synth import UseInputs, synthesize_trajectory_use
-    from hopscotch.retriever.io.outputs import arg_paths, check_outputs
+    from hopscotch.retriever.commands.arg_groups import arg_paths
+    from hopscotch.retriever.io.outputs import check_outputs
 
     t0 = time.perf_counter()
     stats_path = args.stats or default_stats_path(args.out)
     inputs = UseInputs(args.traces[0], args.snippets, args.runs, args.corpus, args.questions, args.bm25_index)
     beside = Path(args.traces[0]).parent / SNIPPETS_FILE  # the default --snippets (and --corpus)
-    guard = check_outputs(args, outputs=[args.out, stats_path],
+    guard = check_outputs(vars(args), outputs=[args.out, stats_path],
                           inputs=[arg_paths(args, "traces", "snippets", "runs", "corpus", "questions", "bm25_index"),
                                   beside if args.snippets is None and beside.is_file() else None],
                           ignore=("workers", "preview", "fresh"))
@@ -230,7 +232,7 @@ def run(args) -> int:
         raise UsageError(str(exc)) from None
     if args.query_instruction and args.query_format != "agentir":
         raise UsageError("--query-instruction needs --query-format agentir")
-    guard = check_outputs(args, outputs=[args.out, args.stats or default_stats_path(args.out)],
+    guard = check_outputs(vars(args), outputs=[args.out, args.stats or default_stats_path(args.out)],
                           inputs=_inputs(args),  # the other mode's flags are at their defaults here: left out, so
                           # outputs recorded before --mode existed still match their identical rerun
                           ignore=("workers", "preview", "fresh", "mode", *TRAJECTORY_USE_ONLY))

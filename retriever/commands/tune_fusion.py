@@ -105,7 +105,8 @@ def run(args) -> int:
     from hopscotch.retriever.errors import UsageError
     from hopscotch.retriever.evaluation.metrics import parse_metric, run_coverage
     from hopscotch.retriever.io.common import write_json
-    from hopscotch.retriever.io.outputs import arg_paths, check_outputs
+    from hopscotch.retriever.commands.arg_groups import arg_paths
+    from hopscotch.retriever.io.outputs import check_outputs
     from hopscotch.retriever.io.runs import read_run
     from hopscotch.retriever.searchers.fusion_tuning import (
         TuningOptions,
@@ -123,7 +124,7 @@ def run(args) -> int:
     grid = fusion_grid(_floats(args.alphas, "--alphas", 0.0, 1.0), _floats(args.rrf_ks, "--rrf-ks"),
                        _pairs(args.rrf_weights), _normalizations(args.normalizations),
                        _floats(args.adapts, "--adapts"), _floats(args.adapt_shifts, "--adapt-shifts", lo=-1e6))
-    guard = check_outputs(args, outputs=[args.out], inputs=arg_paths(args, "sparse", "dense", "qrels", "duplicates",
+    guard = check_outputs(vars(args), outputs=[args.out], inputs=arg_paths(args, "sparse", "dense", "qrels", "duplicates",
                                                                     "dev_qids"))
     qrels = load_qrels(args)
     judged = judged_qids(qrels)

@@ -38,7 +38,7 @@ def run(args) -> int:
 
     if args.docs < 50 or args.questions < 1:
         raise UsageError("--docs must be at least 50 and --questions at least 1")
-    guard = check_outputs(args, outputs=[output_folder(args.out, WORLD_FILES)])
+    guard = check_outputs(vars(args), outputs=[output_folder(args.out, WORLD_FILES)])
     t0 = time.perf_counter()
     try:
         build = build_long_world if getattr(args, "long_reasoning", False) else build_world

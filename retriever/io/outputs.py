@@ -2,7 +2,7 @@
 
 A command declares what it writes and what it reads, first thing in its ``run``::
 
-    guard = check_outputs(args, outputs=[args.out], inputs=[args.queries, args.bm25])
+    guard = check_outputs(vars(args), outputs=[args.out], inputs=[args.queries, args.bm25])
     ...                                   # the work; writers go through atomic_write / RunWriter
     guard.finish()                        # records what made the outputs
 
@@ -42,7 +42,8 @@ import hashlib
 import json
 import os
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,11 +89,6 @@ class Output:
     def targets(self) -> list[Path]:
         """The paths actually written: the file, the folder's named files, or the whole folder."""
         return [self.path / name for name in self.files] if self.files else [self.path]
-
-
-def arg_paths(args, *names: str) -> list:
-    """The values of the flags ``names`` that are set (lists flattened later), for ``inputs=``."""
-    return [getattr(args, name, None) for name in names]
 
 
 def named_inputs(path: PathLike | None, names: Iterable[str]) -> list:
@@ -341,18 +337,19 @@ def _made_here(output: Output, target: Path, command: str, digest: str) -> str |
     return None
 
 
-def check_outputs(args, outputs: Sequence, inputs: Sequence = (), *, command: str | None = None,
-                  ignore: Iterable[str] = ()) -> OutputGuard:
+def check_outputs(flags: Mapping[str, Any] | None, outputs: Sequence, inputs: Sequence = (), *,
+                  command: str | None = None, ignore: Iterable[str] = ()) -> OutputGuard:
     """Check a command's outputs against its inputs and what is on disk, before any work (module doc).
 
-    ``args``: the parsed flags (``args.overwrite``, ``args.command``; every flag is fingerprinted except
-    the outputs and ``ignore``). ``outputs``: file paths or :class:`Output` (None entries are skipped).
+    ``flags``: the parsed flags as ``{destination: value}`` (``vars(args)``: ``overwrite``, ``command``; every flag
+    is fingerprinted except the outputs and ``ignore``). ``outputs``: file paths or :class:`Output` (None entries are skipped).
     ``inputs``: files or folders read (None skipped, lists flattened; a folder counts whole: an output
     may not lie inside it). Removes stale temporary files and marks the outputs as being written by this
     run; returns the guard whose :meth:`~OutputGuard.finish` the command calls when done.
     """
-    command = command or getattr(args, "command", None) or "hopscotch"
-    overwrite = bool(getattr(args, "overwrite", False))
+    flags = dict(flags or {})
+    command = command or flags.get("command") or "hopscotch"
+    overwrite = bool(flags.get("overwrite", False))
     declared = [o if isinstance(o, Output) else Output(Path(o)) for o in _flatten(outputs)]
     read = [_input(p) for p in _flatten(inputs)]
     checked: list[tuple[Output, Path]] = []
@@ -372,7 +369,7 @@ def check_outputs(args, outputs: Sequence, inputs: Sequence = (), *, command: st
                 if why:
                     raise UsageError(f"{given}: refusing to write an output that {why}")
         checked.append((output, target))
-    digest = fingerprint(command, vars(args) if args is not None else {}, [i.real for i in read], declared, ignore)
+    digest = fingerprint(command, flags, [i.real for i in read], declared, ignore)
     for output, target in checked:
         other = None if overwrite or not output.folder else _foreign(target, command)
         if other:

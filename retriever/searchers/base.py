@@ -18,31 +18,23 @@ AgentIR calls ``search(query, k, store_rerank=True, **kwargs)`` and reads ``resu
 Each backend owns its command-line flags (:meth:`BaseSearcher.parse_args`, declared through
 :func:`add_option`) and is built from the parsed flags (:meth:`BaseSearcher.from_args`, which reads them
 with :func:`flag`); see :mod:`hopscotch.retriever.searchers.registry`. Every backend also declares the
-multi-vector reranker's ``--rerank-*`` flags: a searcher built from flags (:meth:`BaseSearcher.from_flags`:
-``SearcherClass(args)``, the registry) is wrapped by it when ``--rerank-model`` is given.
+multi-vector reranker's ``--rerank-*`` flags: a searcher built from flags (``SearcherClass(args)``, the commands,
+``build_searcher``: all through the argparse adapter, :mod:`hopscotch.retriever.searchers.adapter`) is wrapped
+by it when ``--rerank-model`` is given.
 """
 
 from __future__ import annotations
 
 import argparse
 import numbers
-from abc import ABC, ABCMeta, abstractmethod
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
 from hopscotch.retriever.model.query_input import ReasoningContext
+from hopscotch.retriever.searchers.adapter.flags import FlagValues, add_option, flag, given_flags  # noqa: F401
 
 Ranked = list[tuple[str, float]]
-
-#: prefix of a backend flag whose name the host parser already uses (``--model`` in BrowseComp-Plus and
-#: AgentIR is the agent's LLM): the flag becomes ``--hopscotch-model``, its destination ``hopscotch_model``
-HOSTED_PREFIX = "hopscotch-"
-HOSTED_DEST = "hopscotch_"
-#: namespace attribute (a parser default, a sorted tuple) naming the destinations :func:`add_option` declared
-OWN_DESTS = "_hopscotch_dests"
-#: namespace attribute ``{dest: option string}`` of the :func:`add_option` flags given on the command line
-GIVEN_FLAGS = "_hopscotch_given"
-
 
 def per_query(value, n: int, name: str) -> list:
     """Broadcast a scalar (or None) to ``n`` items, or check a sequence has ``n`` items."""
@@ -63,106 +55,16 @@ def snippet_of(text: str, max_chars: int | None) -> str:
     return cut[:space] if space > max_chars * 0.8 else cut
 
 
-def _dest_of(flags: tuple[str, ...], spec: dict) -> str:
-    return spec.get("dest") or next((f for f in flags if f.startswith("--")), flags[0]).lstrip("-").replace("-", "_")
-
-
-def _recorded(parser: argparse.ArgumentParser, spec: dict, dest: str) -> type[argparse.Action]:
-    """``spec``'s action class, made to note in the namespace (:data:`GIVEN_FLAGS`) that the flag was given."""
-    base = parser._registry_get("action", spec.get("action"), spec.get("action"))
-
-    class Given(base):
-        def __call__(self, parser, namespace, values, option_string=None):
-            given = {**(getattr(namespace, GIVEN_FLAGS, None) or {}), dest: option_string or self.option_strings[0]}
-            setattr(namespace, GIVEN_FLAGS, given)
-            super().__call__(parser, namespace, values, option_string)
-
-    return Given
-
-
-def given_flags(args: argparse.Namespace) -> dict[str, str]:
-    """``{dest: option string}`` of the backend flags given on the command line (none in a hand-built namespace)."""
-    return dict(getattr(args, GIVEN_FLAGS, None) or {})
-
-
-def add_option(parser: argparse.ArgumentParser, *flags: str, **spec) -> None:
-    """``parser.add_argument(*flags, **spec)``, once per parser.
-
-    Backends compose each other's flags (hybrid adds the BM25 and the dense ones) and share some
-    (``--index``), so a flag may be declared several times; the first declaration adds it, later ones
-    must be identical and add nothing. A differing redeclaration is a programming error (ValueError).
-    A flag whose name the parser already has from elsewhere (a harness's own ``--model``) is added as
-    ``--hopscotch-NAME`` with destination ``hopscotch_DEST``, which :func:`flag` reads in its place.
-    Giving the flag is noted (:func:`given_flags`), so that the registry refuses a flag the selected backend
-    does not use.
-    """
-    declared = parser.__dict__.setdefault("_hopscotch_options", {})
-    if flags in declared:
-        if declared[flags] != spec:
-            raise ValueError(f"{flags[0]} is declared twice with different settings")
-        return
-    dest = _dest_of(flags, spec)
-    action = _recorded(parser, spec, dest)
-    if any(f in parser._option_string_actions for f in flags):
-        hosted = tuple(f"--{HOSTED_PREFIX}{f.lstrip('-')}" for f in flags)
-        parser.add_argument(*hosted, **{**spec, "dest": HOSTED_DEST + dest, "action": action})
-    else:
-        parser.add_argument(*flags, **{**spec, "action": action})
-    declared[flags] = spec
-    parser.set_defaults(**{OWN_DESTS: tuple(sorted({*(parser.get_default(OWN_DESTS) or ()), dest}))})
-
-
-def flag(args: argparse.Namespace, dest: str, default: Any = None) -> Any:
-    """The value of the backend flag ``dest`` in ``args``: ``hopscotch_DEST`` when :func:`add_option` had to
-    rename the flag, else ``DEST``, else ``default``. In a namespace parsed by a parser that
-    :func:`add_option` declared flags in, a ``DEST`` it did not declare belongs to the host (a harness's
-    ``--model``) and reads as ``default``; a namespace built by hand is read as it is."""
-    if hasattr(args, HOSTED_DEST + dest):
-        return getattr(args, HOSTED_DEST + dest)
-    own = getattr(args, OWN_DESTS, None)
-    if own is not None and dest not in own:
-        return default
-    return getattr(args, dest, default)
-
-
 def add_index_option(parser: argparse.ArgumentParser) -> None:
     """``--index``: the dense index folder (vectors for dense search, documents for any backend)."""
     add_option(parser, "--index", help="dense index folder (hopscotch index)")
-
-
-def _plain_build(cls, args: argparse.Namespace):
-    return cls.from_args(args)
-
-
-#: how :meth:`BaseSearcher.from_flags` builds a searcher; the reranker module (imported by every backend, as the
-#: flags' owner) sets it to build-then-rerank (:func:`set_flag_builder`), so this module imports nothing above it
-_FLAG_BUILDER = None
-
-
-def set_flag_builder(builder) -> None:
-    """Make ``builder(cls, args) -> searcher`` the one path from flags to a searcher (see :data:`_FLAG_BUILDER`)."""
-    global _FLAG_BUILDER
-    _FLAG_BUILDER = builder
-
-
-class _SearcherMeta(ABCMeta):
-    """Lets ``SearcherClass(args)`` and ``SearcherClass(reranker, args)`` (BrowseComp-Plus's registry) build a
-    searcher from a parsed :class:`argparse.Namespace` through :meth:`BaseSearcher.from_flags` (so
-    ``--rerank-model`` reranks it)."""
-
-    def __call__(cls, *args, **kwargs):
-        if not kwargs and len(args) in (1, 2) and isinstance(args[-1], argparse.Namespace):
-            searcher = cls.from_flags(args[-1])
-            searcher.reranker = args[0] if len(args) == 2 else None
-            return searcher
-        return super().__call__(*args, **kwargs)
 
 
 def _is_k(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-class BaseSearcher(ABC, metaclass=_SearcherMeta):
+class BaseSearcher(ABC):
     """Abstract searcher. Subclasses implement :meth:`search_batch`, :meth:`get_document`,
     :meth:`parse_args` and :meth:`from_args`, and register with
     :func:`~hopscotch.retriever.searchers.registry.register_searcher`."""
@@ -180,49 +82,71 @@ class BaseSearcher(ABC, metaclass=_SearcherMeta):
     #: a BrowseComp-Plus reranker (``first_stage_k``, ``rerank(query, hits, query_id, k)``) applied by
     #: :meth:`search`; set by ``SearcherClass(reranker, args)``
     reranker: Any = None
+    #: the MaxSim reranker (:class:`~hopscotch.retriever.searchers.rerank.MultiVectorReranker`) that orders this
+    #: searcher's results last, or None; a :class:`~hopscotch.retriever.searchers.rerank.RerankedSearcher` sets it
+    maxsim_reranker: Any = None
 
     @classmethod
     def parse_args(cls, parser: argparse.ArgumentParser) -> None:
         """Add this backend's flags to ``parser`` (through :func:`add_option`, so that shared flags are
         declared once). Every flag is optional at the parser level; :meth:`from_args` checks them."""
 
+    #: the backend's options dataclass (fields named like its flags' destinations), built by :meth:`from_options`
+    options_type: type | None = None
+
+    @classmethod
+    def from_options(cls, options) -> BaseSearcher:
+        """Build the searcher from its :attr:`options_type` (what ``build_searcher(options)`` calls)."""
+        raise NotImplementedError(f"{cls.__name__} has no options")
+
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> BaseSearcher:
-        """Build the searcher from parsed flags (those :meth:`parse_args` added, read with :func:`flag`;
-        others are ignored); :meth:`from_flags` calls this (a backend building its parts calls it too)."""
+        """Build the searcher from parsed flags (those :meth:`parse_args` added; others are ignored):
+        :meth:`from_flags` of their values; the argparse adapter calls this."""
+        return cls.from_flags(FlagValues.of(args))
+
+    @classmethod
+    def from_flags(cls, flags: FlagValues) -> BaseSearcher:
+        """Build the searcher from its flags' values (:class:`~.adapter.flags.FlagValues`): the checks a harness's
+        unchecked namespace needs, then :meth:`from_options` of its options dataclass."""
         raise NotImplementedError(f"{cls.__name__} cannot be built from flags")
 
     @classmethod
-    def from_flags(cls, args: argparse.Namespace) -> BaseSearcher:
-        """The searcher the flags describe, whole: :meth:`from_args`, wrapped by the multi-vector reranker when
-        ``--rerank-model`` is given (:func:`~hopscotch.retriever.searchers.rerank.searcher_from_flags`). The one
-        path of ``SearcherClass(args)``, the registry's ``searcher_from_args`` and ``build_searcher``."""
-        return (_FLAG_BUILDER or _plain_build)(cls, args)
-
-    @classmethod
-    def selected_by(cls, args: argparse.Namespace) -> bool:
+    def selected_by(cls, flags: FlagValues) -> bool:
         """Whether the given flags ask for this backend when no ``--searcher-type`` is given."""
         return False
 
     @classmethod
-    def effective_backend(cls, args: argparse.Namespace) -> type[BaseSearcher]:
+    def effective_backend(cls, flags: FlagValues) -> type[BaseSearcher]:
         """The backend these flags make of this one (``dense`` over a multi-vector index is ``multi_vector``); the
         registry builds it and checks the flags against it."""
         return cls
 
     @classmethod
-    def used_dests(cls, args: argparse.Namespace, dests_of) -> frozenset[str]:
+    def used_dests(cls, flags: FlagValues, dests_of) -> frozenset[str]:
         """The flag destinations a search with these flags uses: those the effective backend declares
         (:meth:`effective_backend`; ``dests_of(backend)`` gives a backend's, the registry's ``backend_dests``);
         a backend made of parts (hybrid) says which of its parts' flags apply."""
-        return dests_of(cls.effective_backend(args))
+        return dests_of(cls.effective_backend(flags))
 
     @classmethod
-    def unused_flag_message(cls, option: str, dest: str, users: list[str], args: argparse.Namespace) -> str:
+    def unused_flag_message(cls, option: str, dest: str, users: list[str], flags: FlagValues) -> str:
         """Why the flag ``option`` (destination ``dest``, declared by the backends ``users``, not by this one) is
         refused when this backend is selected; a backend may say it better for its own case."""
         return (f"{option} does nothing for the {cls.name} searcher (only {' and '.join(users)} "
                 f"use{'s' if len(users) == 1 else ''} it): drop it, or pick that searcher (--searcher-type)")
+
+    @property
+    def first_stage(self) -> BaseSearcher:
+        """The searcher that retrieves the candidates: this one, or under a reranker the one it reranks."""
+        return self
+
+    @property
+    def vector_stage(self) -> BaseSearcher | None:
+        """The searcher whose query encoder and index folder a query meets (``query_input``, ``meta``): a dense or
+        multi-vector searcher itself, a hybrid's vector half, a reranked searcher's first stage's; None when no
+        vector index is searched (BM25, remote)."""
+        return None
 
     @property
     def has_documents(self) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from hopscotch.retriever.errors import UsageError
@@ -19,10 +20,11 @@ from hopscotch.retriever.searchers.base import (
     Ranked,
     add_index_option,
     add_option,
-    flag,
     per_query,
 )
 from hopscotch.retriever.searchers.bm25_expansion import DEFAULT_BM25_EXPANSION, BM25Expansion
+from hopscotch.retriever.searchers.adapter.build import BuiltFromNamespace
+from hopscotch.retriever.searchers.adapter.flags import options_of
 from hopscotch.retriever.searchers.rerank import add_rerank_options
 from hopscotch.retriever.searchers.registry import register_searcher
 
@@ -42,8 +44,21 @@ def lookup_document(docstore, docid: str) -> dict[str, Any] | None:
     return document_dict(docstore.get(canonical_docid(str(docid))))
 
 
+@dataclass(frozen=True)
+class BM25Options:
+    """The ``bm25`` backend's options (its flags' destinations): ``bm25``, an index folder (or a loaded index); the
+    documents from ``index`` (a dense index folder's docstore) or ``corpus`` (read into memory), or none; the
+    reasoning-aware expansion's ``bm25_reasoning`` variant and ``bm25_query_weight`` (None: the defaults)."""
+
+    bm25: Any = None
+    index: str | os.PathLike | None = None
+    corpus: str | os.PathLike | None = None
+    bm25_reasoning: str | None = None
+    bm25_query_weight: float | None = None
+
+
 @register_searcher("bm25")
-class BM25Searcher(BaseSearcher):
+class BM25Searcher(BaseSearcher, metaclass=BuiltFromNamespace):
     """:param bm25: a BM25 index folder (either backend) or a loaded index
         (:class:`~hopscotch.retriever.index.bm25.BM25Index`, :class:`~hopscotch.retriever.index.bm25_disk
         .DiskBM25Index`, or anything answering ``search`` / ``search_weighted`` alike)
@@ -57,6 +72,9 @@ class BM25Searcher(BaseSearcher):
     ``--bm25-reasoning VARIANT`` and ``--bm25-query-weight W`` (the expansion); the reranker's ``--rerank-*``
     (as every backend's).
     """
+
+    #: its options dataclass (:meth:`from_options`; ``build_searcher(BM25Options(...))``)
+    options_type = BM25Options
 
     search_type = "BM25"
 
@@ -81,28 +99,35 @@ class BM25Searcher(BaseSearcher):
         add_rerank_options(parser)
 
     @classmethod
-    def selected_by(cls, args) -> bool:
-        return bool(flag(args, "bm25")) and not flag(args, "index")
+    def selected_by(cls, flags) -> bool:
+        return bool(flags.get("bm25")) and not flags.get("index")
 
     @classmethod
-    def unused_flag_message(cls, option, dest, users, args) -> str:
+    def unused_flag_message(cls, option, dest, users, flags) -> str:
         if dest == "model":
-            return ("--model encodes queries for a dense index: add --index DIR" if not flag(args, "index")
+            return ("--model encodes queries for a dense index: add --index DIR" if not flags.get("index")
                     else "the bm25 searcher takes no --model")
         if dest == "fusion":
             return "--fusion needs both --bm25 and --index"
-        return super().unused_flag_message(option, dest, users, args)
+        return super().unused_flag_message(option, dest, users, flags)
 
     @classmethod
-    def from_args(cls, args) -> BM25Searcher:
-        if not flag(args, "bm25"):
+    def from_flags(cls, flags) -> BM25Searcher:
+        if not flags.get("bm25"):
             raise UsageError("the bm25 searcher needs a BM25 index folder (--bm25)")
-        if flag(args, "model"):
+        if flags.get("model"):
             raise UsageError("--model encodes queries for a dense index: add --index DIR"
-                             if not flag(args, "index") else "the bm25 searcher takes no --model")
-        if flag(args, "fusion"):
+                             if not flags.get("index") else "the bm25 searcher takes no --model")
+        if flags.get("fusion"):
             raise UsageError("--fusion needs both --bm25 and --index")
-        return cls(flag(args, "bm25"), docstore=docstore_from_args(args), expansion=expansion_from_args(args))
+        return cls.from_options(options_of(BM25Options, flags))
+
+    @classmethod
+    def from_options(cls, options: BM25Options) -> BM25Searcher:
+        if not options.bm25:
+            raise UsageError("the bm25 searcher needs a BM25 index folder (--bm25)")
+        return cls(options.bm25, docstore=docstore_of(options.index, options.corpus),
+                   expansion=expansion_of(options.bm25_reasoning, options.bm25_query_weight))
 
     def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
                      reasoning_aware: bool | Sequence[bool] = False) -> list[Ranked]:
@@ -161,22 +186,23 @@ def add_expansion_options(parser) -> None:
                     f"(default {d.query_weight:g}, chosen on the dev sets)")
 
 
-def expansion_from_args(args) -> BM25Expansion:
-    """``--bm25-reasoning`` / ``--bm25-query-weight`` over :data:`DEFAULT_BM25_EXPANSION`."""
+def expansion_of(variant: str | None, weight: float | None) -> BM25Expansion:
+    """``--bm25-reasoning VARIANT`` / ``--bm25-query-weight W`` (None: unset) over :data:`DEFAULT_BM25_EXPANSION`."""
     d = DEFAULT_BM25_EXPANSION
-    variant, weight = flag(args, "bm25_reasoning"), flag(args, "bm25_query_weight")
     return BM25Expansion.parse(variant or d.reasoning, d.query_weight if weight is None else weight)
 
 
-def docstore_from_args(args):
-    """Documents for a BM25 searcher: ``--index``'s docstore, else ``--corpus`` in memory, else None (both given:
-    a UsageError, one of them would be ignored)."""
-    if flag(args, "index") and flag(args, "corpus"):
+def docstore_of(index, corpus):
+    """Documents for a BM25 searcher: ``index``'s docstore (``--index``), else ``corpus`` in memory (``--corpus``),
+    else None (both given: a UsageError, one of them would be ignored)."""
+    if index and corpus:
         raise UsageError("--corpus and --index both give the BM25 searcher's documents: give one of them")
-    if flag(args, "index"):
+    if index:
         from hopscotch.retriever.index.docstore import DocStore
-        return DocStore(flag(args, "index"))
-    if flag(args, "corpus"):
+
+        return DocStore(index)
+    if corpus:
         from hopscotch.retriever.index.docstore import InMemoryDocStore
-        return InMemoryDocStore(flag(args, "corpus"))
+
+        return InMemoryDocStore(corpus)
     return None

@@ -5,28 +5,36 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.searchers.arg_types import positive_int
-from hopscotch.retriever.model.config import checked_count, checked_weight
+from hopscotch.retriever.model.query_mix import QueryMix
 from hopscotch.retriever.model.query_input import ALLOWED, QueryInput, searcher_query_input  # noqa: F401
 from hopscotch.retriever.searchers.base import (
     BaseSearcher,
     Ranked,
     add_option,
-    flag,
     per_query,
 )
 from hopscotch.retriever.searchers.encoder_flags import add_encoder_options
 from hopscotch.retriever.searchers.index_documents import IndexFolderDocuments
-from hopscotch.retriever.searchers.multi_vector_index import MultiVectorIndexSearcher, is_multi_vector_index
+from hopscotch.retriever.searchers.multi_vector_index import (
+    MultiVectorIndexSearcher,
+    MultiVectorSearchOptions,
+    is_multi_vector_index,
+)
+from hopscotch.retriever.searchers.adapter.build import BuiltFromNamespace
+from hopscotch.retriever.searchers.adapter.flags import options_of
 from hopscotch.retriever.searchers.rerank import add_rerank_options
 from hopscotch.retriever.searchers.registry import backend_dests, backend_options, register_searcher
 
 
 @dataclass
 class DenseOptions:
-    """Query-time settings of a :class:`DenseSearcher`.
+    """The ``dense`` backend's options (its flags' destinations): what :meth:`DenseSearcher.from_options` builds,
+    ``index`` (a finished index folder), ``model`` (None: the index's) and ``encoder`` (an already-loaded one), and
+    the query-time settings below (the constructor takes the first three as its own arguments).
 
     :param faiss_name: which built FAISS index to use (default: the folder's default, else exact Flat)
     :param nprobe, ef_search, refine: query-time FAISS parameters (see :mod:`hopscotch.retriever.index.faiss_index`)
@@ -49,6 +57,9 @@ class DenseOptions:
         at its recorded ``truncate_dim``, and another ``dim`` than the index's is refused
     """
 
+    index: str | os.PathLike | None = None
+    model: str | os.PathLike | None = None
+    encoder: Any = None
     faiss_name: str | None = None
     nprobe: int | None = None
     ef_search: int | None = None
@@ -66,7 +77,7 @@ class DenseOptions:
 
 
 @register_searcher("dense")
-class DenseSearcher(IndexFolderDocuments, BaseSearcher):
+class DenseSearcher(IndexFolderDocuments, BaseSearcher, metaclass=BuiltFromNamespace):
     """:param index_dir: a finished index folder
     :param model: encoder for queries; default the model recorded in the index
     :param options: a :class:`DenseOptions`, or its fields as keywords (``DenseSearcher(d, nprobe=64)``)
@@ -88,6 +99,9 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
     [--nprobe N] [--ef-search N] [--refine R] [--faiss NAME] [--dim D]`` and the reranker's ``--rerank-*``;
     :func:`~hopscotch.retriever.searchers.registry.build_searcher` also takes ``encoder=``.
     """
+
+    #: its options dataclass (:meth:`from_options`; ``build_searcher(DenseOptions(...))``)
+    options_type = DenseOptions
 
     extra_options = ("encoder",)
 
@@ -129,16 +143,23 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
         self.instruction = self.settings.instruction if opts.instruction is None else opts.instruction
         self.query_input = searcher_query_input(opts.query_input, self.settings.query_input)
         self._query_input_given = opts.query_input is not None
-        # the model's recorded late fusion applies when neither the variant nor the weight is chosen here
-        own = (opts.query_input is None and opts.late_fusion is None and opts.late_fusion_max_words is None
-               and opts.late_fusion_long is None)
-        self.late_fusion = checked_weight(self.settings.late_fusion if own else opts.late_fusion, "--late-fusion")
-        self.late_fusion_max_words = checked_count(
-            self.settings.late_fusion_max_words if own else opts.late_fusion_max_words, "--late-fusion-max-words")
-        self.late_fusion_long = checked_weight(self.settings.late_fusion_long if own else opts.late_fusion_long,
-                                               "--late-fusion-long")
-        if self.late_fusion_long is not None and self.late_fusion_max_words is None:
-            raise UsageError("--late-fusion-long weighs contexts over --late-fusion-max-words: give that limit too")
+        given = QueryMix.checked(opts.late_fusion, opts.late_fusion_max_words, opts.late_fusion_long)
+        recorded = QueryMix(self.settings.late_fusion, self.settings.late_fusion_max_words,
+                            self.settings.late_fusion_long)
+        self.query_mix = given.or_recorded(recorded, variant_given=opts.query_input is not None)
+
+    @property
+    def late_fusion(self) -> float | None:
+        """The query mix's weight (:attr:`query_mix`; ``--late-fusion``)."""
+        return self.query_mix.weight
+
+    @property
+    def late_fusion_max_words(self) -> int | None:
+        return self.query_mix.max_words
+
+    @property
+    def late_fusion_long(self) -> float | None:
+        return self.query_mix.long_weight
 
     @classmethod
     def parse_args(cls, parser) -> None:
@@ -168,62 +189,73 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
         add_rerank_options(parser)
 
     @classmethod
-    def selected_by(cls, args) -> bool:
-        return (bool(flag(args, "index")) and not (flag(args, "bm25") or flag(args, "bm25_url"))  # those: hybrid
-                and not is_multi_vector_index(flag(args, "index")))
+    def selected_by(cls, flags) -> bool:
+        return (bool(flags.get("index")) and not (flags.get("bm25") or flags.get("bm25_url"))  # those: hybrid
+                and not is_multi_vector_index(flags.get("index")))
 
     @classmethod
-    def effective_backend(cls, args) -> type[BaseSearcher]:
+    def effective_backend(cls, flags) -> type[BaseSearcher]:
         """The multi-vector searcher when ``--index`` is a multi-vector index (``--searcher-type dense`` and
         BrowseComp-Plus's ``dense`` keep working on one), else this class."""
-        return MultiVectorIndexSearcher if is_multi_vector_index(flag(args, "index")) else cls
+        return MultiVectorIndexSearcher if is_multi_vector_index(flags.get("index")) else cls
 
     @classmethod
-    def unused_flag_message(cls, option, dest, users, args) -> str:
+    def unused_flag_message(cls, option, dest, users, flags) -> str:
         if dest == "fusion":
             return "--fusion needs both --bm25 and --index"
-        if "multi_vector" in users and flag(args, "index"):
-            return (f"{option} applies to a multi-vector index only; {flag(args, 'index')} is a single-vector "
+        if "multi_vector" in users and flags.get("index"):
+            return (f"{option} applies to a multi-vector index only; {flags.get('index')} is a single-vector "
                     "index: drop it")
-        return super().unused_flag_message(option, dest, users, args)
+        return super().unused_flag_message(option, dest, users, flags)
 
     @classmethod
-    def from_args(cls, args) -> BaseSearcher:
-        if flag(args, "fusion"):
+    def from_flags(cls, flags) -> BaseSearcher:
+        if flags.get("fusion"):
             raise UsageError("--fusion needs both --bm25 and --index")
-        return cls.component_from_args(args, "dense")
+        return cls.component_from_flags(flags, "dense")
 
     @classmethod
-    def component_from_args(cls, args, kind: str) -> BaseSearcher:
-        """The vector searcher of a ``kind`` (``dense`` or ``hybrid``) searcher's flags: this class over a
-        single-vector index, :class:`MultiVectorIndexSearcher` over a multi-vector one (:meth:`effective_backend`).
-        A flag of the other kind set in ``args`` (a namespace built in Python, which the registry's check of the
-        command line does not see) is refused here the same way."""
-        if not flag(args, "index"):
+    def component_from_flags(cls, flags, kind: str) -> BaseSearcher:
+        """The vector searcher of a ``kind`` (``dense`` or ``hybrid``) searcher's flags (:meth:`component_options`)."""
+        options = cls.component_options(flags, kind)
+        owner = cls if isinstance(options, DenseOptions) else MultiVectorIndexSearcher
+        return owner.from_options(options)
+
+    @classmethod
+    def component_options(cls, flags, kind: str) -> DenseOptions | MultiVectorSearchOptions:
+        """The options of a ``kind`` (``dense`` or ``hybrid``) searcher's vector half from its flags: this class's
+        over a single-vector index, :class:`MultiVectorIndexSearcher`'s over a multi-vector one
+        (:meth:`effective_backend`). A flag of the other kind set in ``flags`` (a namespace built in Python, which
+        the registry's check of the command line does not see) is refused here the same way."""
+        if not flags.get("index"):
             raise UsageError(f"the {kind} searcher needs a dense index folder (--index)")
-        actual = cls.effective_backend(args)
+        actual = cls.effective_backend(flags)
         other = MultiVectorIndexSearcher if actual is cls else cls
         for dest in sorted(backend_dests(other) - backend_dests(actual)):
-            if flag(args, dest) not in (None, False):
+            if flags.get(dest) not in (None, False):
                 option = backend_options(other)[dest]
-                raise UsageError(actual.unused_flag_message(option, dest, [other.name], args))
+                raise UsageError(actual.unused_flag_message(option, dest, [other.name], flags))
         if actual is not cls:
-            return MultiVectorIndexSearcher.from_args(args)
-        options = DenseOptions(faiss_name=flag(args, "faiss_name"), nprobe=flag(args, "nprobe"),
-                               ef_search=flag(args, "ef_search"), refine=flag(args, "refine"),
-                               instruction=flag(args, "instruction"),
-                               query_input=flag(args, "query_input"),
-                               late_fusion=flag(args, "late_fusion"),
-                               late_fusion_max_words=flag(args, "late_fusion_max_words"),
-                               late_fusion_long=flag(args, "late_fusion_long"),
-                               first_windows_only=bool(flag(args, "first_windows_only")),
-                               dim=flag(args, "dim"))
-        return cls(flag(args, "index"), model=flag(args, "model"), options=options,
-                   encoder=flag(args, "encoder"))
+            return options_of(MultiVectorSearchOptions, flags)
+        return options_of(DenseOptions, flags, backend_dests(cls) | set(cls.extra_options))
+
+    @classmethod
+    def from_options(cls, options: DenseOptions) -> DenseSearcher:
+        """The searcher of ``options.index`` (with ``options.model`` and ``options.encoder``) and these settings."""
+        if not options.index:
+            raise UsageError("the dense searcher needs a dense index folder (--index)")
+        if is_multi_vector_index(options.index):
+            raise UsageError(f"{options.index} is a multi-vector index: search it with MultiVectorSearchOptions (the "
+                             "multi_vector searcher)")
+        return cls(options.index, model=options.model, options=options, encoder=options.encoder)
 
     @property
     def reasoning_input(self) -> str | None:
         return str(self.query_input) if self.takes_reasoning else None
+
+    @property
+    def vector_stage(self) -> BaseSearcher:
+        return self
 
     @property
     def takes_reasoning(self) -> bool:
@@ -243,25 +275,18 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
 
     def query_embeddings(self, queries: Sequence[str], reasonings=None, reasoning_aware=False,
                          show_progress: bool = False):
-        """The search vectors: each query's encoding, or with :attr:`late_fusion` ``w`` the weighted sum
-        ``w * q_reasoning + (1 - w) * q_query`` for the reasoning-aware ones (w = 1, 0: exactly one of them).
-        With :attr:`late_fusion_max_words` a reasoning context longer than that many words gets
-        :attr:`late_fusion_long` (None: 0, the query alone)."""
+        """The search vectors: each query's encoding, or under the query mix (:attr:`query_mix`,
+        :class:`~hopscotch.retriever.model.query_mix.QueryMix`) the weighted sum ``w * q_reasoning + (1 - w) *
+        q_query`` of the reasoning-aware ones, ``w`` per query (w = 1, 0: exactly one of them)."""
         import numpy as np
 
         texts = self.query_texts(queries, reasonings, reasoning_aware)
-        w, limit, w_long = self.late_fusion, self.late_fusion_max_words, self.late_fusion_long or 0.0
-        if (w is None or w == 1.0) and limit is None:
+        if self.query_mix.is_identity:
             return self.encoder.encode_texts(texts, show_progress=show_progress, desc="encode queries")
         plain = self.query_texts(queries, None, False)
         contexts = per_query(reasonings, len(queries), "reasonings")
-        weights = np.ones(len(texts), dtype=np.float32)
-        for i, (text, simple, context) in enumerate(zip(texts, plain, contexts)):
-            if text == simple:
-                continue  # a plain query: its one encoding
-            weights[i] = 1.0 if w is None else w
-            if limit is not None and len(str(context or "").split()) > limit:
-                weights[i] = w_long
+        weights = np.array([self.query_mix.weight_for(context, text != simple)
+                            for text, simple, context in zip(texts, plain, contexts)], dtype=np.float32)
         out = np.zeros((len(texts), self.encoder.dim), dtype=np.float32)
         aware = np.flatnonzero(weights > 0)
         if aware.size:

@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.runs import ranked
 from hopscotch.retriever.searchers.arg_types import finite_float, non_negative_float, positive_int
-from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, flag
+from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option
+from hopscotch.retriever.searchers.adapter.build import BuiltFromNamespace
 from hopscotch.retriever.searchers.rerank import add_rerank_options
-from hopscotch.retriever.searchers.bm25 import BM25Searcher, expansion_from_args
-from hopscotch.retriever.searchers.dense import DenseSearcher
+from hopscotch.retriever.searchers.bm25 import BM25Searcher, expansion_of
+from hopscotch.retriever.searchers.dense import DenseOptions, DenseSearcher
 from hopscotch.retriever.searchers.fusion import (
     DEFAULT_ADAPTIVE,
     DEFAULT_FUSION,
@@ -51,8 +52,28 @@ REMOTE_BM25_DESTS = frozenset({"bm25_url", "bm25_token", "remote_timeout"})
 TOKEN_ENV = "PYSERINI_API_TOKEN"
 
 
+@dataclass(frozen=True)
+class HybridOptions:
+    """The ``hybrid`` backend's options: its BM25 half, a local index (``bm25``, a folder or a loaded index) or an
+    endpoint (``bm25_url``, with ``bm25_token`` (None: ``$PYSERINI_API_TOKEN``) and ``remote_timeout``), and the
+    expansion's ``bm25_reasoning`` / ``bm25_query_weight``; its vector half's options (``vector``: a
+    :class:`~hopscotch.retriever.searchers.dense.DenseOptions` or a
+    :class:`~hopscotch.retriever.searchers.multi_vector_index.MultiVectorSearchOptions`); the ``fusion`` (None: the
+    learnt default) and ``depth``, candidates from each list."""
+
+    bm25: Any = None
+    bm25_url: str | None = None
+    bm25_token: str | None = None
+    remote_timeout: float | None = None
+    bm25_reasoning: str | None = None
+    bm25_query_weight: float | None = None
+    vector: Any = None
+    fusion: FusionSettings | None = None
+    depth: int = 100
+
+
 @register_searcher("hybrid")
-class HybridSearcher(BaseSearcher):
+class HybridSearcher(BaseSearcher, metaclass=BuiltFromNamespace):
     """:param bm25: a :class:`~hopscotch.retriever.searchers.bm25.BM25Searcher`
     :param dense: a :class:`~hopscotch.retriever.searchers.dense.DenseSearcher`
     :param fusion: ``rrf`` or ``interp``
@@ -84,6 +105,9 @@ class HybridSearcher(BaseSearcher):
     of the two halves' run files (what ``hopscotch tune-fusion`` measures).
     """
 
+    #: its options dataclass (:meth:`from_options`; ``build_searcher(HybridOptions(...))``)
+    options_type = HybridOptions
+
     extra_options = DenseSearcher.extra_options
 
     def __init__(self, bm25, dense, fusion: str = DEFAULT_FUSION, alpha: float = DEFAULT_INTERP.alpha,
@@ -110,6 +134,11 @@ class HybridSearcher(BaseSearcher):
         """The endpoint the BM25 half asks (``--bm25-url``), or None for a local BM25 index."""
         index = getattr(self.bm25, "index", None)
         return index if isinstance(index, RemoteBM25Index) else None
+
+    @property
+    def vector_stage(self) -> BaseSearcher | None:
+        """The vector half's (:attr:`dense`)."""
+        return self.dense.vector_stage
 
     @property
     def settings(self) -> FusionSettings:
@@ -170,127 +199,95 @@ class HybridSearcher(BaseSearcher):
         add_rerank_options(parser)  # also declared by both halves: once per parser
 
     @classmethod
-    def selected_by(cls, args) -> bool:
+    def selected_by(cls, flags) -> bool:
         """``--index`` with ``--bm25`` or ``--bm25-url``; ``--bm25-url`` alone too (no other backend takes it), for
         :meth:`from_args` to say what it lacks."""
-        url = flag(args, "bm25_url")
-        if flag(args, "index"):
-            return bool(flag(args, "bm25") or url)
-        return bool(url) and not flag(args, "bm25") and not flag(args, "url")
+        url = flags.get("bm25_url")
+        if flags.get("index"):
+            return bool(flags.get("bm25") or url)
+        return bool(url) and not flags.get("bm25") and not flags.get("url")
 
     @classmethod
-    def used_dests(cls, args, dests_of=backend_dests) -> frozenset[str]:
+    def used_dests(cls, flags, dests_of=backend_dests) -> frozenset[str]:
         """BM25's flags, the fusion's, and those of the backend the vector half is (dense or multi-vector, by
         ``--index``): ``--instruction`` does nothing on a multi-vector index, ``--mv-candidates`` nothing on a
         single-vector one."""
         halves = dests_of(DenseSearcher) | dests_of(MultiVectorIndexSearcher)
-        half = cls._vector_half(args)
+        half = cls._vector_half(flags)
         used = (dests_of(cls) - halves | dests_of(BM25Searcher) | dests_of(half)) - {"corpus"}
         # a remote BM25 half's flags with --bm25-url, and then no local --bm25
-        return used - {"bm25"} if flag(args, "bm25_url") else used - REMOTE_BM25_DESTS
+        return used - {"bm25"} if flags.get("bm25_url") else used - REMOTE_BM25_DESTS
 
     @staticmethod
-    def _vector_half(args):
+    def _vector_half(flags):
         """The backend the vector half is (by ``--index``; dense without one, which :meth:`from_args` refuses)."""
-        return DenseSearcher.effective_backend(args) if flag(args, "index") else DenseSearcher
+        return DenseSearcher.effective_backend(flags) if flags.get("index") else DenseSearcher
 
     @classmethod
-    def unused_flag_message(cls, option, dest, users, args) -> str:
+    def unused_flag_message(cls, option, dest, users, flags) -> str:
         if dest == "corpus":
             return "--corpus does nothing for the hybrid searcher: its documents come from --index's docstore: drop it"
-        if dest == "bm25" and flag(args, "bm25_url"):
+        if dest == "bm25" and flags.get("bm25_url"):
             return "give --bm25 DIR (a local BM25 index) or --bm25-url URL (an endpoint), not both"
-        if dest in REMOTE_BM25_DESTS and not flag(args, "bm25_url"):
+        if dest in REMOTE_BM25_DESTS and not flags.get("bm25_url"):
             return f"{option} applies to a remote BM25 half only (--bm25-url URL in place of --bm25 DIR): drop it"
-        half = cls._vector_half(args)
+        half = cls._vector_half(flags)
         if dest in backend_dests(DenseSearcher) | backend_dests(MultiVectorIndexSearcher):
-            return half.unused_flag_message(option, dest, users, args)
-        return super().unused_flag_message(option, dest, users, args)
+            return half.unused_flag_message(option, dest, users, flags)
+        return super().unused_flag_message(option, dest, users, flags)
 
     @classmethod
     def fusion_from_args(cls, args) -> FusionSettings:
-        """``--fusion-config`` if given (a differing ``--fusion`` is an error), else ``--fusion``/``--alpha``/
-        ``--rrf-k``/``--rrf-weights`` over the learnt defaults (:data:`DEFAULT_INTERP`, :data:`DEFAULT_RRF`)."""
-        method = getattr(args, "fusion", None)
-        path = getattr(args, "fusion_config", None)
-        norm = getattr(args, "normalization", None)
-        if path:
-            given = [f for f in ("alpha", "rrf_k", "rrf_weights", "adapt", "adapt_shift") if getattr(args, f, None) is not None]
-            if given:
-                raise UsageError(f"--{given[0].replace('_', '-')} contradicts --fusion-config {path} (the file sets "
-                                 "every parameter)")
-            settings = read_fusion_config(path)
-            if method and method != settings.method:
-                raise UsageError(f"--fusion {method} contradicts --fusion-config {path} ({settings.method})")
-            if norm and norm != settings.normalization:
-                raise UsageError(f"--normalization {norm} contradicts --fusion-config {path} ({settings.normalization})")
-            return settings
-        alpha, rrf_k = getattr(args, "alpha", None), getattr(args, "rrf_k", None)
-        weights = parse_rrf_weights(getattr(args, "rrf_weights", None))
-        adapt, shift = getattr(args, "adapt", None), getattr(args, "adapt_shift", None)
-        if method is None:  # a method's own flags select it; none at all: the default method
-            if adapt is not None or shift is not None:
-                method = "adaptive"
-            elif (rrf_k is not None or weights is not None) and alpha is None:
-                method = "rrf"
-            elif alpha is not None or norm is not None:
-                method = "interp"
-            else:
-                method = DEFAULT_FUSION
-        if method != "adaptive" and (adapt is not None or shift is not None):
-            raise UsageError(f"--adapt / --adapt-shift apply to --fusion adaptive only (this search fuses by {method})")
-        if method != "rrf" and (rrf_k is not None or weights is not None):
-            raise UsageError(f"--rrf-k / --rrf-weights apply to --fusion rrf only (this search fuses by {method})")
-        if method == "rrf" and alpha is not None:
-            raise UsageError("--alpha applies to --fusion interp or adaptive only (this search fuses by rrf)")
-        if method == "adaptive":
-            d = DEFAULT_ADAPTIVE
-            base = d if alpha is None else FusionSettings("interp", alpha=alpha)
-            return FusionSettings("adaptive", alpha=base.alpha, weight_on_dense=base.weight_on_dense,
-                                  normalization=norm or d.normalization, adapt=d.adapt if adapt is None else adapt,
-                                  shift=d.shift if shift is None else shift, agreement_k=d.agreement_k)
-        if method == "interp":
-            norm = norm or DEFAULT_INTERP.normalization
-            if alpha is None:
-                return replace(DEFAULT_INTERP, normalization=norm)
-            return FusionSettings("interp", alpha=alpha, normalization=norm)
-        if norm:
-            raise UsageError(f"--normalization {norm} applies to --fusion interp only (this search fuses by rrf)")
-        weights = DEFAULT_RRF.weights if weights is None else weights
-        return FusionSettings("rrf", rrf_k=DEFAULT_RRF.rrf_k if rrf_k is None else rrf_k,
-                              weights=None if weights == (1.0, 1.0) else weights)
+        """The fusion the flags ask for (:func:`fusion_settings` of ``--fusion``, ``--fusion-config``, ...)."""
+        return fusion_settings(**{name: getattr(args, name, None) for name in FUSION_FLAGS})
 
     @classmethod
-    def from_args(cls, args) -> HybridSearcher:
-        url = flag(args, "bm25_url")
-        cls._check_bm25_source(args, url)
-        if flag(args, "corpus"):  # a harness's namespace, which the registry's flag check does not see
-            raise UsageError(cls.unused_flag_message("--corpus", "corpus", ["bm25"], args))
-        fusion = cls.fusion_from_args(args)  # a bad config fails before a model loads
-        expansion = expansion_from_args(args)
+    def from_flags(cls, flags) -> HybridSearcher:
+        url = flags.get("bm25_url")
+        cls._check_bm25_source(flags, url)
+        if flags.get("corpus"):  # a harness's namespace, which the registry's flag check does not see
+            raise UsageError(cls.unused_flag_message("--corpus", "corpus", ["bm25"], flags))
+        # a bad config fails before a model loads
+        fusion = fusion_settings(**{name: flags.get(name) for name in FUSION_FLAGS})
+        return cls.from_options(HybridOptions(
+            bm25=flags.get("bm25"), bm25_url=url, bm25_token=flags.get("bm25_token"),
+            remote_timeout=flags.get("remote_timeout"), bm25_reasoning=flags.get("bm25_reasoning"),
+            bm25_query_weight=flags.get("bm25_query_weight"), fusion=fusion, depth=flags.get("depth", 100),
+            vector=DenseSearcher.component_options(flags, "hybrid")))
+
+    @classmethod
+    def from_options(cls, options: HybridOptions) -> HybridSearcher:
+        """The hybrid of ``options``: its BM25 half (a local index, or the endpoint ``bm25_url``, checked before the
+        vector half loads its model), its vector half (dense or multi-vector, by the type of ``options.vector``)."""
+        if (options.bm25 is None) == (options.bm25_url is None) or options.vector is None:
+            raise UsageError("the hybrid searcher needs a BM25 index folder (--bm25) or endpoint (--bm25-url), not "
+                             "both, and a dense index folder (--index)")
+        expansion = expansion_of(options.bm25_reasoning, options.bm25_query_weight)
         remote = None
-        if url:  # the endpoint checked (URL, weight, one probe) before the dense model loads
-            token = flag(args, "bm25_token") or os.environ.get(TOKEN_ENV) or None
-            remote = remote_index_from_flags(url, token, flag(args, "remote_timeout"), expansion)
-        dense = DenseSearcher.component_from_args(args, "hybrid")
-        sparse = BM25Searcher(remote or flag(args, "bm25"), docstore=dense.docstore, expansion=expansion)
-        return cls.from_settings(sparse, dense, fusion, depth=flag(args, "depth", 100))
+        if options.bm25_url:  # the endpoint checked (URL, weight, one probe) before the dense model loads
+            token = options.bm25_token or os.environ.get(TOKEN_ENV) or None
+            remote = remote_index_from_flags(options.bm25_url, token, options.remote_timeout, expansion)
+        owner = DenseSearcher if isinstance(options.vector, DenseOptions) else MultiVectorIndexSearcher
+        dense = owner.from_options(options.vector)
+        sparse = BM25Searcher(remote or options.bm25, docstore=dense.docstore, expansion=expansion)
+        return cls.from_settings(sparse, dense, options.fusion or fusion_settings(),
+                                 depth=options.depth)
 
     @classmethod
-    def _check_bm25_source(cls, args, url) -> None:
+    def _check_bm25_source(cls, flags, url) -> None:
         """One BM25 half (``--bm25`` or ``--bm25-url``), a dense one, and the remote half's flags only with it (the
         registry checks a command line; a harness's namespace comes here unchecked)."""
-        if url and flag(args, "bm25"):
-            raise UsageError(cls.unused_flag_message("--bm25", "bm25", ["bm25"], args))
+        if url and flags.get("bm25"):
+            raise UsageError(cls.unused_flag_message("--bm25", "bm25", ["bm25"], flags))
         if not url:
             for dest, option in (("bm25_token", "--bm25-token"), ("remote_timeout", "--remote-timeout")):
-                if flag(args, dest) is not None:
-                    raise UsageError(cls.unused_flag_message(option, dest, ["hybrid"], args))
-        if url and not flag(args, "index"):
+                if flags.get(dest) is not None:
+                    raise UsageError(cls.unused_flag_message(option, dest, ["hybrid"], flags))
+        if url and not flags.get("index"):
             root, name = split_index_url(url)
             raise UsageError(f"--bm25-url is the BM25 half of a hybrid search and needs --index DIR (the dense half); "
                              f"to search the endpoint alone use the remote searcher: --url {root} --name {name}")
-        if flag(args, "index") and not flag(args, "bm25") and not url:  # check before loading a model
+        if flags.get("index") and not flags.get("bm25") and not url:  # check before loading a model
             raise UsageError("the hybrid searcher needs a BM25 index folder (--bm25) or endpoint (--bm25-url)")
 
     def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
@@ -327,3 +324,62 @@ class HybridSearcher(BaseSearcher):
     @property
     def has_documents(self) -> bool:
         return self.dense.has_documents or self.remote_bm25 is not None
+
+
+#: the flags (destinations) of the fusion, :func:`fusion_settings`'s arguments
+FUSION_FLAGS = ("fusion", "fusion_config", "normalization", "alpha", "rrf_k", "rrf_weights", "adapt", "adapt_shift")
+
+
+def fusion_settings(fusion: str | None = None, fusion_config=None, normalization: str | None = None,
+                    alpha: float | None = None, rrf_k: float | None = None, rrf_weights: str | None = None,
+                    adapt: float | None = None, adapt_shift: float | None = None) -> FusionSettings:
+    """The hybrid's fusion from its flags' values (None: not given): ``fusion_config`` if given (a differing
+    ``fusion`` is an error), else ``fusion``/``alpha``/``rrf_k``/``rrf_weights``/... over the learnt defaults
+    (:data:`DEFAULT_INTERP`, :data:`DEFAULT_RRF`, :data:`DEFAULT_ADAPTIVE`); all None: the default fusion."""
+    given_values = {"alpha": alpha, "rrf_k": rrf_k, "rrf_weights": rrf_weights, "adapt": adapt,
+                    "adapt_shift": adapt_shift}
+    method, path, norm = fusion, fusion_config, normalization
+    if path:
+        given = [f for f, v in given_values.items() if v is not None]
+        if given:
+            raise UsageError(f"--{given[0].replace('_', '-')} contradicts --fusion-config {path} (the file sets "
+                             "every parameter)")
+        settings = read_fusion_config(path)
+        if method and method != settings.method:
+            raise UsageError(f"--fusion {method} contradicts --fusion-config {path} ({settings.method})")
+        if norm and norm != settings.normalization:
+            raise UsageError(f"--normalization {norm} contradicts --fusion-config {path} ({settings.normalization})")
+        return settings
+    weights = parse_rrf_weights(rrf_weights)
+    shift = adapt_shift
+    if method is None:  # a method's own flags select it; none at all: the default method
+        if adapt is not None or shift is not None:
+            method = "adaptive"
+        elif (rrf_k is not None or weights is not None) and alpha is None:
+            method = "rrf"
+        elif alpha is not None or norm is not None:
+            method = "interp"
+        else:
+            method = DEFAULT_FUSION
+    if method != "adaptive" and (adapt is not None or shift is not None):
+        raise UsageError(f"--adapt / --adapt-shift apply to --fusion adaptive only (this search fuses by {method})")
+    if method != "rrf" and (rrf_k is not None or weights is not None):
+        raise UsageError(f"--rrf-k / --rrf-weights apply to --fusion rrf only (this search fuses by {method})")
+    if method == "rrf" and alpha is not None:
+        raise UsageError("--alpha applies to --fusion interp or adaptive only (this search fuses by rrf)")
+    if method == "adaptive":
+        d = DEFAULT_ADAPTIVE
+        base = d if alpha is None else FusionSettings("interp", alpha=alpha)
+        return FusionSettings("adaptive", alpha=base.alpha, weight_on_dense=base.weight_on_dense,
+                              normalization=norm or d.normalization, adapt=d.adapt if adapt is None else adapt,
+                              shift=d.shift if shift is None else shift, agreement_k=d.agreement_k)
+    if method == "interp":
+        norm = norm or DEFAULT_INTERP.normalization
+        if alpha is None:
+            return replace(DEFAULT_INTERP, normalization=norm)
+        return FusionSettings("interp", alpha=alpha, normalization=norm)
+    if norm:
+        raise UsageError(f"--normalization {norm} applies to --fusion interp only (this search fuses by rrf)")
+    weights = DEFAULT_RRF.weights if weights is None else weights
+    return FusionSettings("rrf", rrf_k=DEFAULT_RRF.rrf_k if rrf_k is None else rrf_k,
+                          weights=None if weights == (1.0, 1.0) else weights)

@@ -9,7 +9,8 @@ and the reranker's ``--rerank-*``; a single-vector flag (``--instruction``, ``--
 refused by name. Search: candidates come from the token centroids
 (``--nprobe`` centroids per query token, the best ``--mv-candidates`` by centroid interaction), and those are
 scored by exact MaxSim on their decompressed token vectors, with the same query encoding, query input variants and
-late fusion (``--late-fusion W``) as the MaxSim reranker (:class:`~hopscotch.retriever.searchers.rerank.MultiVectorReranker`),
+query mix (``--late-fusion W``) as the MaxSim reranker: both score with the model layer's
+:class:`~hopscotch.retriever.model.multi_vector_scorer.MultiVectorScorer`,
 so a full-index search and a rerank of the same candidates give the same scores up to the residual compression.
 
 Example::
@@ -22,27 +23,47 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.model.config import checked_weight
 from hopscotch.retriever.searchers.arg_types import positive_int
-from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, flag, per_query
+from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, per_query
 from hopscotch.retriever.searchers.encoder_flags import add_encoder_options
 from hopscotch.retriever.searchers.index_documents import IndexFolderDocuments
 from hopscotch.retriever.searchers.registry import register_searcher
+from hopscotch.retriever.searchers.adapter.build import BuiltFromNamespace
+from hopscotch.retriever.searchers.adapter.flags import options_of
 from hopscotch.retriever.searchers.rerank import add_rerank_options
 
 DEFAULT_NPROBE = 4
 DEFAULT_CANDIDATES = 256
 
 
+@dataclass(frozen=True)
+class MultiVectorSearchOptions:
+    """The ``multi_vector`` backend's options (its flags' destinations): the ``index`` folder, the query encoder
+    ``model`` (None: the index's), ``nprobe`` centroids per query token and ``mv_candidates`` documents scored
+    exactly (None: :data:`DEFAULT_NPROBE`, :data:`DEFAULT_CANDIDATES`), the ``query_input`` variant and the query
+    mix's ``late_fusion`` weight (None: the model's)."""
+
+    index: str | os.PathLike | None = None
+    model: str | os.PathLike | None = None
+    nprobe: int | None = None
+    mv_candidates: int | None = None
+    query_input: str | None = None
+    late_fusion: float | None = None
+
+
 @register_searcher("multi_vector")
-class MultiVectorIndexSearcher(IndexFolderDocuments, BaseSearcher):
+class MultiVectorIndexSearcher(IndexFolderDocuments, BaseSearcher, metaclass=BuiltFromNamespace):
     """:param index_dir: a finished multi-vector index folder; :param model: the query encoder (default: the
     index's model); :param nprobe: centroids probed per query token; :param candidates: documents kept by
     centroid interaction and scored exactly; :param query_input, late_fusion: as for the reranker."""
+
+    #: its options dataclass (:meth:`from_options`; ``build_searcher(MultiVectorSearchOptions(...))``)
+    options_type = MultiVectorSearchOptions
 
     @classmethod
     def parse_args(cls, parser) -> None:
@@ -53,49 +74,50 @@ class MultiVectorIndexSearcher(IndexFolderDocuments, BaseSearcher):
         add_rerank_options(parser)
 
     @classmethod
-    def selected_by(cls, args) -> bool:
-        return (bool(flag(args, "index")) and not (flag(args, "bm25") or flag(args, "bm25_url"))  # those: hybrid
-                and is_multi_vector_index(flag(args, "index")))
+    def selected_by(cls, flags) -> bool:
+        return (bool(flags.get("index")) and not (flags.get("bm25") or flags.get("bm25_url"))  # those: hybrid
+                and is_multi_vector_index(flags.get("index")))
 
     @classmethod
-    def unused_flag_message(cls, option, dest, users, args) -> str:
+    def unused_flag_message(cls, option, dest, users, flags) -> str:
         if dest == "dim":
             return "--dim: a multi-vector index's token vectors have no Matryoshka prefixes"
         if dest == "fusion":
             return "--fusion needs both --bm25 and --index"
-        if "dense" in users and flag(args, "index"):
-            return f"{option} does nothing on a multi-vector index ({flag(args, 'index')}): drop it"
-        return super().unused_flag_message(option, dest, users, args)
+        if "dense" in users and flags.get("index"):
+            return f"{option} does nothing on a multi-vector index ({flags.get('index')}): drop it"
+        return super().unused_flag_message(option, dest, users, flags)
 
     @classmethod
-    def from_args(cls, args) -> MultiVectorIndexSearcher:
-        index = flag(args, "index")
+    def from_flags(cls, flags) -> MultiVectorIndexSearcher:
+        return cls.from_options(options_of(MultiVectorSearchOptions, flags))
+
+    @classmethod
+    def from_options(cls, options: MultiVectorSearchOptions) -> MultiVectorIndexSearcher:
+        index = options.index
         if not index:
             raise UsageError("the multi_vector searcher needs a multi-vector index folder (--index)")
         if not is_multi_vector_index(index):
             raise UsageError(f"--index {index} is not a multi-vector index (hopscotch index with a multi-vector "
                              "--model): search it with the dense searcher")
-        if flag(args, "late_fusion") is not None:
-            checked_weight(flag(args, "late_fusion"), "--late-fusion")   # named as given, not as the reranker's
-        return cls(index, model=flag(args, "model"), nprobe=flag(args, "nprobe"),
-                   candidates=flag(args, "mv_candidates"), query_input=flag(args, "query_input"),
-                   late_fusion=flag(args, "late_fusion"))
+        return cls(index, model=options.model, nprobe=options.nprobe, candidates=options.mv_candidates,
+                   query_input=options.query_input, late_fusion=options.late_fusion)
 
     def __init__(self, index_dir: str | os.PathLike, model: str | os.PathLike | None = None, *,
                  nprobe: int | None = None, candidates: int | None = None, query_input: str | None = None,
                  late_fusion: float | None = None, batch_size: int = 32, device: str | None = None):
         from hopscotch.retriever.index.layout import IndexMeta, ShardIds
         from hopscotch.retriever.index.multi_vector_store import MultiVectorStore
-        from hopscotch.retriever.searchers.rerank import MultiVectorReranker
+        from hopscotch.retriever.model.multi_vector_scorer import MultiVectorScorer
+        from hopscotch.retriever.model.query_mix import QueryMix
 
         self.meta = IndexMeta.load(index_dir)
         self.index_dir = index_dir
         self.store = MultiVectorStore(index_dir, self.meta)
         self.nprobe = nprobe or DEFAULT_NPROBE
         self.candidates = candidates or DEFAULT_CANDIDATES
-        self.scorer = MultiVectorReranker(model or self.meta.model_path, depth=self.candidates, cache_dir=None,
-                                          late_fusion=late_fusion, query_input=query_input, batch_size=batch_size,
-                                          device=device)
+        self.scorer = MultiVectorScorer(model or self.meta.model_path, query_input=query_input,
+                                        mix=QueryMix.checked(late_fusion), batch_size=batch_size, device=device)
         if self.scorer.model.dim != self.store.dim:
             raise UsageError(f"model {model} encodes {self.scorer.model.dim}-d token vectors but {index_dir} holds "
                              f"{self.store.dim}-d ones (built with {self.meta.model})")
@@ -111,6 +133,10 @@ class MultiVectorIndexSearcher(IndexFolderDocuments, BaseSearcher):
         return self.scorer.late_fusion
 
     @property
+    def vector_stage(self) -> BaseSearcher:
+        return self
+
+    @property
     def takes_reasoning(self) -> bool:
         if self._query_input_given:
             return self.query_input.uses_reasoning
@@ -123,14 +149,14 @@ class MultiVectorIndexSearcher(IndexFolderDocuments, BaseSearcher):
         reasonings = per_query(reasonings, len(queries), "reasonings")
         aware = per_query(reasoning_aware, len(queries), "reasoning_aware")
         out = []
-        w = 1.0 if self.late_fusion is None else self.late_fusion
-        for q_main, q_plain in self.scorer.query_vectors(list(queries), reasonings, aware):
+        pairs = self.scorer.query_vectors(list(queries), reasonings, aware)
+        for (q_main, q_plain), w in zip(pairs, self.scorer.query_weights(reasonings, pairs)):
             rows, _ = self.store.candidates(q_main.numpy(), self.nprobe, max(self.candidates, k),
                                             plain=None if q_plain is None else q_plain.numpy(), weight=w)
             if not len(rows):
                 out.append([])
                 continue
-            scores = self.scorer.scores(q_main, q_plain, [[v] for v in self.store.document_vectors(rows)])
+            scores = self.scorer.scores(q_main, q_plain, [[v] for v in self.store.document_vectors(rows)], w)
             order = np.argsort(-np.asarray(scores), kind="stable")[:k]
             out.append([(self.ids.docid(rows[i]), float(scores[i])) for i in order])
         return out

@@ -15,8 +15,9 @@ Example::
     searcher = searcher_from_args(parser.parse_args([...]))
 
 Reranking: every backend declares the multi-vector reranker's ``--rerank-model``, ``--rerank-depth``, ... (once
-per parser), and :func:`searcher_from_args` and :func:`build_searcher` build through
-:meth:`~hopscotch.retriever.searchers.base.BaseSearcher.from_flags`, as ``SearcherClass(args)`` does: with
+per parser), and ``searcher_from_args`` and ``build_searcher`` (the argparse adapter,
+:mod:`hopscotch.retriever.searchers.adapter.build`) build through its ``searcher_from_namespace``, as
+``SearcherClass(args)`` does: with
 ``--rerank-model`` the searcher is a :class:`~hopscotch.retriever.searchers.rerank.RerankedSearcher` over the
 selected backend (any of them, remote too: the candidates' text comes from its ``get_document``). So every
 command that builds its searcher here (``search``, ``serve`` REST and MCP, ``replay``) reranks with no code
@@ -24,7 +25,7 @@ of its own.
 
 One rule for flags that would do nothing: a backend flag given on the command line that the *effective* backend
 does not declare (``--alpha`` with ``--bm25`` alone: only hybrid fuses) is a :class:`UsageError` naming the flag
-and the searcher (:func:`refuse_unused_flags`); flags several backends declare (``--index``, ``--corpus``, the
+and the searcher (the adapter's ``refuse_unused_flags``); flags several backends declare (``--index``, ``--corpus``, the
 ``--rerank-*`` ones) belong to each of them, and the command's own flags (``--k``, ``--queries``) are not
 checked. The effective backend is the one the index makes it (:meth:`~BaseSearcher.effective_backend`: ``dense``
 over a multi-vector index is ``multi_vector``), and a hybrid's flags are BM25's, its own and those of the
@@ -40,7 +41,8 @@ import importlib
 from collections.abc import Callable, Iterator, Mapping
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.searchers.base import OWN_DESTS, BaseSearcher, add_option, given_flags
+from hopscotch.retriever.searchers.adapter.flags import OWN_DESTS, add_option
+from hopscotch.retriever.searchers.base import BaseSearcher
 
 #: modules of ``hopscotch.retriever.searchers`` that register a backend when imported, in listing order
 BACKEND_MODULES = ("bm25", "dense", "multi_vector_index", "hybrid", "remote")
@@ -114,24 +116,6 @@ def add_searcher_arguments(parser: argparse.ArgumentParser, local_only: bool = F
         SEARCHERS[name].parse_args(parser)
 
 
-def searcher_from_args(args: argparse.Namespace, local_only: bool = False) -> BaseSearcher:
-    """The searcher ``args`` describe: ``--searcher-type``, else the one backend the flags select; reranked
-    when ``--rerank-model`` is given (:meth:`~hopscotch.retriever.searchers.base.BaseSearcher.from_flags`)."""
-    kind = getattr(args, "searcher_type", None)
-    if not kind:
-        names = searcher_names(local_only)
-        chosen = [name for name in names if SEARCHERS[name].selected_by(args)]
-        if not chosen:
-            raise UsageError("give --bm25 DIR, --index DIR, or both (hybrid)"
-                             + (", or --url URL (remote)" if "remote" in names else ""))
-        if len(chosen) > 1:
-            raise UsageError(f"the flags fit several searchers ({', '.join(chosen)}): pick one with --searcher-type")
-        kind = chosen[0]
-    cls = get_searcher_class(kind)
-    refuse_unused_flags(cls, args)
-    return cls.effective_backend(args).from_flags(args)
-
-
 @functools.cache
 def backend_dests(cls: type[BaseSearcher]) -> frozenset[str]:
     """The flag destinations backend ``cls`` declares (its :meth:`~BaseSearcher.parse_args`)."""
@@ -145,39 +129,3 @@ def backend_options(cls: type[BaseSearcher]) -> dict[str, str]:
     cls.parse_args(parser)
     own = set(parser.get_default(OWN_DESTS) or ())
     return {a.dest: a.option_strings[0] for a in parser._actions if a.dest in own and a.option_strings}
-
-
-def refuse_unused_flags(cls: type[BaseSearcher], args: argparse.Namespace) -> None:
-    """:class:`UsageError` for the first backend flag given on the command line that the backend ``cls`` is for
-    these flags does not use (:meth:`~BaseSearcher.used_dests`; the module doc's rule); its message is the
-    effective backend's :meth:`~BaseSearcher.unused_flag_message`."""
-    used = cls.used_dests(args, backend_dests)
-    speaker = cls.effective_backend(args)
-    for dest, option in sorted(given_flags(args).items()):
-        if dest in used:
-            continue
-        users = [name for name, other in SEARCHERS.items() if dest in backend_dests(other)]
-        if users:  # else not a backend flag: the command's own
-            raise UsageError(speaker.unused_flag_message(option, dest, users, args))
-
-
-def build_searcher(kind: str, /, **options) -> BaseSearcher:
-    """Build a searcher in Python from keyword options named like its flags' destinations.
-
-    Unset options take the flags' defaults; an option the backend does not declare is a TypeError.
-    Example: ``build_searcher("hybrid", bm25="idx/bm25", index="idx/dense", fusion="interp", alpha=0.5)``;
-    a dense or hybrid searcher also takes ``encoder=`` (an already-loaded DenseEncoder). ``rerank_model=``
-    (and ``rerank_depth=``, ...) reranks it, as ``--rerank-model`` does.
-    """
-    cls = get_searcher_class(kind)
-    cls = cls.effective_backend(argparse.Namespace(**options))  # "dense" over a multi-vector index: multi_vector
-    parser = argparse.ArgumentParser(add_help=False)
-    cls.parse_args(parser)
-    args = parser.parse_args([])
-    unknown = sorted(set(options) - set(vars(args)) - set(getattr(cls, "extra_options", ())))
-    if unknown:
-        raise TypeError(f"the {kind} searcher takes no option {', '.join(unknown)} (it takes "
-                        f"{', '.join(sorted(vars(args)))})")
-    vars(args).update(options)
-    setattr(args, OWN_DESTS, tuple(sorted({*getattr(args, OWN_DESTS, ()), *options})))  # e.g. encoder=
-    return cls.from_flags(args)

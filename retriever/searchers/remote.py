@@ -17,6 +17,7 @@ import socket
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 from urllib.error import HTTPError, URLError
 from urllib.parse import quote, urlencode
@@ -28,10 +29,11 @@ from hopscotch.retriever.searchers.base import (
     BaseSearcher,
     Ranked,
     add_option,
-    flag,
     hit_dict,
     per_query,
 )
+from hopscotch.retriever.searchers.adapter.build import BuiltFromNamespace
+from hopscotch.retriever.searchers.adapter.flags import options_of
 from hopscotch.retriever.searchers.rerank import add_rerank_options
 from hopscotch.retriever.searchers.registry import register_searcher
 
@@ -159,8 +161,20 @@ def _text_of(doc: dict) -> str | None:
     return next((doc[key] for key in ("text", "contents", "content", "body") if isinstance(doc.get(key), str)), None)
 
 
+@dataclass(frozen=True)
+class RemoteOptions:
+    """The ``remote`` backend's options (its flags' destinations): the service's root ``url`` (``--url``), the
+    index ``name`` (None: ``default``), its bearer ``token`` and ``remote_timeout`` in seconds (None:
+    :data:`DEFAULT_TIMEOUT`)."""
+
+    url: str | None = None
+    name: str | None = None
+    token: str | None = None
+    remote_timeout: float | None = None
+
+
 @register_searcher("remote")
-class RemoteSearcher(BaseSearcher):
+class RemoteSearcher(BaseSearcher, metaclass=BuiltFromNamespace):
     """:param url: the service root, e.g. ``http://127.0.0.1:8000``
     :param name: the index name the service serves (``default``)
     :param token: bearer token when the service was started with ``--token``
@@ -171,6 +185,9 @@ class RemoteSearcher(BaseSearcher):
     the reranker's ``--rerank-*``: the service's candidates are reranked locally, each one's text read with
     :meth:`get_document`. Failures are one-line errors (:func:`get_json`).
     """
+
+    #: its options dataclass (:meth:`from_options`; ``build_searcher(RemoteOptions(...))``)
+    options_type = RemoteOptions
 
     local = False
     #: the flags error messages suggest (the hybrid's remote BM25 half has its own)
@@ -191,15 +208,19 @@ class RemoteSearcher(BaseSearcher):
         add_rerank_options(parser)  # the service's candidates reranked here, their text from /doc (get_document)
 
     @classmethod
-    def selected_by(cls, args) -> bool:
-        return bool(flag(args, "url"))
+    def selected_by(cls, flags) -> bool:
+        return bool(flags.get("url"))
 
     @classmethod
-    def from_args(cls, args) -> RemoteSearcher:
-        if not flag(args, "url"):
+    def from_flags(cls, flags) -> RemoteSearcher:
+        return cls.from_options(options_of(RemoteOptions, flags))
+
+    @classmethod
+    def from_options(cls, options: RemoteOptions) -> RemoteSearcher:
+        if not options.url:
             raise UsageError("the remote searcher needs a service url (--url)")
-        timeout = flag(args, "remote_timeout")
-        return cls(flag(args, "url"), index=flag(args, "name") or "default", token=flag(args, "token"),
+        timeout = options.remote_timeout
+        return cls(options.url, index=options.name or "default", token=options.token,
                    timeout=DEFAULT_TIMEOUT if timeout is None else timeout)
 
     def _get(self, path: str, params: dict | None = None) -> Any:

@@ -6,14 +6,12 @@ first stage's ``get_document``) is encoded into token vectors by the multi-vecto
 candidates come back sorted by that score (ties in first-stage order). :class:`RerankedSearcher` wraps the
 first stage so that ``search_batch`` / ``search`` return the reranked lists.
 
-* Queries are formatted by the model (:meth:`~hopscotch.retriever.model.multi_vector.MultiVectorModel.format_queries`):
-  reasoning-aware queries in ``--query-input`` if given, else the model's variant (a ``query`` model's
-  reasoning-aware queries use ``reasoning``, as the dense searcher does).
-* Late fusion (``late_fusion=w``): a reasoning-aware query scores
-  ``w * MaxSim(q_r, d) / |q_r| + (1 - w) * MaxSim(q_q, d) / |q_q|``
-  (:func:`~hopscotch.retriever.model.multi_vector.late_fusion_scores`); plain queries score
-  ``MaxSim(q, d) / |q|``. Off (None, the default unless the model records one): plain MaxSim of the one
-  encoding a query has.
+* Queries are encoded and candidates scored by the model layer's
+  :class:`~hopscotch.retriever.model.multi_vector_scorer.MultiVectorScorer` (the ``multi_vector`` backend's
+  scorer too): reasoning-aware queries in ``--query-input`` if given, else the model's variant; under the query
+  mix (``late_fusion=w``, ``--rerank-late-fusion W``, :class:`~hopscotch.retriever.model.query_mix.QueryMix`;
+  default the model's recorded weight, else off) normalised MaxSim scores of the reasoning-aware and query-only
+  encodings are mixed, else plain MaxSim of the one encoding a query has.
 * Long documents: the model sees ``passage_max_len`` tokens; with ``windows=N`` a document also gets up to
   ``N - 1`` more windows of its text (:class:`~hopscotch.retriever.index.windows.TailWindows`, as
   ``hopscotch index --windows``), and scores as its best window (MaxP). Default 1: the first window only.
@@ -29,8 +27,9 @@ first stage so that ``search_batch`` / ``search`` return the reranked lists.
 Flags (declared here, :meth:`MultiVectorReranker.parse_args`): ``--rerank-model M`` (a multi-vector folder)
 ``[--rerank-depth N] [--rerank-cache DIR] [--rerank-late-fusion W] [--rerank-windows N] [--rerank-first-weight W]``. Every backend
 declares them (:func:`~hopscotch.retriever.searchers.base.add_rerank_options`) and a searcher built from flags
-is reranked in one place, :func:`searcher_from_flags` (``SearcherClass(args)``, ``searcher_from_args``,
-``build_searcher``): ``hopscotch search``, ``serve`` (REST and MCP), ``replay`` and the harnesses all take them.
+is reranked in one place, the argparse adapter's
+:func:`~hopscotch.retriever.searchers.adapter.build.searcher_from_namespace` (``SearcherClass(args)``,
+``searcher_from_args``, ``build_searcher``; the flags read into :class:`RerankOptions`, applied by :func:`reranked`): ``hopscotch search``, ``serve`` (REST and MCP), ``replay`` and the harnesses all take them.
 
 Example::
 
@@ -44,22 +43,37 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.searchers.arg_types import positive_int, unit_interval
 from hopscotch.retriever.model.config import checked_count, checked_weight
-from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, flag, per_query, set_flag_builder
+from hopscotch.retriever.model.query_mix import RERANK_LATE_FUSION_FLAG, QueryMix
+from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, per_query
 
 #: queries whose candidates are encoded and scored together (bounds the vectors held in memory)
 QUERY_CHUNK = 16
-#: destinations of the ``--rerank-*`` flags other than ``--rerank-model`` (each needs it)
-RERANK_OPTIONS = ("rerank_depth", "rerank_cache", "rerank_late_fusion", "rerank_windows", "rerank_first_weight")
 #: the first stage's weight in the reranked score (``--rerank-first-weight``); 0: a pure MaxSim reorder. 0.25 has the
 #: best mean nDCG@10 on the question-level sets' tune questions, reranking reasoning-aware BM25's top 100 with the
 #: agent multi-vector model (docs/benchmarks.md, "The reranker's first-stage weight"; 0: 0.517, 0.25: 0.529, 0.5:
 #: 0.506, BM25 alone 0.474)
 DEFAULT_FIRST_WEIGHT = 0.25
+
+
+@dataclass(frozen=True)
+class RerankOptions:
+    """The rerank stage's options (``--rerank-model M [--rerank-depth N] ...``): :param model: the multi-vector model
+    (None: no reranking); the others as :class:`MultiVectorReranker`'s (None: its defaults); ``query_input``: the
+    variant of reasoning-aware queries (``--query-input``, shared with the vector backends)."""
+
+    model: str | os.PathLike | None = None
+    depth: int | None = None
+    cache_dir: str | os.PathLike | None = None
+    late_fusion: float | None = None
+    windows: int | None = None
+    first_weight: float | None = None
+    query_input: str | None = None
 
 
 class MultiVectorReranker:
@@ -79,18 +93,16 @@ class MultiVectorReranker:
                  query_input: str | None = None, batch_size: int = 32, device: str | None = None,
                  first_weight: float | None = None):
         from hopscotch.retriever.index.windows import window_spec
-        from hopscotch.retriever.model.multi_vector import MultiVectorModel, load_multi_vector_model
-        from hopscotch.retriever.model.query_input import searcher_query_input
+        from hopscotch.retriever.model.multi_vector_scorer import MultiVectorScorer
         from hopscotch.retriever.searchers.rerank_cache import TokenCache
 
         if cache_dir is not None and Path(cache_dir).exists() and not Path(cache_dir).is_dir():
             raise UsageError(f"--rerank-cache {cache_dir}: a file, not a folder; give a folder for the token cache")
-        self.model = model if isinstance(model, MultiVectorModel) else load_multi_vector_model(model, device=device)
+        self.scorer = MultiVectorScorer(model, query_input=query_input, batch_size=batch_size, device=device,
+                                        mix=QueryMix.checked(late_fusion, flag=RERANK_LATE_FUSION_FLAG))
+        self.model = self.scorer.model
         self.depth = checked_count(depth, "--rerank-depth")
         c = self.model.config
-        self.late_fusion = checked_weight(c.late_fusion if late_fusion is None else late_fusion,
-                                          "--rerank-late-fusion")
-        self.query_input = searcher_query_input(query_input, c.query_input)
         self.first_weight = checked_weight(DEFAULT_FIRST_WEIGHT if first_weight is None else first_weight,
                                            "--rerank-first-weight")
         self.spec = window_spec(checked_count(windows, "--rerank-windows"), window_stride, c.passage_max_len)
@@ -100,6 +112,16 @@ class MultiVectorReranker:
             "model": self.model.path, "model_fingerprint": self.model.fingerprint, "dim": self.model.dim,
             "windows": self.spec.to_json(), "dtype": "float16"})
         self._tail = None
+
+    @property
+    def late_fusion(self) -> float | None:
+        """The query mix's weight (``--rerank-late-fusion``; None: plain MaxSim)."""
+        return self.scorer.late_fusion
+
+    @property
+    def query_input(self):
+        """The variant of reasoning-aware queries."""
+        return self.scorer.query_input
 
     # -- documents -------------------------------------------------------------------------------
     def _windows_of(self, doc: dict) -> list:
@@ -170,41 +192,6 @@ class MultiVectorReranker:
         return added
 
     # -- scoring ---------------------------------------------------------------------------------
-    def query_vectors(self, queries, reasonings, aware):
-        """Per query ``(q_main, q_plain)``: the encoding in use and, under late fusion, the query-only one."""
-        model = self.model
-        main = model.encode_queries(queries, reasonings, self.query_input, aware, batch_size=self.batch_size)
-        if self.late_fusion is None:
-            return [(q, None) for q in main]
-        texts = model.format_queries(queries, reasonings, self.query_input, aware)
-        plain_texts = model.format_queries(queries, None, self.query_input, False)
-        differ = [i for i, (a, b) in enumerate(zip(texts, plain_texts)) if a != b]
-        plain = list(main)
-        if differ:
-            encoded = model.encode_queries([queries[i] for i in differ], None, self.query_input, False,
-                                           batch_size=self.batch_size)
-            for i, q in zip(differ, encoded):
-                plain[i] = q
-        return list(zip(main, plain))
-
-    def scores(self, q_main, q_plain, windows: Sequence) -> list[float]:
-        """One score per document (``windows``: each document's window tensors): its best window's MaxSim,
-        or late-fused normalised MaxSim when ``q_plain`` is given (see the module docstring)."""
-        from hopscotch.retriever.model.multi_vector import late_fusion_scores, maxsim
-
-        flat = [w for ws in windows for w in ws]
-        if q_plain is None:
-            per_window = maxsim(q_main, flat)
-        else:
-            per_window = late_fusion_scores(q_main, q_plain, flat, self.late_fusion)
-        if all(len(ws) == 1 for ws in windows):  # one window a document: its window's score, no loop of maxima
-            return per_window.tolist()
-        out, start = [], 0
-        for ws in windows:
-            out.append(float(per_window[start:start + len(ws)].max()))
-            start += len(ws)
-        return out
-
     def rerank_batch(self, queries: Sequence[str], candidates: Sequence[Ranked], fetch: Callable[[str], dict | None],
                      reasonings: Sequence | None = None, reasoning_aware: bool | Sequence[bool] = False,
                      depth: int | None = None) -> list[Ranked]:
@@ -219,10 +206,11 @@ class MultiVectorReranker:
             rows = range(start, min(n, start + QUERY_CHUNK))
             lists = [[d for d, _ in candidates[i][:depth]] for i in rows]
             vectors = self.document_vectors([d for ids in lists for d in ids], fetch)
-            encodings = self.query_vectors([queries[i] for i in rows], [reasonings[i] for i in rows],
-                                            [bool(aware[i]) for i in rows])
-            for i, ids, (q_main, q_plain) in zip(rows, lists, encodings):
-                scores = self.scores(q_main, q_plain, [vectors[d] for d in ids])
+            contexts = [reasonings[i] for i in rows]
+            encodings = self.scorer.query_vectors([queries[i] for i in rows], contexts, [bool(aware[i]) for i in rows])
+            weights = self.scorer.query_weights(contexts, encodings)
+            for i, ids, (q_main, q_plain), w in zip(rows, lists, encodings, weights):
+                scores = self.scorer.scores(q_main, q_plain, [vectors[d] for d in ids], w)
                 order = sorted(range(len(ids)), key=lambda j: -scores[j])  # stable: ties in first-stage order
                 maxsim = [(ids[j], scores[j]) for j in order]
                 out.append(self._with_first_stage(candidates[i][:depth], maxsim))
@@ -260,14 +248,11 @@ class MultiVectorReranker:
                         "the first passage_max_len tokens)")
 
     @classmethod
-    def from_args(cls, args) -> MultiVectorReranker | None:
-        """The reranker the flags ask for, or None without ``--rerank-model`` (other rerank flags then are an error)."""
-        if not rerank_requested(args):
-            return None
-        return cls(flag(args, "rerank_model"), depth=flag(args, "rerank_depth") or 100,
-                   cache_dir=flag(args, "rerank_cache"), late_fusion=flag(args, "rerank_late_fusion"),
-                   windows=flag(args, "rerank_windows") or 1, query_input=flag(args, "query_input"),
-                   first_weight=flag(args, "rerank_first_weight"))
+    def from_options(cls, options: RerankOptions) -> MultiVectorReranker:
+        """The reranker ``options`` describe (its model given)."""
+        return cls(options.model, depth=options.depth or 100, cache_dir=options.cache_dir,
+                   late_fusion=options.late_fusion, windows=options.windows or 1, query_input=options.query_input,
+                   first_weight=options.first_weight)
 
 
 class RerankedSearcher(BaseSearcher):
@@ -300,6 +285,14 @@ class RerankedSearcher(BaseSearcher):
         return self.first.has_documents
 
     @property
+    def first_stage(self) -> BaseSearcher:
+        return self.first
+
+    @property
+    def vector_stage(self) -> BaseSearcher | None:
+        return self.first.vector_stage
+
+    @property
     def query_input(self):
         """The reranker's query input variant (what a reasoning-aware query's final order reads)."""
         return self.maxsim_reranker.query_input
@@ -318,41 +311,15 @@ class RerankedSearcher(BaseSearcher):
         self.first.close()
 
 
-def rerank_requested(args) -> bool:
-    """Whether the flags give ``--rerank-model``; another ``--rerank-*`` flag without it is a UsageError."""
-    if flag(args, "rerank_model"):
-        return True
-    given = [f for f in RERANK_OPTIONS if flag(args, f) is not None]
-    if given:
-        raise UsageError(f"--{given[0].replace('_', '-')} needs --rerank-model")
-    return False
-
-
-def rerank_from_args(searcher: BaseSearcher, args) -> BaseSearcher:
-    """``searcher`` reranked as the ``--rerank-*`` flags ask (:class:`RerankedSearcher`), else unchanged;
+def reranked(searcher: BaseSearcher, options: RerankOptions | None) -> BaseSearcher:
+    """``searcher`` reranked as ``options`` ask (:class:`RerankedSearcher`), else unchanged (None, or no model);
     a first stage without documents (:attr:`~BaseSearcher.has_documents`) is a UsageError."""
-    if not rerank_requested(args):
+    if options is None or not options.model:
         return searcher
     if not searcher.has_documents:
         raise UsageError(f"--rerank-model needs each candidate's text, and the {searcher.name} searcher has no "
                          "documents: give a BM25 index --corpus FILE or --index DIR (a dense index with a docstore)")
-    return RerankedSearcher(searcher, MultiVectorReranker.from_args(args))
-
-
-def searcher_from_flags(cls: type[BaseSearcher], args) -> BaseSearcher:
-    """:meth:`BaseSearcher.from_flags`: ``cls.from_args(args)``, reranked when ``--rerank-model`` is given.
-
-    The one place flags become a (reranked) searcher: ``SearcherClass(args)`` (BrowseComp-Plus, AgentIR), the
-    registry's ``searcher_from_args`` (``hopscotch search``, ``serve``, ``replay``) and ``build_searcher``.
-    Rerank flags are checked before the first stage loads; backends building their parts (hybrid's BM25 and
-    dense halves) call ``from_args``, so only the outermost searcher is reranked."""
-    rerank_requested(args)  # --rerank-depth without --rerank-model: fail before loading anything
-    searcher = cls.from_args(args)
-    try:
-        return rerank_from_args(searcher, args)
-    except BaseException:
-        searcher.close()
-        raise
+    return RerankedSearcher(searcher, MultiVectorReranker.from_options(options))
 
 
 def _digest(obj) -> str:
@@ -363,8 +330,6 @@ def _digest(obj) -> str:
 
 def add_rerank_options(parser) -> None:
     """``--rerank-model``, ``--rerank-depth``, ...: the reranker's flags, which every backend declares (once per
-    parser); :meth:`BaseSearcher.from_flags` applies them through :func:`searcher_from_flags`."""
+    parser); the argparse adapter reads them into :class:`RerankOptions`
+    (:func:`~hopscotch.retriever.searchers.adapter.build.searcher_from_namespace`)."""
     MultiVectorReranker.parse_args(parser)
-
-
-set_flag_builder(searcher_from_flags)

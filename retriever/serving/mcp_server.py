@@ -28,14 +28,14 @@ Example::
     server.run("stdio")
 """
 
-import argparse
 import contextlib
 import json
 import logging
 import socket
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from hopscotch.retriever.errors import UsageError
@@ -211,39 +211,49 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
-def wants_mcp(args: argparse.Namespace) -> bool:
-    """Whether ``hopscotch serve`` was asked for MCP (``--mcp`` or a ``--transport``)."""
-    return bool(getattr(args, "mcp", False) or getattr(args, "transport", None))
+@dataclass(frozen=True)
+class MCPServeOptions:
+    """How ``hopscotch serve --mcp`` serves: :param transport: ``stdio``, ``sse`` or ``streamable-http`` (None:
+    ``sse``); :param host, port: where an HTTP transport listens; :param token: the bearer token it requires (None:
+    none); :param verbose: log each request; :param snippet_tokenizer: the tokenizer snippets are cut with (None:
+    the default); :param tools: the tools' options (:class:`MCPOptions`)."""
+
+    transport: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    token: str | None = None
+    verbose: bool = False
+    snippet_tokenizer: str | None = None
+    tools: MCPOptions = field(default_factory=MCPOptions)
 
 
-def run_mcp(args: argparse.Namespace) -> int:
-    """``hopscotch serve --mcp``: build the local searcher from ``args`` and serve it until interrupted."""
-    from hopscotch.retriever.searchers import searcher_from_args
-
-    transport = args.transport or "sse"
+def run_mcp(serve: MCPServeOptions, load_searcher: Callable[[], BaseSearcher]) -> int:
+    """``hopscotch serve --mcp``: the searcher ``load_searcher()`` builds, served as ``serve`` says until
+    interrupted (loaded after the checks of ``serve``, its prints sent to stderr: stdout is stdio's wire)."""
+    transport = serve.transport or "sse"
     _require_sdk()
-    if transport != "stdio" and not 0 <= args.port <= 65535:
-        raise UsageError(f"--port {args.port}: not a TCP port")
+    if transport != "stdio" and not 0 <= serve.port <= 65535:
+        raise UsageError(f"--port {serve.port}: not a TCP port")
     if transport != "stdio":
-        warn_if_open(args.host, args.token)
-    options = MCPOptions(k=args.k, snippet_max_tokens=args.snippet_max_tokens, get_document=not args.no_get_document)
+        warn_if_open(serve.host, serve.token)
+    options = serve.tools
     # stdout is the stdio transport's wire: anything loading prints goes to stderr
     with contextlib.redirect_stdout(sys.stderr):
-        tokenizer = default_or_named_tokenizer(args.snippet_tokenizer) if options.snippet_max_tokens > 0 else None
-        searcher = searcher_from_args(args, local_only=True)
-    server = build_mcp_server(searcher, options, tokenizer, log_level="INFO" if args.verbose else "WARNING")
-    sock = None if transport == "stdio" else _listen(args.host, args.port)
+        tokenizer = default_or_named_tokenizer(serve.snippet_tokenizer) if options.snippet_max_tokens > 0 else None
+        searcher = load_searcher()
+    server = build_mcp_server(searcher, options, tokenizer, log_level="INFO" if serve.verbose else "WARNING")
+    sock = None if transport == "stdio" else _listen(serve.host, serve.port)
     tools = "search" + (", get_document" if options.get_document else "")
-    where = "stdio" if sock is None else f"http://{args.host}:{sock.getsockname()[1]}{MCP_PATH}"
+    where = "stdio" if sock is None else f"http://{serve.host}:{sock.getsockname()[1]}{MCP_PATH}"
     print(f"hopscotch serve: MCP server with {searcher.search_type} search (k={options.k}, snippet_max_tokens="
           f"{options.snippet_max_tokens}, reason {'used' if searcher.takes_reasoning else 'ignored'}), tools: "
-          f"{tools}, transport {transport} at {where}" + (" (token required)" if args.token else ""),
+          f"{tools}, transport {transport} at {where}" + (" (token required)" if serve.token else ""),
           file=sys.stderr, flush=True)
     try:
         if sock is None:
             server.run("stdio")
         else:
-            _serve_http(server, transport, sock, args.host, args.token, args.verbose)
+            _serve_http(server, transport, sock, serve.host, serve.token, serve.verbose)
     finally:
         searcher.close()
         if sock is not None:

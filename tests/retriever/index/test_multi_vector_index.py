@@ -329,3 +329,20 @@ def test_an_impossible_centroid_count_is_refused_not_clamped(mv_world, tmp_path,
                        "--shard-size", "64", "--mv-centroids", str(tokens + 1))
     assert code == 2 and f"--mv-centroids {tokens + 1:,}" in err and "more centroids than" in err, err
 
+
+
+def test_the_index_and_the_reranker_share_one_scorer_and_name_their_own_flag(mv_world):
+    from hopscotch.retriever.errors import UsageError
+    from hopscotch.retriever.model.multi_vector_scorer import MultiVectorScorer
+    from hopscotch.retriever.searchers import build_searcher
+    from hopscotch.retriever.searchers.multi_vector_index import MultiVectorIndexSearcher
+    from hopscotch.retriever.searchers.rerank import MultiVectorReranker
+
+    searcher = build_searcher("multi_vector", index=str(mv_world["idx"]), late_fusion=0.5)
+    reranker = MultiVectorReranker(searcher.scorer.model, late_fusion=0.5)
+    assert isinstance(searcher.scorer, MultiVectorScorer) and type(reranker.scorer) is type(searcher.scorer)
+    assert searcher.late_fusion == reranker.late_fusion == 0.5
+    with pytest.raises(UsageError, match="^--late-fusion: expected a weight"):
+        MultiVectorIndexSearcher(str(mv_world["idx"]), late_fusion=2.0)
+    with pytest.raises(UsageError, match="^--rerank-late-fusion: expected a weight"):
+        MultiVectorReranker(searcher.scorer.model, late_fusion=2.0)

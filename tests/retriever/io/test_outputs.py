@@ -3,7 +3,6 @@ files, outputs that are inputs, unusable parents, the overwrite rule, stale temp
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import socket
@@ -22,8 +21,8 @@ from hopscotch.retriever.io.runs import RunWriter
 DEAD_PID = 2**22 + 12345  # above Linux's largest pid_max: no live process has it
 
 
-def args(**flags) -> argparse.Namespace:
-    return argparse.Namespace(**{"command": "test", "overwrite": False, **flags})
+def args(**flags) -> dict:
+    return {"command": "test", "overwrite": False, **flags}
 
 
 def refused(match: str, fn, *a, **kw) -> str:

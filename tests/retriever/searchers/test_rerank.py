@@ -174,7 +174,7 @@ def test_long_documents_score_by_their_best_window(world):
     assert 8 <= len(vectors) < 16  # ~550 tokens in windows of ~58
     q = model.encode_queries(["who directed Gummo in Nashville"], reasoning_aware=False)[0]
     per_window = maxsim(q, vectors)
-    assert reranker.scores(q, None, [vectors]) == [pytest.approx(float(per_window.max()), abs=1e-6)]
+    assert reranker.scorer.scores(q, None, [vectors]) == [pytest.approx(float(per_window.max()), abs=1e-6)]
     windows = reranker._windows_of({"docid": "long", **doc})
     assert windows[0] == ("Long", doc["text"]) and windows[-1][1].endswith("directed Gummo in Nashville.")
 

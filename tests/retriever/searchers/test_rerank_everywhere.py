@@ -248,7 +248,7 @@ def test_reranking_a_first_stage_without_documents_is_refused(world):
 ])
 def test_rerank_flags_are_every_backends_own(kind, argv):
     from hopscotch.retriever.searchers import add_searcher_arguments
-    from hopscotch.retriever.searchers.registry import refuse_unused_flags
+    from hopscotch.retriever.searchers.adapter.build import refuse_unused_flags
 
     parser = argparse.ArgumentParser()
     add_searcher_arguments(parser)
@@ -268,3 +268,15 @@ def test_unused_backend_flags_are_still_refused(cli, world, small_world, tmp_pat
     code, _, err = cli("serve", *world["argv"]["bm25"], "--nprobe", "4", *world["rerank"], "--port", "0")
     assert code == 2 and "--nprobe does nothing for the bm25 searcher" in err, err
     assert not (tmp_path / "r.trec").exists()
+
+
+def test_each_searcher_names_its_vector_stage_and_its_maxsim_reranker(world):
+    """What ``hopscotch search`` and ``replay`` report (query input, the index's reasoning note, the reranking) comes
+    from ``vector_stage`` and ``maxsim_reranker``, whatever wraps what."""
+    bm25, hybrid = world["refs"]["bm25"].first, world["refs"]["hybrid"].first
+    dense = build_searcher("dense", index=world["index"])
+    assert dense.vector_stage is dense and hybrid.vector_stage is hybrid.dense and bm25.vector_stage is None
+    assert world["refs"]["hybrid"].vector_stage is hybrid.dense and world["refs"]["bm25"].vector_stage is None
+    assert dense.maxsim_reranker is None and hybrid.maxsim_reranker is None
+    assert world["refs"]["bm25"].maxsim_reranker.depth == DEPTH
+    assert world["refs"]["bm25"].first_stage is bm25 and dense.first_stage is dense

@@ -78,11 +78,9 @@ def test_rest_and_mcp_both_apply_it(resolver, capsys, monkeypatch):
     assert "binding mixed6.test without a token" in capsys.readouterr().err
 
     monkeypatch.setattr(mcp_server, "_require_sdk", lambda: None)
-    monkeypatch.setattr(mcp_server, "MCPOptions", stop)
-    mcp = dict(port=0, host="mixed6.test", token=None, k=5, snippet_max_tokens=512, no_get_document=False)
     with pytest.raises(Stop):
-        mcp_server.run_mcp(SimpleNamespace(transport="sse", **mcp))
+        mcp_server.run_mcp(mcp_server.MCPServeOptions(transport="sse", port=0, host="mixed6.test", token=None), stop)
     assert "binding mixed6.test without a token" in capsys.readouterr().err
     with pytest.raises(Stop):
-        mcp_server.run_mcp(SimpleNamespace(transport="stdio", **mcp))
-    assert capsys.readouterr().err == ""
+        mcp_server.run_mcp(mcp_server.MCPServeOptions(transport="stdio", host="mixed6.test", token=None), stop)
+    assert "binding" not in capsys.readouterr().err

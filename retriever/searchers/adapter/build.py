@@ -1,0 +1,129 @@
+"""Parsed flags -> searchers: the argparse edge of the searchers (see :mod:`hopscotch.retriever.searchers.adapter`).
+
+Every path from flags to a searcher goes through :func:`searcher_from_namespace`: the backend built from the
+flags (its ``from_args``), wrapped by the MaxSim reranker when ``--rerank-model`` is given (:func:`rerank_options`
+-> :func:`~hopscotch.retriever.searchers.rerank.reranked`). Its callers: ``SearcherClass(args)`` (the
+:class:`BuiltFromNamespace` metaclass of every registered backend), :func:`searcher_from_args` (``hopscotch
+search``, ``serve`` REST and MCP, ``replay``) and :func:`build_searcher`. Nothing here runs at import.
+"""
+
+from __future__ import annotations
+
+import argparse
+from abc import ABCMeta
+
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.searchers.adapter.flags import OWN_DESTS, FlagValues, flag, given_flags
+from hopscotch.retriever.searchers.base import BaseSearcher
+from hopscotch.retriever.searchers.registry import SEARCHERS, backend_dests, get_searcher_class, searcher_names
+from hopscotch.retriever.searchers.rerank import RerankOptions, reranked
+
+#: destinations of the ``--rerank-*`` flags other than ``--rerank-model`` (each needs it), by option field
+RERANK_FLAGS = {"depth": "rerank_depth", "cache_dir": "rerank_cache", "late_fusion": "rerank_late_fusion",
+                "windows": "rerank_windows", "first_weight": "rerank_first_weight"}
+
+
+class BuiltFromNamespace(ABCMeta):
+    """The metaclass of the registered backends: ``SearcherClass(args)`` and ``SearcherClass(reranker, args)``
+    (BrowseComp-Plus's registry, AgentIR) build a searcher from a parsed :class:`argparse.Namespace` through
+    :func:`searcher_from_namespace` (so ``--rerank-model`` reranks it); any other call constructs as usual."""
+
+    def __call__(cls, *args, **kwargs):
+        if not kwargs and len(args) in (1, 2) and isinstance(args[-1], argparse.Namespace):
+            searcher = searcher_from_namespace(cls, args[-1])
+            searcher.reranker = args[0] if len(args) == 2 else None
+            return searcher
+        return super().__call__(*args, **kwargs)
+
+
+def rerank_options(args: argparse.Namespace) -> RerankOptions | None:
+    """The rerank stage the flags ask for (``--rerank-model`` and the other ``--rerank-*``), or None without
+    ``--rerank-model``; another ``--rerank-*`` flag without it is a UsageError."""
+    values = {field: flag(args, dest) for field, dest in RERANK_FLAGS.items()}
+    if not flag(args, "rerank_model"):
+        given = [dest for field, dest in RERANK_FLAGS.items() if values[field] is not None]
+        if given:
+            raise UsageError(f"--{given[0].replace('_', '-')} needs --rerank-model")
+        return None
+    return RerankOptions(model=flag(args, "rerank_model"), query_input=flag(args, "query_input"), **values)
+
+
+def searcher_from_namespace(cls: type[BaseSearcher], args: argparse.Namespace) -> BaseSearcher:
+    """``cls.from_args(args)``, reranked when ``--rerank-model`` is given.
+
+    The one place flags become a (reranked) searcher. Rerank flags are checked before the first stage loads;
+    backends building their parts (hybrid's BM25 and dense halves) call ``from_args``, so only the outermost
+    searcher is reranked."""
+    rerank = rerank_options(args)  # --rerank-depth without --rerank-model: fail before loading anything
+    searcher = cls.from_args(args)
+    try:
+        return reranked(searcher, rerank)
+    except BaseException:
+        searcher.close()
+        raise
+def searcher_from_args(args: argparse.Namespace, local_only: bool = False) -> BaseSearcher:
+    """The searcher ``args`` describe: ``--searcher-type``, else the one backend the flags select; reranked
+    when ``--rerank-model`` is given (:func:`searcher_from_namespace`)."""
+    kind = getattr(args, "searcher_type", None)
+    flags = FlagValues.of(args)
+    if not kind:
+        names = searcher_names(local_only)
+        chosen = [name for name in names if SEARCHERS[name].selected_by(flags)]
+        if not chosen:
+            raise UsageError("give --bm25 DIR, --index DIR, or both (hybrid)"
+                             + (", or --url URL (remote)" if "remote" in names else ""))
+        if len(chosen) > 1:
+            raise UsageError(f"the flags fit several searchers ({', '.join(chosen)}): pick one with --searcher-type")
+        kind = chosen[0]
+    cls = get_searcher_class(kind)
+    refuse_unused_flags(cls, args)
+    return searcher_from_namespace(cls.effective_backend(flags), args)
+
+
+def refuse_unused_flags(cls: type[BaseSearcher], args: argparse.Namespace) -> None:
+    """:class:`UsageError` for the first backend flag given on the command line that the backend ``cls`` is for
+    these flags does not use (:meth:`~BaseSearcher.used_dests`; the module doc's rule); its message is the
+    effective backend's :meth:`~BaseSearcher.unused_flag_message`."""
+    flags = FlagValues.of(args)
+    used = cls.used_dests(flags, backend_dests)
+    speaker = cls.effective_backend(flags)
+    for dest, option in sorted(given_flags(args).items()):
+        if dest in used:
+            continue
+        users = [name for name, other in SEARCHERS.items() if dest in backend_dests(other)]
+        if users:  # else not a backend flag: the command's own
+            raise UsageError(speaker.unused_flag_message(option, dest, users, flags))
+
+
+def build_searcher(kind, /, rerank: RerankOptions | None = None, **options) -> BaseSearcher:
+    """Build a searcher in Python: from a backend's options dataclass (``build_searcher(BM25Options(bm25="idx"))``:
+    the backend whose ``options_type`` it is, through its ``from_options``), or from the backend's name and keyword
+    options named like its flags' destinations (below). ``rerank`` (a
+    :class:`~hopscotch.retriever.searchers.rerank.RerankOptions`) reranks it.
+
+    Unset options take the flags' defaults; an option the backend does not declare is a TypeError.
+    Example: ``build_searcher("hybrid", bm25="idx/bm25", index="idx/dense", fusion="interp", alpha=0.5)``;
+    a dense or hybrid searcher also takes ``encoder=`` (an already-loaded DenseEncoder). ``rerank_model=``
+    (and ``rerank_depth=``, ...) reranks it, as ``--rerank-model`` does.
+    """
+    if not isinstance(kind, str):
+        if options:
+            raise TypeError(f"build_searcher({type(kind).__name__}(...)) takes no keyword options but rerank=")
+        owner = next((c for c in SEARCHERS.values() if isinstance(kind, c.options_type)), None)
+        if owner is None:
+            raise TypeError(f"{type(kind).__name__} is no searcher backend's options")
+        return reranked(owner.from_options(kind), rerank)
+    if rerank is not None:
+        raise TypeError("rerank= goes with a backend's options dataclass; by name, give rerank_model=, ...")
+    cls = get_searcher_class(kind)
+    cls = cls.effective_backend(FlagValues(options))  # "dense" over a multi-vector index: multi_vector
+    parser = argparse.ArgumentParser(add_help=False)
+    cls.parse_args(parser)
+    args = parser.parse_args([])
+    unknown = sorted(set(options) - set(vars(args)) - set(getattr(cls, "extra_options", ())))
+    if unknown:
+        raise TypeError(f"the {kind} searcher takes no option {', '.join(unknown)} (it takes "
+                        f"{', '.join(sorted(vars(args)))})")
+    vars(args).update(options)
+    setattr(args, OWN_DESTS, tuple(sorted({*getattr(args, OWN_DESTS, ()), *options})))  # e.g. encoder=
+    return searcher_from_namespace(cls, args)
