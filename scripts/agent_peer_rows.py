@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--ours", required=True, help="our trained model folder")
+    parser.add_argument("--ours-label", default="trajectory-use",
+                        help="its name in WORK's cache files (another name for another model of ours)")
     parser.add_argument("--peer", required=True, help="the peer's model folder (OUT/final of st_single_vector_peer.py)")
     parser.add_argument("--work", default="/tmp/hopscotch-trajectory-use", help="indexes and runs (a cache)")
     parser.add_argument("--sets", default="tongyi_question,tongyi_pages_question,hotpotqa")
@@ -47,7 +49,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     names = [s.strip() for s in args.sets.split(",") if s.strip()]
     summary = summarize(measure_peer_rows(str(Path(args.ours).resolve()), str(Path(args.peer).resolve()),
-                                          Path(args.work), names))
+                                          Path(args.work), names, args.ours_label))
     section = render(summary, "python scripts/agent_peer_rows.py --ours OURS --peer PEER --work WORK")
     publish(section, to_json(summary), args.json, None if args.no_docs else args.docs, START, END)
     return 0

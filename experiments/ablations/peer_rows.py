@@ -80,6 +80,10 @@ def render(summary: dict, command: str) -> str:
         f"{', '.join(summary['significantly_below']['test']) or 'none'}. Verdict on tune: **{verdict}**."])
 
 
-def measure_peer_rows(ours: str, peer: str, work, names) -> dict:
-    """:func:`.trajectory_use.measure` over the three systems (runs cached under ``work``)."""
-    return measure({"base": "minilm", OURS: ours, PEER: peer}, work, names)
+def measure_peer_rows(ours: str, peer: str, work, names, label: str = OURS) -> dict:
+    """:func:`.trajectory_use.measure` over the three systems (runs cached under ``work``; ours under ``label``, so
+    a retrained recipe gets runs of its own, reported as ours)."""
+    measured = measure({"base": "minilm", label: ours, PEER: peer}, work, names)
+    measured["cells"] = {(name, OURS if system == label else system, kind): cell
+                         for (name, system, kind), cell in measured["cells"].items()}
+    return measured

@@ -58,6 +58,17 @@ def test_render_and_json():
 
 def test_the_three_systems_share_the_trajectory_use_cache(monkeypatch, tmp_path):
     seen = {}
-    monkeypatch.setattr(pr, "measure", lambda models, work, names: seen.update(models=models, work=work) or {})
+    monkeypatch.setattr(pr, "measure", lambda models, work, names: seen.update(models=models, work=work)
+                        or {"cells": {("hotpotqa", label, "query"): label for label in models}})
     pr.measure_peer_rows("/m/ours", "/m/peer", tmp_path, ["hotpotqa"])
     assert seen["models"] == {"base": "minilm", "trajectory-use": "/m/ours", "st-peer": "/m/peer"}
+
+
+def test_another_model_of_ours_gets_runs_of_its_own_and_is_reported_as_ours(monkeypatch, tmp_path):
+    seen = {}
+    monkeypatch.setattr(pr, "measure", lambda models, work, names: seen.update(models=models)
+                        or {"cells": {("hotpotqa", label, "query"): label for label in models}})
+    measured = pr.measure_peer_rows("/m/v2", "/m/peer", tmp_path, ["hotpotqa"], label="sv-v2")
+    assert seen["models"] == {"base": "minilm", "sv-v2": "/m/v2", "st-peer": "/m/peer"}
+    assert measured["cells"][("hotpotqa", pr.OURS, "query")] == "sv-v2" and ("hotpotqa", "sv-v2", "query") not in \
+        measured["cells"]
