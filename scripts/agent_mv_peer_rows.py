@@ -13,28 +13,14 @@ and test questions, with paired tests of ours against the peer. Everything is ca
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--ours", required=True, help="our multi-vector model folder")
-    parser.add_argument("--peer", required=True, help="the peer's model folder (OUT/final of st_multivector_peer.py)")
-    parser.add_argument("--work", default="/tmp/hopscotch-trajectory-use", help="indexes and runs (a cache)")
-    parser.add_argument("--sets", default="tongyi_question,tongyi_pages_question,hotpotqa")
-    parser.add_argument("--docs", default=str(ROOT / "docs" / "benchmarks.md"), help="markdown file to update")
-    parser.add_argument("--no-docs", action="store_true", help="print only")
-    parser.add_argument("--json", help="write every number here")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads of the searches")
-    args = parser.parse_args(argv)
-    for flag, path in (("--ours", args.ours), ("--peer", args.peer)):
-        if not Path(path).is_dir():
-            parser.error(f"{flag} {path}: no such model folder")
+    from hopscotch_experiments.ablations.ablation_report import peer_rows_args
+
+    args = peer_rows_args(__doc__.split("\n")[0], "the peer's model folder (OUT/final of st_multivector_peer.py)", argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("WANDB_MODE", "disabled")
@@ -44,8 +30,7 @@ def main(argv=None) -> int:
     from hopscotch_experiments.ablations.mv_peer_rows import END, OURS, PEER, START, measure, render, summarize, to_json
 
     torch.set_num_threads(args.threads)
-    models = {OURS: str(Path(args.ours).resolve()), PEER: str(Path(args.peer).resolve())}
-    summary = summarize(measure(models, Path(args.work), [s.strip() for s in args.sets.split(",") if s.strip()]))
+    summary = summarize(measure({OURS: args.ours, PEER: args.peer}, Path(args.work), args.sets))
     section = render(summary, "python scripts/agent_mv_peer_rows.py --ours OURS --peer PEER --work WORK")
     publish(section, to_json(summary), args.json, None if args.no_docs else args.docs, START, END)
     return 0

@@ -133,3 +133,32 @@ def plot(result: dict, path: Path) -> str:
     plt.close(fig)
     return f"plot written to {path}"
 
+
+
+def peer_rows_args(description: str, peer_help: str, argv=None, ours_label: str | None = None):
+    """The command line of the peer-rows drivers (ours against a sentence-transformers peer on the question-level
+    dev sets): ``--ours``/``--peer`` model folders (checked), the cache ``--work``, ``--sets``, ``--docs``/
+    ``--no-docs``, ``--json``, ``--threads``, and ``--ours-label`` when ``ours_label`` names its default. The parsed
+    arguments, model folders resolved and ``sets`` a list (the driver's ``main`` sets the environment)."""
+    import argparse
+
+    root = Path(__file__).resolve().parents[2]
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--ours", required=True, help="our trained model folder")
+    if ours_label is not None:
+        parser.add_argument("--ours-label", default=ours_label,
+                            help="its name in WORK's cache files (another name for another model of ours)")
+    parser.add_argument("--peer", required=True, help=peer_help)
+    parser.add_argument("--work", default="/tmp/hopscotch-trajectory-use", help="indexes and runs (a cache)")
+    parser.add_argument("--sets", default="tongyi_question,tongyi_pages_question,hotpotqa")
+    parser.add_argument("--docs", default=str(root / "docs" / "benchmarks.md"), help="markdown file to update")
+    parser.add_argument("--no-docs", action="store_true", help="print only")
+    parser.add_argument("--json", help="write every number here")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads of the searches")
+    args = parser.parse_args(argv)
+    for flag, path in (("--ours", args.ours), ("--peer", args.peer)):
+        if not Path(path).is_dir():
+            parser.error(f"{flag} {path}: no such model folder")
+    args.ours, args.peer = str(Path(args.ours).resolve()), str(Path(args.peer).resolve())
+    args.sets = [s.strip() for s in args.sets.split(",") if s.strip()]
+    return args
