@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from hopscotch.data_synth.labels import LabelConfig
-from hopscotch.data_synth.rerankers.base import RERANKERS, OracleWeights, RerankerSpec
+from hopscotch.data_synth.oracles.base import ORACLES, OracleSpec, OracleWeights
 from hopscotch.data_synth.traces import TRACE_FORMATS
 
 # how a tuple's query is written: reasoning in its own field, or AgentIR's 'Reasoning: ...\n\nQuery: ...' string
@@ -56,8 +56,8 @@ class SynthConfig:
     def __post_init__(self):
         if isinstance(self.weights, dict):
             self.weights = OracleWeights(**self.weights)
-        if self.reranker not in RERANKERS:
-            raise ValueError(f"unknown reranker {self.reranker!r}; choose from {', '.join(RERANKERS)}")
+        if self.reranker not in ORACLES:
+            raise ValueError(f"unknown reranker {self.reranker!r}; choose from {', '.join(ORACLES)}")
         if self.trace_format not in TRACE_FORMATS:
             raise ValueError(f"unknown trace format {self.trace_format!r}; choose from {', '.join(TRACE_FORMATS)}")
         if self.depth < 1 or not 0 <= self.gold <= self.depth:
@@ -73,10 +73,10 @@ class SynthConfig:
     def label_config(self) -> LabelConfig:
         return LabelConfig(self.positives, self.negatives, self.negative_start, self.near_duplicate)
 
-    def reranker_spec(self) -> RerankerSpec:
-        return RerankerSpec(self.reranker, self.weights, self.encoder, self.cross_encoder, self.llm_base_url,
-                            self.llm_model, self.llm_api_key_env, self.llm_cache, self.llm_window,
-                            self.llm_stride, self.llm_timeout, self.llm_max_retries, self.batch_size)
+    def oracle_spec(self) -> OracleSpec:
+        return OracleSpec(self.reranker, self.weights, self.encoder, self.cross_encoder, self.llm_base_url,
+                          self.llm_model, self.llm_api_key_env, self.llm_cache, self.llm_window,
+                          self.llm_stride, self.llm_timeout, self.llm_max_retries, self.batch_size)
 
     def fingerprint(self) -> dict:
         """The knobs that decide the output bytes (what a resumed run must share)."""

@@ -23,8 +23,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from hopscotch.data_synth.oracles.base import Candidate
 from hopscotch.data_synth.passage_cache import PassageCache
-from hopscotch.data_synth.rerankers.base import Candidate
 from hopscotch.retriever.text.shingles import jaccard, shingles
 
 SUPPORT_MODES = ("gold", "answer", "relevance")

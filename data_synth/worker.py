@@ -20,9 +20,9 @@ from collections import Counter
 from hopscotch.data_synth.candidates import CandidateGenerator
 from hopscotch.data_synth.config import SynthConfig
 from hopscotch.data_synth.labels import BOTH_EMPTY_JACCARD, Labeller
+from hopscotch.data_synth.oracles import Candidate, OracleInput, build_oracle
 from hopscotch.data_synth.passage_cache import PassageCache
 from hopscotch.data_synth.qa import QASource
-from hopscotch.data_synth.rerankers import Candidate, OracleInput, build_reranker
 from hopscotch.data_synth.trace_step import TraceStep
 from hopscotch.retriever.index.bm25 import BM25Index
 from hopscotch.retriever.io.corpus import Document
@@ -42,14 +42,14 @@ class QuestionWorker:
         self.qa, self.documents, self.index, self.config = qa, documents, index, config
         self.generator = CandidateGenerator(index, config.depth, config.gold)
         self.labeller = Labeller(config.label_config(), config.seed, same_documents=same_documents)
-        self._reranker = None
+        self._oracle = None
         self._normal_form: PassageCache[str] = PassageCache(padded_normal_form, 200_000)  # for answer matching
 
     @property
-    def reranker(self):
-        if self._reranker is None:
-            self._reranker = build_reranker(self.config.reranker_spec(), self.index)
-        return self._reranker
+    def oracle(self):
+        if self._oracle is None:
+            self._oracle = build_oracle(self.config.oracle_spec(), self.index)
+        return self._oracle
 
     def _usable(self, steps: list[TraceStep], stats: Counter) -> list[TraceStep]:
         seen: set[tuple[str, str]] = set()
@@ -98,7 +98,7 @@ class QuestionWorker:
             mode = "gold" if gold_set else ("answer" if matcher else "relevance")
             item = OracleInput(step.query_id, step.query, step.reasoning, question.qid, question.text,
                                list(question.answers), candidates)
-            scores = self.reranker.score(item) if candidates else []
+            scores = self.oracle.score(item) if candidates else []
             result = self.labeller.label(step.query_id, candidates, scores, mode)
             if result.drop_reason:
                 stats[f"dropped.{result.drop_reason}"] += 1

@@ -122,7 +122,7 @@ def register(sub) -> None:
 
 
 def parse_weights(text: str | None):
-    from hopscotch.data_synth.rerankers.base import OracleWeights
+    from hopscotch.data_synth.oracles.base import OracleWeights
     from hopscotch.retriever.errors import UsageError
 
     weights = OracleWeights()

@@ -157,8 +157,8 @@ def test_cli_exit_codes_and_report(cli, planted, qa, tmp_path, tiny_bert_dir):
 def test_synth_records_the_false_negative_rate(small_world, tmp_path):
     from hopscotch.data_synth.config import SynthConfig
     from hopscotch.data_synth.labels import LabelConfig, LabelResult
+    from hopscotch.data_synth.oracles.base import Candidate
     from hopscotch.data_synth.pipeline import SynthInputs, synthesize
-    from hopscotch.data_synth.rerankers.base import Candidate
     from hopscotch.data_synth.worker import QuestionWorker
 
     stats = synthesize(SynthInputs(small_world, question_only=True), out=tmp_path / "t.jsonl",

@@ -8,9 +8,9 @@ import pytest
 
 from hopscotch.data_synth.candidates import CandidateGenerator
 from hopscotch.data_synth.labels import LabelConfig, Labeller
+from hopscotch.data_synth.oracles import Candidate, OracleInput
+from hopscotch.data_synth.oracles.lexical import LexicalOracle
 from hopscotch.data_synth.qa import load_qa
-from hopscotch.data_synth.rerankers import Candidate, OracleInput
-from hopscotch.data_synth.rerankers.lexical import LexicalOracle
 from hopscotch.retriever.errors import FormatError, UsageError
 from hopscotch.retriever.index.bm25 import BM25Index
 from hopscotch.retriever.io.corpus import Document

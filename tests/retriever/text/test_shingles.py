@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from hopscotch.data_synth.labels import BOTH_EMPTY_JACCARD, LabelConfig, Labeller
-from hopscotch.data_synth.rerankers import Candidate
+from hopscotch.data_synth.oracles import Candidate
 from hopscotch.retriever.audit.minhash import array_jaccard, shingle_array
 from hopscotch.retriever.text.shingles import SHINGLE_WORDS, jaccard, jaccard_of_sizes, shingles
 

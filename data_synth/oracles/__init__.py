@@ -1,42 +1,42 @@
-"""Oracle rerankers for DR-Synth, chosen by name (``--reranker``)."""
+"""The oracles of DR-Synth (scorers that see the question and its answers), chosen by name (``--reranker``)."""
 
 from __future__ import annotations
 
 import os
 
-from hopscotch.data_synth.rerankers.base import (
-    RERANKERS,
+from hopscotch.data_synth.oracles.base import (
+    ORACLES,
     Candidate,
     FeatureOracle,
+    Oracle,
     OracleInput,
+    OracleSpec,
     OracleWeights,
-    Reranker,
-    RerankerSpec,
 )
 from hopscotch.retriever.errors import UsageError
 
 
-def build_reranker(spec: RerankerSpec, bm25_index=None) -> Reranker:
+def build_oracle(spec: OracleSpec, bm25_index=None) -> Oracle:
     """Instantiate the oracle ``spec.name`` (models load here, so call it inside the worker)."""
     if spec.name == "lexical":
-        from hopscotch.data_synth.rerankers.lexical import LexicalOracle
+        from hopscotch.data_synth.oracles.lexical import LexicalOracle
 
         if bm25_index is None:
             raise UsageError("the lexical oracle needs the BM25 index of the corpus")
         return LexicalOracle(bm25_index, spec.weights)
     if spec.name == "dense":
-        from hopscotch.data_synth.rerankers.dense import DenseOracle
+        from hopscotch.data_synth.oracles.dense import DenseOracle
 
         return DenseOracle(spec.encoder, spec.weights, batch_size=spec.batch_size)
     if spec.name == "cross-encoder":
-        from hopscotch.data_synth.rerankers.cross_encoder import CrossEncoderOracle
+        from hopscotch.data_synth.oracles.cross_encoder import CrossEncoderOracle
 
         if not spec.cross_encoder:
             raise UsageError("--reranker cross-encoder needs --cross-encoder FOLDER")
         return CrossEncoderOracle(spec.cross_encoder, spec.weights, batch_size=spec.batch_size)
     if spec.name == "llm":
-        from hopscotch.data_synth.rerankers.llm import LLMOracle
-        from hopscotch.data_synth.rerankers.llm_client import ChatClient, Retries
+        from hopscotch.data_synth.oracles.llm import LLMOracle
+        from hopscotch.data_synth.oracles.llm_client import ChatClient, Retries
 
         if not spec.llm_base_url or not spec.llm_model:
             raise UsageError("--reranker llm needs --llm-base-url and --llm-model")
@@ -44,8 +44,8 @@ def build_reranker(spec: RerankerSpec, bm25_index=None) -> Reranker:
                             timeout=spec.llm_timeout, retries=Retries(max_retries=spec.llm_max_retries),
                             cache_dir=spec.llm_cache)
         return LLMOracle(client, window=spec.llm_window, stride=spec.llm_stride)
-    raise UsageError(f"unknown reranker {spec.name!r}; choose from {', '.join(RERANKERS)}")
+    raise UsageError(f"unknown reranker {spec.name!r}; choose from {', '.join(ORACLES)}")
 
 
-__all__ = ["RERANKERS", "Candidate", "FeatureOracle", "OracleInput", "OracleWeights", "Reranker", "RerankerSpec",
-           "build_reranker"]
+__all__ = ["ORACLES", "Candidate", "FeatureOracle", "Oracle", "OracleInput", "OracleSpec", "OracleWeights",
+           "build_oracle"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hopscotch.data_synth.rerankers.base import FeatureOracle, OracleInput, OracleWeights, question_text
+from hopscotch.data_synth.oracles.base import FeatureOracle, OracleInput, OracleWeights, question_text
 from hopscotch.retriever.index.bm25 import BM25Index
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hopscotch.data_synth.rerankers.base import FeatureOracle, OracleInput, OracleWeights, question_text
+from hopscotch.data_synth.oracles.base import FeatureOracle, OracleInput, OracleWeights, question_text
 from hopscotch.retriever.model.loading import load_sentence_transformer
 from hopscotch.retriever.model.query_template import format_document
 

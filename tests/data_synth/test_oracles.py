@@ -1,4 +1,4 @@
-"""Oracle rerankers: dense (tiny BERT), cross-encoder (tiny BERT), and the LLM listwise oracle against a
+"""Oracles: dense (tiny BERT), cross-encoder (tiny BERT), and the LLM listwise oracle against a
 local fake OpenAI-compatible server (retries, malformed permutations, the disk cache)."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from hopscotch.data_synth.config import SynthConfig
+from hopscotch.data_synth.oracles import Candidate, OracleInput
+from hopscotch.data_synth.oracles.llm import LLMOracle, build_messages, parse_permutation
+from hopscotch.data_synth.oracles.llm_client import ChatClient, LLMError, Retries
 from hopscotch.data_synth.pipeline import SynthInputs, synthesize
-from hopscotch.data_synth.rerankers import Candidate, OracleInput
-from hopscotch.data_synth.rerankers.llm import LLMOracle, build_messages, parse_permutation
-from hopscotch.data_synth.rerankers.llm_client import ChatClient, LLMError, Retries
 
 
 def item(n=6, answer="Aurelia") -> OracleInput:
@@ -29,7 +29,7 @@ def item(n=6, answer="Aurelia") -> OracleInput:
 # -- feature oracles with real (tiny) transformer backbones ------------------------------------------------------
 
 def test_dense_oracle_scores_and_caches_passages(tiny_bert_dir):
-    from hopscotch.data_synth.rerankers.dense import DenseOracle
+    from hopscotch.data_synth.oracles.dense import DenseOracle
 
     oracle = DenseOracle(str(tiny_bert_dir))
     it = item()
@@ -58,7 +58,7 @@ def tiny_cross_encoder_dir(tmp_path_factory):
 
 
 def test_cross_encoder_oracle_scores_pairs(tiny_cross_encoder_dir):
-    from hopscotch.data_synth.rerankers.cross_encoder import CrossEncoderOracle
+    from hopscotch.data_synth.oracles.cross_encoder import CrossEncoderOracle
 
     oracle = CrossEncoderOracle(str(tiny_cross_encoder_dir))
     it = item()
@@ -177,7 +177,7 @@ def test_chat_client_retries_then_succeeds_and_gives_up_clearly(tmp_path):
         assert len(server.requests) == 1  # a client error is not retried
 
 
-def test_llm_reranker_through_the_cli_is_cached_and_reproducible(cli, small_world, tmp_path):
+def test_llm_oracle_through_the_cli_is_cached_and_reproducible(cli, small_world, tmp_path):
     args = ["synth", "--qa", small_world, "--traces", small_world / "traces.jsonl", "--reranker", "llm",
             "--llm-model", "fake-model", "--max-questions", "3", "--llm-cache", tmp_path / "cache"]
     with FakeChatServer() as server:

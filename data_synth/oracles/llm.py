@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from hopscotch.data_synth.rerankers.base import OracleInput
-from hopscotch.data_synth.rerankers.llm_client import ChatClient
+from hopscotch.data_synth.oracles.base import OracleInput
+from hopscotch.data_synth.oracles.llm_client import ChatClient
 
 SYSTEM_PROMPT = ("You are RankGPT, an intelligent assistant that can rank passages based on their relevancy "
                  "to a search query.")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from hopscotch.data_synth.rerankers.base import FeatureOracle, OracleInput, OracleWeights, question_text
+from hopscotch.data_synth.oracles.base import FeatureOracle, OracleInput, OracleWeights, question_text
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.model.query_template import format_document
 

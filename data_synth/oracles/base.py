@@ -1,4 +1,4 @@
-"""The oracle reranker interface shared by ``lexical``, ``dense``, ``cross-encoder`` and ``llm``.
+"""The oracle interface shared by ``lexical``, ``dense``, ``cross-encoder`` and ``llm``.
 
 An oracle sees what a labeller sees: the step's query (and the reasoning before it), the whole
 question, its answers, and which candidates are gold or contain an answer. It returns one score per
@@ -58,7 +58,7 @@ class OracleWeights:
     question: float = 0.05
 
 
-class Reranker(Protocol):
+class Oracle(Protocol):
     """What the labeller needs from an oracle: a score per candidate (higher is better)."""
 
     name: str
@@ -108,8 +108,8 @@ class FeatureOracle:
 
 
 @dataclass
-class RerankerSpec:
-    """How to build an oracle in a worker process (rerankers hold models, so they are built lazily)."""
+class OracleSpec:
+    """How to build an oracle in a worker process (oracles hold models, so they are built lazily)."""
 
     name: str = "lexical"
     weights: OracleWeights = field(default_factory=OracleWeights)
@@ -126,4 +126,4 @@ class RerankerSpec:
     batch_size: int = 64
 
 
-RERANKERS = ("lexical", "dense", "cross-encoder", "llm")
+ORACLES = ("lexical", "dense", "cross-encoder", "llm")
