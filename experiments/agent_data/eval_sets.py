@@ -242,8 +242,7 @@ def world_long(work: Path) -> EvalSet:
     way that command builds it, with the same files): agent thinking of 300-3,000 words around keyword-style
     queries, web-page-like documents of several sections; qrels: each step's gold documents, exact from the
     graph. Tune: the first 100 questions; test: the other 200."""
-    from hopscotch.data_synth.world import write_world
-    from hopscotch.data_synth.world_long import build_long_world
+    from hopscotch.data_synth.world import build_long_world, write_world
 
     folder = Path(work) / "world_long"
     if not (folder / "world.json").is_file():

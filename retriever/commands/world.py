@@ -24,15 +24,14 @@ def register(sub) -> None:
     p.add_argument("--questions", type=int_range(1, MAX_QUESTIONS), default=200,
                    help="number of multi-hop questions")
     p.add_argument("--long-reasoning", action="store_true",
-                   help="long-reasoning mode (data_synth/world_long.py): multi-section pages, 300-3,000-word agent "
+                   help="long-reasoning mode (data_synth/world/long.py): multi-section pages, 300-3,000-word agent "
                         "thinking per step (hypotheses, look-alikes, results as read, dead ends) and keyword "
                         "queries; same questions and gold documents (the default world is unchanged)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from hopscotch.data_synth.world import build_world, write_world
-    from hopscotch.data_synth.world_long import build_long_world
+    from hopscotch.data_synth.world import build_long_world, build_world, write_world
     from hopscotch.retriever.errors import UsageError
     from hopscotch.retriever.io.outputs import check_outputs, output_folder
 

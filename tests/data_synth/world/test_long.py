@@ -11,7 +11,9 @@ import statistics
 import pytest
 
 from hopscotch.data_synth.world import RELATIONS, build_world, write_world
-from hopscotch.data_synth.world_long import MAX_WORDS, MIN_WORDS, build_long_world, lengthen_world, words
+from hopscotch.data_synth.world.long import build_long_world, lengthen_world
+from hopscotch.data_synth.world.long_pages import words
+from hopscotch.data_synth.world.long_traces import MAX_WORDS, MIN_WORDS
 
 FILES = ("corpus.jsonl", "queries.jsonl", "qrels.tsv", "traces.jsonl", "world.json")
 #: sha256 of write_world(build_world(seed=3, docs=300, questions=20)) from before long mode existed: the

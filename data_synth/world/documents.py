@@ -1,59 +1,12 @@
-"""Names, vocabularies and prose templates for the embedded synthetic world (:mod:`hopscotch.data_synth.world`)."""
+"""The short world's documents: one or two prose paragraphs per entity, each fact rendered by one of several
+templates, and the map from each fact to the document that states it."""
 
 from __future__ import annotations
 
 import random
 
-SYLLABLES = ["ka", "lo", "mir", "van", "tes", "ro", "dal", "bri", "en", "sol", "qua", "neth", "or", "vel",
-             "tam", "zu", "fen", "hal", "ix", "mar", "po", "ren", "sil", "tor", "ul", "yar", "cor", "dun",
-             "ela", "gri", "jo", "ker", "lin", "mo", "nar", "pel", "rus", "sta", "thi", "wen"]
+from hopscotch.data_synth.world.graph import Entity
 
-OCCUPATIONS = ["chemist", "architect", "novelist", "economist", "violinist", "astronomer", "sculptor",
-               "surgeon", "linguist", "cartographer", "botanist", "film editor", "diplomat", "geologist"]
-INDUSTRIES = ["shipbuilding", "pharmaceuticals", "textiles", "aerospace", "publishing", "brewing",
-              "semiconductors", "insurance", "mining", "robotics", "cosmetics", "rail transport"]
-GENRES = ["noir thriller", "musical comedy", "space opera", "historical drama", "documentary", "western",
-          "coming-of-age drama", "heist film", "animated fable", "courtroom drama"]
-CONTINENTS = ["Aurelia", "Borealis", "Cindara", "Meridia", "Ostrava Minor"]
-RIVERS = ["Vell", "Amsor", "Tarn", "Quill", "Oresund", "Lethe", "Marrow", "Silt", "Kettle", "Brae"]
-UNI_KINDS = ["public research university", "private liberal arts college", "technical institute",
-             "conservatory", "military academy"]
-COMPANY_SUFFIX = ["Industries", "Works", "Holdings", "Group", "Labs", "& Sons", "Consolidated", "Systems"]
-FILM_ADJ = ["Silent", "Crimson", "Last", "Hollow", "Golden", "Broken", "Northern", "Paper", "Iron", "Quiet"]
-FILM_NOUN = ["Harbor", "Orchard", "Signal", "Lantern", "Meridian", "Archive", "Tide", "Carousel", "Ledger"]
-
-
-def make_namer(rng: random.Random):
-    """Return ``name(kind)`` producing unique, pronounceable names for each entity kind."""
-    used: set[str] = set()
-
-    def word(lo: int, hi: int) -> str:
-        return "".join(rng.choice(SYLLABLES) for _ in range(rng.randint(lo, hi))).capitalize()
-
-    def name(kind: str) -> str:
-        for _ in range(1000):
-            if kind == "person":
-                n = f"{word(1, 2)} {word(2, 3)}"
-            elif kind in ("city", "country"):
-                n = word(2, 3) + rng.choice(["", "", "ia", "holt", "burg", "mere", "stad"] if kind == "city"
-                                            else ["ia", "land", "ora", "stan", ""])
-            elif kind == "company":
-                n = f"{word(2, 3)} {rng.choice(COMPANY_SUFFIX)}"
-            elif kind == "university":
-                n = rng.choice(["University of {}", "{} Institute", "{} College", "{} Polytechnic"]).format(word(2, 3))
-            elif kind == "film":
-                n = f"The {rng.choice(FILM_ADJ)} {rng.choice(FILM_NOUN)}" + rng.choice(["", "", " II", f" of {word(2, 2)}"])
-            else:
-                raise ValueError(kind)
-            if n not in used:
-                used.add(n)
-                return n
-        raise RuntimeError(f"ran out of unique {kind} names")
-
-    return name
-
-
-# -- prose ---------------------------------------------------------------------------------------
 # Each fact template takes the subject's name as {s} and the value as {v}; several phrasings per fact
 # so that no two documents read alike.
 FACT_TEMPLATES = {
@@ -101,3 +54,24 @@ def render_document(rng: random.Random, subject: str, facts: list[tuple[str, str
     if rng.random() < 0.6:
         sentences.insert(rng.randint(1, len(sentences)), rng.choice(FILLER))
     return " ".join(sentences)
+
+
+def make_documents(rng: random.Random, entities: list[Entity]) -> tuple[list[dict], dict]:
+    docs: list[dict] = []
+    fact_doc: dict = {}
+    for e in entities:
+        facts = [(a, str(v)) for a, v in e.attrs.items()]
+        facts += [(r, entities[t].name) for r, t in e.rels.items()]
+        rng.shuffle(facts)
+        groups = [facts]
+        if len(facts) >= 4 and rng.random() < 0.45:
+            cut = rng.randint(2, len(facts) - 2)
+            groups = [facts[:cut], facts[cut:]]
+        for i, group in enumerate(groups):
+            docid = f"w{len(docs):06d}"
+            title = e.name if i == 0 else f"{e.name} ({rng.choice(['history', 'career', 'details', 'profile'])})"
+            docs.append({"_id": docid, "title": title, "text": render_document(rng, e.name, group)})
+            for fact, _ in group:
+                fact_doc[(e.eid, fact)] = docid
+    return docs, fact_doc
+

@@ -1,33 +1,22 @@
-"""Long-reasoning mode of the embedded world: long agent thinking, keyword queries, multi-section pages.
+"""Long mode's traces: each step's reasoning is the agent's thinking so far (300-3,000 words, growing within a
+question) and its query is keyword style.
 
-``lengthen_world(world)`` (what ``build_world(..., long_reasoning=True)`` and ``hopscotch world
---long-reasoning`` call) returns a new :class:`~hopscotch.data_synth.world.World` built on the same graph,
-questions and gold documents, drawing everything new from its own ``random.Random(f"{seed}-long")`` so the
-default world (and its random sequence) is untouched:
-
-* every document becomes a web-page-like text: its facts as in the default world (the lead), then
-  sections ("Background", "Career", "Timeline", "Related", "See also", ...) of filler about the entity
-  and names of other entities. The filler never states a fact of the graph, so a fact's gold document
-  stays the only one holding it; ids and titles are unchanged;
-* each trace step's reasoning is the agent's thinking so far (300-3,000 words, growing within a
-  question): it restates the question and its constraints, names candidate entities matching some clues
-  (real look-alikes from the graph), quotes the pages the previous steps' gold ids point to as read,
-  plus dead ends (look-alikes' pages, with self-corrections), and plans; its last sentence motivates the
-  query. ``current_reasoning`` is the text written since the previous result;
-* each query is keyword style (name + relation keywords + a distinguishing attribute); the steps whose
-  default query left the name to the reasoning still do.
-
-The per-step gold documents stay exact from the graph.
+The thinking restates the question and its constraints, names candidate entities matching some clues (real
+look-alikes from the graph), quotes the pages the previous steps' gold ids point to as read, plus dead ends
+(look-alikes' pages, with self-corrections), and plans; its last sentence motivates the query.
+``current_reasoning`` is the text written since the previous resuphrases. A query is name + relation keywords + a
+distinguishing attribute; the steps whose default query left the name to the reasoning still do.
 """
 
 from __future__ import annotations
 
 import random
-import statistics
-from dataclasses import replace
 
-from hopscotch.data_synth import world_long_text as lt
-from hopscotch.data_synth.world import ATTRIBUTE_QUESTIONS, NOUN, RELATIONS, YEAR_ATTRS, World, _clue_text, _Graph
+import hopscotch.data_synth.world.thinking_phrases as phrases
+from hopscotch.data_synth.world.build import World
+from hopscotch.data_synth.world.graph import ATTRIBUTE_QUESTIONS, NOUN, RELATIONS, YEAR_ATTRS, Graph
+from hopscotch.data_synth.world.long_pages import words
+from hopscotch.data_synth.world.questions import clue_text
 
 MIN_WORDS, MAX_WORDS = 300, 3000
 VERB = {"birth_year": "born", "founded": "founded", "release_year": "released"}
@@ -40,10 +29,6 @@ ATTR_NOUN = {"occupation": "the occupation", "birth_year": "the birth year", "in
              "founded": "the founding year", "river": "the river", "currency": "the currency",
              "continent": "the continent", "genre": "the genre", "release_year": "the release year",
              "kind": "the kind of institution"}
-
-
-def words(text: str) -> int:
-    return len(text.split())
 
 
 def _a(v) -> str:
@@ -93,75 +78,8 @@ def ask_phrase(fact: str, n: str) -> str:
     return RELATIONS[fact][2].format(x=n) if fact in RELATIONS else f"{ATTR_NOUN[fact]} of {n}"
 
 
-# -- pages ---------------------------------------------------------------------------------------
-def _short(e) -> str:
-    return e.name.split()[-1] if e.type == "person" else e.name.split()[0] if e.type == "company" else e.name
-
-
-def _start_year(e) -> int:
-    if "birth_year" in e.attrs:
-        return min(e.attrs["birth_year"] + 20, 2015)
-    return min(e.attrs.get("founded") or e.attrs.get("release_year") or 1850, 2015)
-
-
-def _prose(rng: random.Random, e, names: list[str], unused: list[str]) -> str:
-    """A filler sentence: an activity (period, verb, topic) or one of the page's ``unused`` templates."""
-    s = e.name if rng.random() < 0.5 else _short(e)
-    if not unused or rng.random() < 0.55:
-        return f"{rng.choice(lt.PERIODS)}, {s} {rng.choice(lt.ACTS[e.type])} {rng.choice(lt.TOPICS)}."
-    return unused.pop().format(s=s, o=rng.choice(names))
-
-
-def _page(rng: random.Random, e, lead: str, linked: list[str], lookalikes: list[str], names: list[str]) -> str:
-    r = rng.random()
-    lo, hi = (150, 300) if r < 0.15 else (300, 800) if r < 0.75 else (800, 1500)
-    target = rng.randint(lo, hi)
-    parts, n = [lead], words(lead)
-    tail = []
-    if rng.random() < 0.6:
-        years = sorted(rng.sample(range(_start_year(e), 2025), min(rng.randint(4, 10), 2025 - _start_year(e))))
-        lines = [f"{y} – {_short(e)} " + rng.choice(lt.EVENTS[e.type]).format(o=rng.choice(names)) + "."
-                 for y in years]
-        tail.append("Timeline\n" + "\n".join(lines))
-    related = linked + lookalikes
-    if related and rng.random() < 0.7:
-        tail.append("Related\n" + " ".join(rng.choice(lt.RELATED).format(o=o, s=e.name) for o in related))
-    see = list(dict.fromkeys(related + rng.sample(names, 4)))[: rng.randint(3, 6)]
-    tail.append("See also\n" + " · ".join(see))
-    budget = target - sum(words(t) for t in tail)
-    sections = lt.PROSE_SECTIONS[e.type][:]
-    rng.shuffle(sections)
-    unused = rng.sample(lt.GENERIC + lt.TYPED[e.type], len(lt.GENERIC) + len(lt.TYPED[e.type]))
-    for i, header in enumerate(sections):
-        if i and n >= budget:
-            break
-        k = max(3, min(30, (budget - n) // 14 + 1))
-        body = " ".join(_prose(rng, e, names, unused) for _ in range(rng.randint(max(3, k // 2), k)))
-        parts.append(f"{header}\n{body}")
-        n += words(body)
-    return "\n\n".join(parts + tail)
-
-
-def _lengthen_documents(rng: random.Random, world: World, graph: _Graph) -> list[dict]:
-    ents = world.entities
-    names = [e.name for e in ents]
-    doc_facts: dict[str, list] = {}
-    for (eid, fact), docid in world.fact_doc.items():
-        doc_facts.setdefault(docid, []).append((eid, fact))
-    out = []
-    for d in world.documents:
-        facts = doc_facts[d["_id"]]
-        e = ents[facts[0][0]]
-        linked = [ents[e.rels[f]].name for _, f in facts if f in e.rels]
-        attr = rng.choice(sorted(e.attrs))
-        alike = sorted(graph.index.get((attr, e.attrs[attr]), set()) - {e.eid})
-        lookalikes = [ents[i].name for i in rng.sample(alike, min(len(alike), rng.randint(0, 3)))]
-        out.append({**d, "text": _page(rng, e, d["text"], linked, lookalikes, names)})
-    return out
-
-
 # -- reasoning -----------------------------------------------------------------------------------
-def _candidates(rng: random.Random, graph: _Graph, anchor, clues: list) -> list:
+def _candidates(rng: random.Random, graph: Graph, anchor, clues: list) -> list:
     """Same-type look-alikes matching some (not all) clues, most matching first (3-6 of them)."""
     pool = [e for e in graph.by_type[anchor.type] if e != anchor.eid]
     scored = []
@@ -178,10 +96,10 @@ def _candidates(rng: random.Random, graph: _Graph, anchor, clues: list) -> list:
     return [graph.entities[e] for _, _, e in scored]
 
 
-class _Writer:
+class TraceWriter:
     """Writes one question's long trace; ``short`` and ``pages`` are the default and the long text per docid."""
 
-    def __init__(self, rng: random.Random, world: World, graph: _Graph, short: dict, pages: dict, titles: dict):
+    def __init__(self, rng: random.Random, world: World, graph: Graph, short: dict, pages: dict, titles: dict):
         self.rng, self.world, self.graph, self.ents = rng, world, graph, world.entities
         self.short, self.pages, self.titles = short, pages, titles
         self.tokens: dict[tuple, list[int]] = {}  # (type, name word) -> entities
@@ -207,7 +125,7 @@ class _Writer:
             return None
         body = self.rng.choice(sections).split("\n", 1)[-1].replace("\n", " ")
         sentence = body.split(". ")[0].rstrip(".")
-        return self.pick(lt.MORE, x=sentence + ".")
+        return self.pick(phrases.MORE, x=sentence + ".")
 
     def assemble(self, paras: list[tuple[int, str, bool]], target: int, room: int, muse: dict, first: bool) -> str:
         """Required paragraphs, then optional ones (random order) and up to three musings (at random places)
@@ -216,7 +134,7 @@ class _Writer:
         chosen = [p for p in paras if p[2]]
         optional = [p for p in paras if not p[2]]
         rng.shuffle(optional)
-        pool = [m for m in self.muses if first == (m in lt.MUSE_FIRST)] or self.muses
+        pool = [m for m in self.muses if first == (m in phrases.MUSE_FIRST)] or self.muses
         musings = [(rng.randint(1, 8), m, False) for m in pool[: rng.randint(1, 3)]]
         n = sum(words(p[1]) for p in chosen)
         for p in optional + musings:
@@ -236,59 +154,60 @@ class _Writer:
         anchor = ents[plan["anchor"]]
         clues, hops, desc = plan["clues"], plan["hops"], plan["desc"]
         generic = [ask_phrase(f, f"the {NOUN[ents[s].type]}") for f, s in hops]
-        self.muses = rng.sample(lt.MUSE_FIRST + lt.MUSE, len(lt.MUSE_FIRST) + len(lt.MUSE))
+        self.muses = rng.sample(phrases.MUSE_FIRST + phrases.MUSE, len(phrases.MUSE_FIRST) + len(phrases.MUSE))
         cands = _candidates(rng, self.graph, anchor, clues)
         failing = {c.eid: [(a, v) for a, v in clues if _value(c, a) != v] for c in cands}
         room = MAX_WORDS - 20
         # step 1: the question, its constraints, hypotheses, a plan
-        hyp = [self.pick(lt.HYP_INTRO)]
+        hyp = [self.pick(phrases.HYP_INTRO)]
         for i, c in enumerate(cands):
             fa, fv = failing[c.eid][0]
             known = [k for k in (_known(c, a, v) for a, v in clues) if k]
             if i == 0 and known:
-                hyp.append(self.pick(lt.STRONG, n=c.name, known=known[0], wrong=attr_phrase(fa, fv)))
+                hyp.append(self.pick(phrases.STRONG, n=c.name, known=known[0], wrong=attr_phrase(fa, fv)))
             else:
-                hyp.append(self.pick(lt.HYP, n=c.name, known=(known or [_a(NOUN[c.type])])[0], unknown=TOPIC[fa]))
+                hyp.append(self.pick(phrases.HYP, n=c.name, known=(known or [_a(NOUN[c.type])])[0], unknown=TOPIC[fa]))
         notes = [f"It has to be {_a(NOUN[anchor.type])}."] + [
-            self.pick(lt.CLUE_NOTE, p=attr_phrase(a, v)[0].upper() + attr_phrase(a, v)[1:]) for a, v in clues]
-        opening = self.pick(lt.OPEN, q=plan["text"]) + " " + self.pick(lt.CHAIN, desc=desc,
+            self.pick(phrases.CLUE_NOTE, p=attr_phrase(a, v)[0].upper() + attr_phrase(a, v)[1:]) for a, v in clues]
+        opening = self.pick(phrases.OPEN, q=plan["text"]) + " " + self.pick(phrases.CHAIN, desc=desc,
                                                                        rest=", then ".join(generic))
         noun0 = NOUN[anchor.type]
         queries = [rng.choice([f"{plan['first_kw']} {noun0}"] * 3 + [f"{noun0} {plan['first_kw']}"])]
         kw0 = RELATIONS[hops[0][0]][3] if hops[0][0] in RELATIONS else ATTRIBUTE_QUESTIONS[hops[0][0]][1]
-        alt = self.pick(lt.ALT, a=queries[0], b=f"{cands[0].name} {plan['first_kw']}", c=f"{cands[-1].name} {kw0}")
-        paras = [(0, opening, True), (1, self.pick(lt.CLUE_INTRO) + " " + " ".join(notes), True),
-                 (2, " ".join(hyp), True), (4, self.pick(lt.PLAN), True), (4, alt, False),
-                 (9, self.pick(lt.ASK_FIRST, kw=desc), True)]
-        paras += [(3, self.pick(lt.CONSIDER, c=c.name, ask=ask_phrase(hops[0][0], c.name)), False)
+        alt = self.pick(phrases.ALT, a=queries[0], b=f"{cands[0].name} {plan['first_kw']}", c=f"{cands[-1].name} {kw0}")
+        paras = [(0, opening, True), (1, self.pick(phrases.CLUE_INTRO) + " " + " ".join(notes), True),
+                 (2, " ".join(hyp), True), (4, self.pick(phrases.PLAN), True), (4, alt, False),
+                 (9, self.pick(phrases.ASK_FIRST, kw=desc), True)]
+        paras += [(3, self.pick(phrases.CONSIDER, c=c.name, ask=ask_phrase(hops[0][0], c.name)), False)
                   for c in cands[: rng.randint(1, 2)]]
         muse = {"c": cands[0].name, "n": cands[0].name, "last": generic[-1]}
         current = [self.assemble(paras, rng.randint(330, 520), room, muse, True)]
         while words(current[0]) < MIN_WORDS:  # a short question: think a little more
-            current[0] += "\n\n" + self.pick(lt.MUSE_FIRST, **muse)
+            current[0] += "\n\n" + self.pick(phrases.MUSE_FIRST, **muse)
         chain = [f"{desc} is {anchor.name}"]
         for j, (fact, src) in enumerate(hops):
             s = ents[src]
             prev_gold = traces[j]["gold_docids"]
             what = desc if j == 0 else ask_phrase(hops[j - 1][0], ents[hops[j - 1][1]].name)
-            paras = [(0, " ".join(self.read(d, lt.READ) for d in prev_gold), True),
-                     (1, self.pick(lt.CONCLUDE, what=what, n=s.name), True)]
+            paras = [(0, " ".join(self.read(d, phrases.READ) for d in prev_gold), True),
+                     (1, self.pick(phrases.CONCLUDE, what=what, n=s.name), True)]
             more = self.more(prev_gold[0])
             if more:
                 paras.append((0, more, False))
             if j > 0:
                 chain.append(f"{what} is {s.name}")
-                paras.append((4, self.pick(lt.RECAP, chain="; ".join(chain)), False))
+                paras.append((4, self.pick(phrases.RECAP, chain="; ".join(chain)), False))
             paras += self.dead_ends(j, hops, cands, failing, s)
             others = ", ".join(c.name for c in cands)
-            paras.append((5, self.pick(lt.FALLBACK, n=s.name, c=cands[0].name), False) if j == 0 else
-                         (4, self.pick(lt.STATUS, items=others, n=anchor.name), False))
+            paras.append((5, self.pick(phrases.FALLBACK, n=s.name, c=cands[0].name), False) if j == 0 else
+                         (4, self.pick(phrases.STATUS, items=others, n=anchor.name), False))
             skim = [ents[rng.randrange(len(ents))].name for _ in range(rng.randint(3, 6))]
-            paras.append((3, self.pick(lt.SKIM, items=", ".join(skim), n=s.name), False))
+            paras.append((3, self.pick(phrases.SKIM, items=", ".join(skim), n=s.name), False))
             ask = ask_phrase(fact, s.name)
             rest = ", then ".join(generic[j + 1:])
-            after = self.pick(lt.AFTER, rest=rest) if rest else self.pick(lt.FINAL_HOP)
-            paras += [(6, self.pick(lt.NEXT, ask=ask) + " " + after, True), (9, self.pick(lt.ASK_NEXT, ask=ask), True)]
+            after = self.pick(phrases.AFTER, rest=rest) if rest else self.pick(phrases.FINAL_HOP)
+            paras += [(6, self.pick(phrases.NEXT, ask=ask) + " " + after, True),
+                      (9, self.pick(phrases.ASK_NEXT, ask=ask), True)]
             used = sum(words(c) for c in current)
             muse = {"c": cands[0].name, "n": s.name, "last": generic[-1]}
             current.append(self.assemble(paras, rng.randint(380, 750), room - used, muse, False))
@@ -309,12 +228,12 @@ class _Writer:
                 corr = _correction(c, a, v)
                 doc = self.fact_doc(c.eid, a.removesuffix("_decade"))
                 if doc and (i == 0 or (len(out) < 3 and rng.random() < 0.6)):
-                    why = self.pick(lt.WHY_CANDIDATE, corr=corr, n=c.name)
-                    out.append((2, self.read(doc, lt.DEAD, why=why), i == 0))
+                    why = self.pick(phrases.WHY_CANDIDATE, corr=corr, n=c.name)
+                    out.append((2, self.read(doc, phrases.DEAD, why=why), i == 0))
                 else:
                     ruled.append(corr)
             if ruled:
-                out.append((2, self.pick(lt.RULED, items="; ".join(ruled)), False))
+                out.append((2, self.pick(phrases.RULED, items="; ".join(ruled)), False))
             return out
         prev_fact, prev_src = hops[j - 1]
         twins = [c for c in cands if prev_fact in c.rels] if j == 1 else []
@@ -324,16 +243,16 @@ class _Writer:
         for c in twins[: rng.randint(1, 2)]:
             doc = self.fact_doc(c.eid, prev_fact)
             if c.eid != prev_src and doc:
-                why = self.pick(lt.WHY_TRAP, n=c.name, m=ents[prev_src].name, noun=NOUN[c.type])
-                out.append((2, self.read(doc, lt.DEAD, why=why), False))
+                why = self.pick(phrases.WHY_TRAP, n=c.name, m=ents[prev_src].name, noun=NOUN[c.type])
+                out.append((2, self.read(doc, phrases.DEAD, why=why), False))
         word = s.name.split()[1 if s.type == "film" else 0]
         alike = [e for e in self.tokens.get((s.type, word), []) if e != s.eid]
         if alike:
             o = ents[rng.choice(alike)]
             doc = self.fact_doc(o.eid, next(iter(o.attrs)))
             if doc:
-                why = self.pick(lt.WHY_NAME, n=o.name, m=s.name, noun=NOUN[s.type])
-                out.append((2, self.read(doc, lt.DEAD, why=why), False))
+                why = self.pick(phrases.WHY_NAME, n=o.name, m=s.name, noun=NOUN[s.type])
+                out.append((2, self.read(doc, phrases.DEAD, why=why), False))
         return out
 
     def query(self, j: int, fact: str, s, clues: list, default_query: str) -> str:
@@ -342,47 +261,10 @@ class _Writer:
         rng = self.rng
         kw = RELATIONS[fact][3] if fact in RELATIONS else ATTRIBUTE_QUESTIONS[fact][1]
         if j == 0:
-            extra = _clue_text(s.type, [rng.choice(clues)])[1]
+            extra = clue_text(s.type, [rng.choice(clues)])[1]
         else:
             extra = NOUN[s.type] if NOUN[s.type] not in kw.split() else ""
         if not default_query.startswith(s.name + " "):
             return " ".join(x for x in (kw, extra) if x)
         forms = [(s.name, kw, extra)] * 3 + [(s.name, extra, kw), (kw, s.name, extra)]
         return " ".join(x for x in rng.choice(forms) if x)
-
-
-def _spread(values: list[int]) -> dict:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)} if values else {}
-
-
-def lengthen_world(world: World, seed: int | None = None) -> World:
-    """The long-reasoning version of ``world`` (made by ``build_world``); ``world`` itself is unchanged."""
-    if not world.plans:
-        raise ValueError("lengthen_world needs a world made by build_world (its question plans)")
-    seed = world.seed if seed is None else seed
-    rng = random.Random(f"{seed}-long")
-    graph = _Graph(world.entities)
-    documents = _lengthen_documents(rng, world, graph)
-    writer = _Writer(rng, world, graph, {d["_id"]: d["text"] for d in world.documents},
-                     {d["_id"]: d["text"] for d in documents}, {d["_id"]: d["title"] for d in world.documents})
-    by_q: dict[str, list[dict]] = {}
-    for t in world.traces:
-        by_q.setdefault(t["question_id"], []).append(t)
-    traces = []
-    for q in world.questions:
-        traces += writer.question(world.plans[q["_id"]], by_q[q["_id"]])
-    stats = {"long_reasoning": True,
-             "reasoning_words": _spread([words(t["reasoning"]) for t in traces]),
-             "current_reasoning_words": _spread([words(t["current_reasoning"]) for t in traces]),
-             "query_words": _spread([words(t["query"]) for t in traces]),
-             "page_words": _spread([words(d["text"]) for d in documents])}
-    return replace(world, documents=documents, traces=traces, extra_stats={**world.extra_stats, **stats})
-
-
-
-def build_long_world(seed: int = 13, docs: int = 2000, questions: int = 200) -> World:
-    """The long-reasoning world: :func:`hopscotch.data_synth.world.build_world` lengthened by :func:`lengthen_world`
-    (what ``hopscotch world --long-reasoning`` builds)."""
-    from hopscotch.data_synth.world import build_world
-
-    return lengthen_world(build_world(seed=seed, docs=docs, questions=questions))

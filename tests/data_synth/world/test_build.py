@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from hopscotch.data_synth.world import RELATIONS, _Graph, build_world, write_world
+from hopscotch.data_synth.world import RELATIONS, build_world, write_world
+from hopscotch.data_synth.world.graph import Graph
 
 
 def test_same_seed_same_bytes(tmp_path):
@@ -29,7 +30,7 @@ def test_sizes_and_hops():
 def test_every_answer_is_unique_over_the_graph():
     """Re-derive each question's clue set and relation path and check exactly one entity satisfies it."""
     w = build_world(seed=11, docs=800, questions=60)
-    graph = _Graph(w.entities)
+    graph = Graph(w.entities)
     names = {e.name for e in w.entities}
     for q in w.questions:
         answer = q["answers"][0]
@@ -41,7 +42,7 @@ def test_every_answer_is_unique_over_the_graph():
     for e in w.entities[:300]:
         import random
 
-        from hopscotch.data_synth.world import _anchor_clues
+        from hopscotch.data_synth.world.questions import _anchor_clues
 
         clues = _anchor_clues(random.Random(e.eid), graph, e)
         if clues is not None:
