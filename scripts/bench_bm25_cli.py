@@ -12,7 +12,7 @@ from pathlib import Path
 
 from hopscotch_experiments.benchmarks.bm25_cli import report, run
 from hopscotch_experiments.benchmarks.common import shared_data_dir
-from hopscotch_experiments.benchmarks.scale_data import DEFAULT_QUERY_SOURCES, DEFAULT_SOURCES
+from hopscotch_experiments.benchmarks.scale.data import DEFAULT_QUERY_SOURCES, DEFAULT_SOURCES
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -4,9 +4,9 @@ at 10k, 100k and 1M documents, with ``hopscotch index --plan``'s and ``bm25-inde
 
 Documents are real sentences recombined (2-6 sentences of HotpotQA / MuSiQue paragraphs each, no two alike); the
 encoder is all-MiniLM-L6-v2 cut to its first 2 layers at max length 64 (``--model``); see
-:mod:`hopscotch_experiments.benchmarks.scale_data`. Each stage of each size runs in its own process (wall time and
-peak RSS: :mod:`hopscotch_experiments.benchmarks.scale_stages`) and is saved under ``--work``; a rerun skips the
-finished ones (``--fresh`` redoes them). The plan checks: :mod:`hopscotch_experiments.benchmarks.scale`.
+:mod:`hopscotch_experiments.benchmarks.scale.data`. Each stage of each size runs in its own process (wall time and
+peak RSS: :mod:`hopscotch_experiments.benchmarks.scale.stages`) and is saved under ``--work``; a rerun skips the
+finished ones (``--fresh`` redoes them). The plan checks: :mod:`hopscotch_experiments.benchmarks.scale.run`.
 
     flock /tmp/hopscotch-heavy.lock .venv/bin/python scripts/bench_scale.py --json /tmp/scale.json   # ~2-2.5 h
     .venv/bin/python scripts/bench_scale.py --sizes 10000 --threads 1 --doc /tmp/scaling.md          # ~6 min
@@ -22,11 +22,11 @@ import sys
 from pathlib import Path
 
 from hopscotch_experiments.benchmarks.common import add_run_options, shared_data_dir
-from hopscotch_experiments.benchmarks.scale import run_scale
-from hopscotch_experiments.benchmarks.scale_bm25 import bm25_findings, bm25_table
-from hopscotch_experiments.benchmarks.scale_data import DEFAULT_QUERY_SOURCES, DEFAULT_SOURCES
-from hopscotch_experiments.benchmarks.scale_report import dense_findings, measured_table, plan_table, write_scale_report
-from hopscotch_experiments.benchmarks.scale_stages import KINDS, ScaleConfig
+from hopscotch_experiments.benchmarks.scale.bm25 import bm25_findings, bm25_table
+from hopscotch_experiments.benchmarks.scale.data import DEFAULT_QUERY_SOURCES, DEFAULT_SOURCES
+from hopscotch_experiments.benchmarks.scale.report import dense_findings, measured_table, plan_table, write_scale_report
+from hopscotch_experiments.benchmarks.scale.run import run_scale
+from hopscotch_experiments.benchmarks.scale.stages import KINDS, ScaleConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,9 +8,10 @@ The scripts stay thin and never import one another; what two of them share lives
 * :mod:`.gpu_check`: rows, deadlines and device helpers of ``scripts/gpu_check.py`` and its sections, and
   the entry point each section script runs (:func:`.gpu_check.section_main`);
 * :mod:`.scale` (``scripts/bench_scale.py``): measured cost curves of BM25, Flat, IVF-PQ and multi-vector
-  indexes across corpus sizes beside ``index --plan``; its corpus and encoders (:mod:`.scale_data`), stages
-  (:mod:`.scale_stages`, one process each), exact MaxSim reference (:mod:`.scale_exact`) and report
-  (:mod:`.scale_report`: the section of ``docs/scaling.md`` and its plot).
+  indexes across corpus sizes beside ``index --plan``: its runner and plan checks (:mod:`.scale.run`), corpus and
+  encoders (:mod:`.scale.data`), stages (:mod:`.scale.stages`, one process each; BM25's: :mod:`.scale.bm25`),
+  exact MaxSim reference (:mod:`.scale.exact`) and report (:mod:`.scale.report`: the section of
+  ``docs/scaling.md`` and its plot).
 
 The kernel bench and check are :mod:`hopscotch_experiments.kernel_checks.bench`; recall@k of an ANN search is
 :mod:`hopscotch.retriever.evaluation.ann_recall`.

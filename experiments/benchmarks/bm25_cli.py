@@ -1,5 +1,5 @@
 """Where ``hopscotch search --bm25`` spends its time next to bare bm25s (issue 37, item 3): one corpus of the
-cost-curve benchmark's documents (:mod:`.scale_data`), its questions, both BM25 backends, and the same queries
+cost-curve benchmark's documents (:mod:`.scale.data`), its questions, both BM25 backends, and the same queries
 timed as
 
 * the whole command, ``hopscotch search --bm25 DIR`` (a fresh process: interpreter, imports, index load, query
@@ -47,7 +47,7 @@ def _median(repeats: int, fn) -> float:
 
 def prepare(work: Path, sources, query_sources, docs: int, queries: int) -> dict:
     """The corpus, the queries and both backends' folders under ``work`` (made once)."""
-    from hopscotch_experiments.benchmarks.scale_data import SentencePool, write_corpus, write_queries
+    from hopscotch_experiments.benchmarks.scale.data import SentencePool, write_corpus, write_queries
     from hopscotch.retriever.cli import main
 
     work.mkdir(parents=True, exist_ok=True)

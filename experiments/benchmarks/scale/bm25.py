@@ -1,7 +1,7 @@
-"""BM25 in the cost-curve benchmark (:mod:`.scale`): both backends built and searched at each size, the plan of
+"""BM25 in the cost-curve benchmark (:mod:`.run`): both backends built and searched at each size, the plan of
 ``hopscotch bm25-index --plan`` beside them, and the report's BM25 section (docs/scaling.md, "BM25 cost curves").
 
-Stages (each in its own process, :mod:`.scale_stages`): ``bm25`` / ``bm25_search`` (bm25s, sizes up to
+Stages (each in its own process, :mod:`.stages`): ``bm25`` / ``bm25_search`` (bm25s, sizes up to
 ``bm25s_max``: it holds the whole score matrix in RAM) and ``bm25_disk`` / ``bm25_disk_search`` (the disk backend:
 :func:`~hopscotch.retriever.index.bm25_disk_build.build_disk_index`, its default options). A search stage times
 ``queries`` searches at ``k`` on ``threads`` threads (bm25s: its ``n_threads``; disk: queries spread over threads),

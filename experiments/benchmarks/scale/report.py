@@ -1,4 +1,4 @@
-"""The report of the cost-curve benchmark (:mod:`.scale`): a Markdown section (tables of what was measured and of the
+"""The report of the cost-curve benchmark (:mod:`.run`): a Markdown section (tables of what was measured and of the
 plan beside it) written between markers into ``docs/scaling.md`` (appended when the markers are missing), and a
 log-log PNG of the curves (matplotlib's object API on an Agg canvas, as :mod:`hopscotch.retriever.evaluation
 .discovery_plot`; matplotlib is in the ``dev`` extra, and without it the section says so instead).
@@ -15,7 +15,7 @@ START, END = "<!-- scale-bench:start -->", "<!-- scale-bench:end -->"
 KINDS = ("BM25", "BM25 disk", "Flat", "IVF-PQ", "multi-vector")
 COLORS = {"BM25": "tab:blue", "BM25 disk": "tab:purple", "Flat": "tab:orange", "IVF-PQ": "tab:green",
           "multi-vector": "tab:red"}
-#: the kinds of the dense section's table (BM25 has a section of its own: :mod:`.scale_bm25`)
+#: the kinds of the dense section's table (BM25 has a section of its own: :mod:`.bm25`)
 DENSE_KINDS = ("Flat", "IVF-PQ", "multi-vector")
 MIB = 2 ** 20
 
@@ -178,7 +178,7 @@ def render_section(result: dict, command: str, png_name: str | None, plot_note: 
              f"(one process per stage, {cfg['threads']} thread(s) each: wall time and peak RSS are the stage's own; "
              f"q/s the median of {cfg['repeats']} runs of {setup['queries']} queries at k={cfg['k']}).",
              "",
-             "* **Documents**: real sentences recombined (`hopscotch_experiments.benchmarks.scale_data`): each "
+             "* **Documents**: real sentences recombined (`hopscotch_experiments.benchmarks.scale.data`): each "
              f"document is 2-6 sentences drawn from the {corpus.get('pool_sentences', 0):,} sentences of "
              f"{corpus.get('pool_paragraphs', 0):,} paragraphs of {_names(cfg['sources'])}, titled after its first "
              f"sentence's paragraph ({corpus.get('avg_doc_bytes', 0):,.0f} bytes a JSONL line). No document repeats "
@@ -234,9 +234,9 @@ def render_section(result: dict, command: str, png_name: str | None, plot_note: 
 def write_scale_report(result: dict, doc: str | os.PathLike, png: str | os.PathLike | None, command: str,
                        note: str = "") -> str:
     """Draw the PNG (when ``png``) and put the dense section (when the run encoded) and the BM25 section
-    (:mod:`.scale_bm25`, when it built a BM25 index) into ``doc`` between their markers (appended when missing),
+    (:mod:`.bm25`, when it built a BM25 index) into ``doc`` between their markers (appended when missing),
     ``note`` (when given) above their tables; what it did."""
-    from hopscotch_experiments.benchmarks.scale_bm25 import write_bm25_section
+    from hopscotch_experiments.benchmarks.scale.bm25 import write_bm25_section
     from hopscotch.retriever.io.common import atomic_write
 
     said = []

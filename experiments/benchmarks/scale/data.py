@@ -1,4 +1,4 @@
-"""Inputs of the cost-curve benchmark (:mod:`.scale`): a corpus of any size made of real sentences, real questions as
+"""Inputs of the cost-curve benchmark (:mod:`.run`): a corpus of any size made of real sentences, real questions as
 queries, the encoders it indexes with, and the IVF spec scaled with the corpus.
 
 **Documents.** Every sentence of the source corpora (by default HotpotQA's and MuSiQue's Wikipedia paragraphs of the

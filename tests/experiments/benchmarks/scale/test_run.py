@@ -1,4 +1,4 @@
-"""The cost-curve benchmark (hopscotch_experiments.benchmarks.scale*): the whole pipeline at 300 and 1,000 documents
+"""The cost-curve benchmark (hopscotch_experiments.benchmarks.scale): the whole pipeline at 300 and 1,000 documents
 with a tiny model, its JSON, resuming, the report and plot, and the pieces it is made of."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import sys
 import numpy as np
 import pytest
 
-from hopscotch_experiments.benchmarks.scale import STAGES, run_scale
-from hopscotch_experiments.benchmarks.scale_data import SentencePool, ivf_spec, write_corpus
 from hopscotch.retriever.index.faiss_spec import auto_nlist
-from hopscotch_experiments.benchmarks.scale_report import END, START, write_scale_report
-from hopscotch_experiments.benchmarks.scale_stages import ScaleConfig
+from hopscotch_experiments.benchmarks.scale.data import SentencePool, ivf_spec, write_corpus
+from hopscotch_experiments.benchmarks.scale.report import END, START, write_scale_report
+from hopscotch_experiments.benchmarks.scale.run import STAGES, run_scale
+from hopscotch_experiments.benchmarks.scale.stages import ScaleConfig
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +125,7 @@ def test_documents_are_real_sentences_deterministic_and_prefix_stable(small_worl
 
 
 def test_exact_maxsim_matches_brute_force(tmp_path):
-    from hopscotch_experiments.benchmarks.scale_exact import exact_maxsim_top
+    from hopscotch_experiments.benchmarks.scale.exact import exact_maxsim_top
     from hopscotch.retriever.index.layout import IndexMeta, save_npy, shard_file
 
     rng = np.random.default_rng(0)
@@ -148,10 +148,10 @@ def test_exact_maxsim_matches_brute_force(tmp_path):
 
 def test_a_stage_runs_as_its_own_process(scale_run):
     from hopscotch_experiments.benchmarks.common import run_json
-    from hopscotch_experiments.benchmarks.scale_stages import PREFIX
+    from hopscotch_experiments.benchmarks.scale.stages import PREFIX
 
     cfg, _, _ = scale_run
-    out, _ = run_json([sys.executable, "-m", "hopscotch_experiments.benchmarks.scale_stages", "bm25_search", cfg.work,
+    out, _ = run_json([sys.executable, "-m", "hopscotch_experiments.benchmarks.scale.stages", "bm25_search", cfg.work,
                        "300"], prefix=PREFIX)
     assert out["qps"] > 0 and out["peak_rss_mib"] > 0
 

@@ -1,12 +1,12 @@
 """Measured cost curves: BM25, dense Flat, IVF-PQ and multi-vector indexes built and searched at several corpus
 sizes, with ``hopscotch index --plan``'s predictions beside the measurements (``scripts/bench_scale.py``).
 
-Per size, the stages of :mod:`.scale_stages` (each in its own process; corpus and encoders: :mod:`.scale_data`)::
+Per size, the stages of :mod:`.stages` (each in its own process; corpus and encoders: :mod:`.data`)::
 
     corpus -> encode -> flat_search -> flat_bare                   (kind dense; sizes up to dense_max)
                      -> ivf_build -> ivf_search
            -> bm25 -> bm25_search                                  (kind bm25s; sizes up to bm25s_max)
-           -> bm25_disk -> bm25_disk_search                        (kind disk: :mod:`.scale_bm25`)
+           -> bm25_disk -> bm25_disk_search                        (kind disk: :mod:`.bm25`)
            -> mv_build -> mv_search                                (kind mv; sizes up to multivector_max)
 
 Resumable: each stage's result is ``WORK/n<size>/<stage>.json``, keyed by the settings it depends on and the keys
@@ -29,7 +29,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from hopscotch_experiments.benchmarks.scale_stages import PREFIX, ScaleConfig, run_scale_stage, size_dir
+from hopscotch_experiments.benchmarks.scale.stages import PREFIX, ScaleConfig, run_scale_stage, size_dir
 
 #: stage -> (the stages whose outputs it reads, the settings its result depends on)
 STAGES = {
@@ -103,7 +103,7 @@ def _child(cfg: ScaleConfig, stage: str, size: int | None) -> dict:
     threads = str(cfg.threads)
     env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads,
            "TOKENIZERS_PARALLELISM": "false"}
-    cmd = [sys.executable, "-m", "hopscotch_experiments.benchmarks.scale_stages", stage, cfg.work,
+    cmd = [sys.executable, "-m", "hopscotch_experiments.benchmarks.scale.stages", stage, cfg.work,
            "-" if size is None else str(size)]
     return run_json(cmd, env=env, prefix=PREFIX, what=f"stage {stage} at {size}")[0]
 
@@ -180,7 +180,7 @@ def plan_checks(result: dict) -> list[dict]:
     """The plan's predictions at each measured size beside the measurements (module doc)."""
     from hopscotch.retriever.index.plan import PlanOptions, plan_index
 
-    from hopscotch_experiments.benchmarks.scale_bm25 import bm25_plan_checks
+    from hopscotch_experiments.benchmarks.scale.bm25 import bm25_plan_checks
 
     cfg = result["config"]
     out = []

@@ -1,12 +1,12 @@
-"""The stages of the cost-curve benchmark (:mod:`.scale`), each run in a process of its own so that its wall time and
+"""The stages of the cost-curve benchmark (:mod:`.run`), each run in a process of its own so that its wall time and
 peak RSS are its own::
 
-    python -m hopscotch_experiments.benchmarks.scale_stages STAGE WORK SIZE   # prints 'SCALE {json}' last
+    python -m hopscotch_experiments.benchmarks.scale.stages STAGE WORK SIZE   # prints 'SCALE {json}' last
 
 ``WORK/config.json`` is the :class:`ScaleConfig`; ``WORK/n<SIZE>/`` the size's files. Every stage removes what an
-unfinished earlier run of it left, then builds through the package's own API: the corpus (:mod:`.scale_data`),
+unfinished earlier run of it left, then builds through the package's own API: the corpus (:mod:`.data`),
 ``encode_corpus`` (the single-vector shards; ``hopscotch index``), both BM25 backends (``hopscotch bm25-index``:
-:mod:`.scale_bm25`),
+:mod:`.bm25`),
 ``ShardedFaissIndex`` over the shards (Flat; beside a bare FAISS ``IndexFlatIP``, :func:`stage_flat_bare`) and
 ``build_faiss_index`` (IVF-PQ, merged layout), and ``encode_corpus`` with a multi-vector model (token shards, codec,
 compressed tokens, inverted file). Search stages time ``queries``
@@ -126,7 +126,7 @@ def _timed_median(repeats: int, fn) -> tuple[float, object]:
 
 
 def stage_setup(cfg: ScaleConfig, folder: Path) -> dict:
-    from hopscotch_experiments.benchmarks.scale_data import build_scale_encoder, build_mv_model, write_queries
+    from hopscotch_experiments.benchmarks.scale.data import build_mv_model, build_scale_encoder, write_queries
 
     t0 = time.perf_counter()
     models = folder / "models"
@@ -140,7 +140,7 @@ def stage_setup(cfg: ScaleConfig, folder: Path) -> dict:
 
 
 def stage_corpus(cfg: ScaleConfig, folder: Path, size: int) -> dict:
-    from hopscotch_experiments.benchmarks.scale_data import SentencePool, write_corpus
+    from hopscotch_experiments.benchmarks.scale.data import SentencePool, write_corpus
 
     t0 = time.perf_counter()
     folder.mkdir(parents=True, exist_ok=True)
@@ -256,7 +256,7 @@ def stage_flat_bare(cfg: ScaleConfig, folder: Path) -> dict:
 
 
 def stage_ivf_build(cfg: ScaleConfig, folder: Path, size: int) -> dict:
-    from hopscotch_experiments.benchmarks.scale_data import ivf_spec
+    from hopscotch_experiments.benchmarks.scale.data import ivf_spec
     from hopscotch.retriever.index.faiss_index import build_faiss_index, index_name, remove_faiss_index
 
     from hopscotch.retriever.index.faiss_spec import auto_ivf
@@ -338,7 +338,7 @@ def stage_mv_search(cfg: ScaleConfig, folder: Path) -> dict:
            "model_rss_mib": base - base0, "base_rss_mib": base, "peak_rss_mib": peak_rss_mib(),
            "nprobe": cfg.mv_nprobe, "candidates": cfg.mv_candidates}
     if cfg.mv_exact:
-        from hopscotch_experiments.benchmarks.scale_exact import exact_maxsim_top
+        from hopscotch_experiments.benchmarks.scale.exact import exact_maxsim_top
 
         t0 = time.perf_counter()
         truth = exact_maxsim_top(folder / "mv", [q.numpy() for q in vectors], cfg.k)
@@ -358,10 +358,10 @@ def _mv_top(searcher, query, k: int) -> np.ndarray:
 
 
 def _bm25_stages() -> dict:
-    from hopscotch_experiments.benchmarks import scale_bm25
+    from hopscotch_experiments.benchmarks.scale import bm25
 
-    return {"bm25": scale_bm25.stage_bm25, "bm25_search": scale_bm25.stage_bm25_search,
-            "bm25_disk": scale_bm25.stage_bm25_disk, "bm25_disk_search": scale_bm25.stage_bm25_disk_search}
+    return {"bm25": bm25.stage_bm25, "bm25_search": bm25.stage_bm25_search,
+            "bm25_disk": bm25.stage_bm25_disk, "bm25_disk_search": bm25.stage_bm25_disk_search}
 
 
 STAGES = {"setup": stage_setup, "corpus": stage_corpus, "encode": stage_encode, "flat_search": stage_flat_search,

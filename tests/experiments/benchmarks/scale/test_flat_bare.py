@@ -1,4 +1,4 @@
-"""The cost-curve benchmark's Flat reference (scale_stages.stage_flat_bare): ShardedFaissIndex against a bare FAISS
+"""The cost-curve benchmark's Flat reference (scale.stages.stage_flat_bare): ShardedFaissIndex against a bare FAISS
 IndexFlatIP over the same vectors, in one process; the ratio in the measured table and the findings lines."""
 
 from __future__ import annotations
@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hopscotch_experiments.benchmarks.scale import STAGE_KINDS, STAGES
-from hopscotch_experiments.benchmarks.scale_report import dense_findings, measured_table, render_section
-from hopscotch_experiments.benchmarks.scale_stages import FAISS_STAGES, ScaleConfig, stage_flat_bare
+from hopscotch_experiments.benchmarks.scale.report import dense_findings, measured_table, render_section
+from hopscotch_experiments.benchmarks.scale.run import STAGE_KINDS, STAGES
+from hopscotch_experiments.benchmarks.scale.stages import FAISS_STAGES, ScaleConfig, stage_flat_bare
 
-from ...retriever.index.test_faiss_flat_blas import write_vector_index
+from ....retriever.index.test_faiss_flat_blas import write_vector_index
 
 
 @pytest.fixture
