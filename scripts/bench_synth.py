@@ -163,7 +163,7 @@ def accuracy(path: Path, truth: dict) -> float:
     return sum(r["positive_passages"][0]["docid"] in truth[r["query_id"]] for r in rows) / len(truth)
 
 
-def label_accuracy(data: Path, tmp: Path, rerankers: list[str]) -> dict:
+def label_accuracy(data: Path, tmp: Path, oracles: list[str]) -> dict:
     from hopscotch.data_synth.config import SynthConfig
     from hopscotch.data_synth.pipeline import SynthInputs, synthesize
 
@@ -174,7 +174,7 @@ def label_accuracy(data: Path, tmp: Path, rerankers: list[str]) -> dict:
         res["first-gold (peer)"] = round(accuracy(tmp / "naive_acc.jsonl", truth), 4)
         res["bm25-gold (peer)"] = round(bm25_gold_accuracy(qa_dir, traces, truth), 4)
         res["naive answer-bearing negatives"] = naive
-        for rr in rerankers:
+        for rr in oracles:
             t0 = time.perf_counter()
             stats = synthesize(SynthInputs(qa_dir, traces=[traces]), out=tmp / f"acc_{rr}.jsonl",
                                config=SynthConfig(reranker=rr, show_progress=False, fresh=True))
