@@ -33,7 +33,6 @@ from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option,
 from hopscotch.retriever.searchers.encoder_flags import add_encoder_options
 from hopscotch.retriever.searchers.index_documents import IndexFolderDocuments
 from hopscotch.retriever.searchers.registry import register_searcher
-from hopscotch.retriever.searchers.adapter.build import BuiltFromNamespace
 from hopscotch.retriever.searchers.adapter.flags import options_of
 from hopscotch.retriever.searchers.rerank import add_rerank_options
 
@@ -57,7 +56,7 @@ class MultiVectorSearchOptions:
 
 
 @register_searcher("multi_vector")
-class MultiVectorIndexSearcher(IndexFolderDocuments, BaseSearcher, metaclass=BuiltFromNamespace):
+class MultiVectorIndexSearcher(IndexFolderDocuments, BaseSearcher):
     """:param index_dir: a finished multi-vector index folder; :param model: the query encoder (default: the
     index's model); :param nprobe: centroids probed per query token; :param candidates: documents kept by
     centroid interaction and scored exactly; :param query_input, late_fusion: as for the reranker."""
