@@ -43,6 +43,8 @@ ENCODE_CONFIG_FILE = "encode_config.json"
 SHARD_DIR = "shards"
 LOOKUP_DIR = "lookup"
 FAISS_DIR = "faiss"
+#: the folder of the long documents' further windows (:mod:`hopscotch.retriever.index.windows`), an index folder itself
+WINDOWS_DIR = "windows"
 LAYOUT_VERSION = 1
 _SHARD_RE = re.compile(r"^shard_(\d{5,})\.done\.json$")
 
