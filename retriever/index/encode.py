@@ -39,7 +39,7 @@ from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.index.corpus_shards import file_row_counts, iter_shards, num_shards, rank_block
 from hopscotch.retriever.index.finalize import finalize_index, finished_meta, load_meta
 from hopscotch.retriever.index.layout import META_FILE, SHARD_DIR, WINDOWS_DIR, IndexMeta
-from hopscotch.retriever.index.multi_vector_build import build_multi_vector_index, checked_codec_options
+from hopscotch.retriever.index.multi_vector.build import build_multi_vector_index, checked_codec_options
 from hopscotch.retriever.index.shard_files import check_encode_config, shard_complete, wait_for_shards, write_shard
 from hopscotch.retriever.index.windows import model_window_spec, passage_length
 from hopscotch.retriever.io.corpus import Document, corpus_files
@@ -140,7 +140,7 @@ class _EncodeJob:
     out_dir: Path
     options: EncodeOptions
     local_rank: int
-    multi_vector: bool = False  # a multi-vector model: shards also hold token vectors (index.multi_vector_build)
+    multi_vector: bool = False  # a multi-vector model: shards also hold token vectors (index.multi_vector.build)
     fingerprints: dict = field(default_factory=dict)  # model_sha256, encode_sha256 (set once the config is checked)
     view: object = None         # the windows/ folder's job: its documents' windows (index.windows.TailWindows)
     encoder: object = None      # the loaded encoder, once one was needed
@@ -182,7 +182,7 @@ class _EncodeJob:
             device = (f"cuda:{self.local_rank % max(torch.cuda.device_count(), 1)}" if torch.cuda.is_available()
                       else "cpu")
         if self.multi_vector:  # mean token vectors as emb.npy, the tokens beside them
-            from hopscotch.retriever.index.multi_vector_encode import TokenShardEncoder
+            from hopscotch.retriever.index.multi_vector.encode import TokenShardEncoder
             return TokenShardEncoder.load(self.settings.path, batch_size=self.options.batch_size, device=device)
         return DenseEncoder(self.settings.path, max_length=self.options.max_length,
                             batch_size=self.options.batch_size, device=device, truncate_dim=self.options.truncate_dim)

@@ -32,7 +32,7 @@ from hopscotch.retriever.index.layout import (
     shard_file,
     shard_name,
 )
-from hopscotch.retriever.index.multi_vector_build import MV_DIR
+from hopscotch.retriever.index.multi_vector.build import MV_DIR
 from hopscotch.retriever.io.common import write_json
 from hopscotch.retriever.io.corpus import Document
 from hopscotch.retriever.io.fingerprint import manifest_differences

@@ -59,7 +59,7 @@ class BM25Options:
 @register_searcher("bm25")
 class BM25Searcher(BaseSearcher):
     """:param bm25: a BM25 index folder (either backend) or a loaded index
-        (:class:`~hopscotch.retriever.index.bm25.BM25Index`, :class:`~hopscotch.retriever.index.bm25_disk
+        (:class:`~hopscotch.retriever.index.bm25.BM25Index`, :class:`~hopscotch.retriever.index.bm25.disk
         .DiskBM25Index`, or anything answering ``search`` / ``search_weighted`` alike)
     :param docstore: where documents come from for snippets and ``get_document``: a
         :class:`~hopscotch.retriever.index.docstore.DocStore` (a dense index folder's), an

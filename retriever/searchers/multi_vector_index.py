@@ -1,5 +1,5 @@
 """The ``multi_vector`` backend: full-corpus late-interaction search over a multi-vector index (PLAID-style;
-:mod:`hopscotch.retriever.index.multi_vector_store`).
+:mod:`hopscotch.retriever.index.multi_vector.store`).
 
 ``hopscotch search --index DIR`` (and every command, service and harness that builds the ``dense`` backend) gives
 this searcher when ``DIR`` was built from a multi-vector model (the registry selects it by the index; ``dense``
@@ -106,7 +106,7 @@ class MultiVectorIndexSearcher(IndexFolderDocuments, BaseSearcher):
                  nprobe: int | None = None, candidates: int | None = None, query_input: str | None = None,
                  late_fusion: float | None = None, batch_size: int = 32, device: str | None = None):
         from hopscotch.retriever.index.layout import IndexMeta, ShardIds
-        from hopscotch.retriever.index.multi_vector_store import MultiVectorStore
+        from hopscotch.retriever.index.multi_vector.store import MultiVectorStore
         from hopscotch.retriever.model.multi_vector_scorer import MultiVectorScorer
         from hopscotch.retriever.model.query_mix import QueryMix
 

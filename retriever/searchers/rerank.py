@@ -172,7 +172,7 @@ class MultiVectorReranker:
         import numpy as np
 
         from hopscotch.retriever.index.layout import IndexMeta, load_shard_ids
-        from hopscotch.retriever.index.multi_vector_build import shard_tokens
+        from hopscotch.retriever.index.multi_vector.build import shard_tokens
         from hopscotch.retriever.io.fingerprint import model_fingerprint
 
         meta = IndexMeta.load(index_dir)
