@@ -1,6 +1,6 @@
 """False-negative audit: mined hard negatives that are really positives, judged by rules that ignore the oracle.
 
-``hopscotch audit false-negatives`` (:mod:`hopscotch.retriever.commands.audit_false_negatives`). It lives with
+``hopscotch audit false-negatives`` (:mod:`hopscotch.retriever.commands.audit.false_negatives`). It lives with
 DR-Synth, not in ``retriever/audit/``: it reads DR-Synth's stats files and QA datasets, and the retriever below
 the CLI never imports ``data_synth``; its report is the audits' :class:`~hopscotch.retriever.audit.report.AuditReport`.
 

@@ -1,8 +1,9 @@
 """The ``hopscotch`` command line.
 
-Each subcommand lives in ``retriever/commands/<name>.py`` with ``register(subparsers)``, which adds its
-parser and sets ``func`` (and ``stray_words``, the name of a positional list that also takes words placed
-after a later flag: ``train``'s ``KEY=VALUE`` overrides).
+Each subcommand lives in ``retriever/commands/<name>.py`` (``audit``, whose kinds are subcommands of their own: the
+package ``retriever/commands/audit/``) with ``register(subparsers)``, which adds its parser and sets ``func`` (and
+``stray_words``, the name of a positional list that also takes words placed after a later flag: ``train``'s
+``KEY=VALUE`` overrides).
 User-facing errors (:class:`~hopscotch.retriever.errors.HopscotchError`, including
 :class:`~hopscotch.retriever.errors.FormatError`) print one line on stderr and exit with code 2.
 """

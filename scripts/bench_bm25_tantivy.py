@@ -107,7 +107,7 @@ def scores(data: Path, work: Path) -> None:
 
     from hopscotch.retriever.evaluation.metrics import evaluate
     from hopscotch.retriever.index.bm25 import load_bm25_index
-    from hopscotch.retriever.index.bm25_disk_build import DiskBuildOptions, build_disk_index
+    from hopscotch.retriever.index.bm25.disk_build import DiskBuildOptions, build_disk_index
     from hopscotch.retriever.io.corpus import read_corpus
     from hopscotch.retriever.io.qrels import read_qrels
     from hopscotch.retriever.io.queries import read_queries

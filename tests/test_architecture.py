@@ -408,11 +408,9 @@ def test_a_script_has_no_jsonl_reader_nor_atomic_writer_of_its_own(path):
 #: where a parsed argparse namespace may be read: the commands, the CLI and the searchers' argparse adapter
 NAMESPACE_EDGE = ("hopscotch.retriever.commands", "hopscotch.retriever.cli", "hopscotch.retriever.searchers.adapter")
 NAMESPACE_NAMES = {"args", "namespace"}
-#: what is left: ``BaseSearcher.from_args(args)`` (the classmethod harness code and tests call; every backend builds
-#: from ``FlagValues`` in ``from_flags``) and the hybrid's ``fusion_from_args(args)`` (its fusion from parsed flags,
-#: which tests call); both sit below the adapter, which the backends import for their metaclass (issue 35, item 4,
-#: left for its next step). Shrink-only: a function fixed must leave this list, none may join it.
-NAMESPACE_READERS_LEFT = {("retriever/searchers/base.py", "from_args"), ("retriever/searchers/hybrid.py", "fusion_from_args")}
+#: what is left (none: ``SearcherClass(args)`` and ``from_args`` are the adapter's metaclass, the hybrid's fusion from
+#: parsed flags the adapter's ``fusion_from_args``). Shrink-only: none may join it.
+NAMESPACE_READERS_LEFT: set[tuple[str, str]] = set()
 
 
 def _reads_a_namespace(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

@@ -2,10 +2,10 @@
 
 Two backends that score alike (:mod:`hopscotch.retriever.index.bm25`): bm25s (in RAM) and disk (memory-mapped
 postings answered with block-max MaxScore, built by a streaming build that resumes after a kill:
-:mod:`hopscotch.retriever.index.bm25_disk_build`); ``auto`` builds bm25s below
+:mod:`hopscotch.retriever.index.bm25.disk_build`); ``auto`` builds bm25s below
 :data:`~hopscotch.retriever.index.bm25.AUTO_DISK_DOCS` documents and disk from there on. ``--plan`` prints what
 either backend costs at ``--docs N`` (disk, RAM, q/s) from the per-document figures measured here
-(:mod:`hopscotch.retriever.index.bm25_plan`), without building. An identical rerun of a finished build does nothing.
+(:mod:`hopscotch.retriever.index.bm25.plan`), without building. An identical rerun of a finished build does nothing.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def register(sub) -> None:
 
 def _settings(args) -> tuple[str | None, str | None]:
     from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.index.bm25_analyzer import check_analyzer_names
+    from hopscotch.retriever.index.bm25.analyzer import check_analyzer_names
 
     stemmer = None if args.stemmer == "none" else args.stemmer
     stopwords = None if args.stopwords == "none" else args.stopwords
@@ -70,7 +70,7 @@ def _backend(args) -> str:
     from itertools import islice
 
     from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.index.bm25 import AUTO_DISK_DOCS, auto_backend
+    from hopscotch.retriever.index.bm25.memory import AUTO_DISK_DOCS, auto_backend
     from hopscotch.retriever.io.corpus import read_corpus
 
     if args.backend == "bm25s":
@@ -136,7 +136,7 @@ def _build_bm25s(args, stemmer, stopwords, fingerprint: str) -> int:
 
 
 def _build_disk(args, stemmer, stopwords, fingerprint: str) -> int:
-    from hopscotch.retriever.index.bm25_disk_build import DiskBuildOptions, build_disk_index
+    from hopscotch.retriever.index.bm25.disk_build import DiskBuildOptions, build_disk_index
     from hopscotch.retriever.io.corpus import read_corpus
 
     defaults = DiskBuildOptions()
@@ -151,7 +151,7 @@ def _build_disk(args, stemmer, stopwords, fingerprint: str) -> int:
 
 def run_plan(args) -> int:
     from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.index.bm25_plan import format_bm25_plan, measure_figures
+    from hopscotch.retriever.index.bm25.plan import format_bm25_plan, measure_figures
 
     if args.out:
         raise UsageError("--plan builds nothing: drop --out")

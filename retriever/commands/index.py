@@ -207,7 +207,7 @@ def _build(args) -> bool:
     from hopscotch.retriever.index.encode import EncodeOptions, encode_corpus
     from hopscotch.retriever.index.faiss_index import build_faiss_index
     from hopscotch.retriever.index.faiss_spec import check_spec, is_auto
-    from hopscotch.retriever.index.multi_vector_build import MultiVectorOptions
+    from hopscotch.retriever.index.multi_vector.build import MultiVectorOptions
 
     if not is_auto(args.spec):  # a spec that cannot work, before hours of encoding ('auto' is fixed by the count)
         check_spec(args.spec, dim=args.dim, train_size=args.train_size)

@@ -1,6 +1,6 @@
 """``hopscotch index --plan``: the memory, disk and time a build and a search need, printed before anything runs
 (single-vector FAISS indexes: :mod:`hopscotch.retriever.index.plan`; multi-vector token indexes:
-:mod:`hopscotch.retriever.index.plan_multi_vector`); and :data:`INDEX_FLAGS`, the one table of the ``index`` flags
+:mod:`hopscotch.retriever.index.multi_vector.plan`); and :data:`INDEX_FLAGS`, the one table of the ``index`` flags
 that apply to one kind of model only or to ``--plan`` only, which :func:`check_index_flags` applies to a build and
 to a plan alike (a flag given where it does nothing is refused, naming it).
 """
@@ -151,8 +151,8 @@ def run_plan(args) -> int:
 
 
 def _bm25_beside(docs: int, args) -> str:
-    """The BM25 backends at the same size (:func:`~hopscotch.retriever.index.bm25_plan.bm25_plan_summary`)."""
-    from hopscotch.retriever.index.bm25_plan import bm25_plan_summary
+    """The BM25 backends at the same size (:func:`~hopscotch.retriever.index.bm25.plan.bm25_plan_summary`)."""
+    from hopscotch.retriever.index.bm25.plan import bm25_plan_summary
 
     return bm25_plan_summary(docs, args.avg_doc_bytes or None)
 
@@ -166,7 +166,7 @@ def _is_multi_vector(model) -> bool:
 
 def _run_multi_vector_plan(args, docs: int, dim: int) -> int:
     from hopscotch.retriever.index.plan import PlanOptions
-    from hopscotch.retriever.index.plan_multi_vector import (MultiVectorPlanOptions, plan_multi_vector,
+    from hopscotch.retriever.index.multi_vector.plan import (MultiVectorPlanOptions, plan_multi_vector,
                                                              tokens_per_document)
 
     per_doc = args.tokens_per_doc

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 
 def register(sub) -> None:
-    from hopscotch.retriever.commands.audit_contamination import add_train_flags
+    from hopscotch.retriever.commands.audit.contamination import add_train_flags
     from hopscotch.retriever.training.trainer import build_arg_parser
 
     p = sub.add_parser("train", help="train a reasoning-aware dual encoder from a recipe",
@@ -21,7 +21,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from hopscotch.retriever.commands.audit_contamination import guard_training
+    from hopscotch.retriever.commands.audit.contamination import guard_training
     from hopscotch.retriever.training.trainer import train
 
     guard_training(args)  # with --eval-sets: refuses contaminated training data (exit 2)

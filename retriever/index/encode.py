@@ -16,7 +16,7 @@ corpus files that overlap it (see :mod:`hopscotch.retriever.index.corpus_shards`
 ``cuda:LOCAL_RANK`` when a GPU is present. Rank 0 waits for the other ranks' shards
 and writes the manifest (``index.json``) and the docid lookup table. With ``--windows`` each rank then encodes
 the windows of its own shards' long documents, and rank 0 gathers them into ``windows/``
-(:mod:`hopscotch.retriever.index.window_parts`).
+(:mod:`hopscotch.retriever.index.windows`).
 
 Example::
 
@@ -38,8 +38,8 @@ from pathlib import Path
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.index.corpus_shards import file_row_counts, iter_shards, num_shards, rank_block
 from hopscotch.retriever.index.finalize import finalize_index, finished_meta, load_meta
-from hopscotch.retriever.index.layout import META_FILE, SHARD_DIR, IndexMeta
-from hopscotch.retriever.index.multi_vector_build import build_multi_vector_index, checked_codec_options
+from hopscotch.retriever.index.layout import META_FILE, SHARD_DIR, WINDOWS_DIR, IndexMeta
+from hopscotch.retriever.index.multi_vector.build import build_multi_vector_index, checked_codec_options
 from hopscotch.retriever.index.shard_files import check_encode_config, shard_complete, wait_for_shards, write_shard
 from hopscotch.retriever.index.windows import model_window_spec, passage_length
 from hopscotch.retriever.io.corpus import Document, corpus_files
@@ -82,7 +82,7 @@ class EncodeOptions:
     :param poll_seconds: how often rank 0 looks for them
     :param windows: windows a long document is indexed as, its usual first one included (None: the model's
         recorded ``passage_windows``, else 1 = off); each rank encodes the others of its own shards' documents
-        after them, rank 0 gathers them into ``windows/`` (:mod:`hopscotch.retriever.index.window_parts`)
+        after them, rank 0 gathers them into ``windows/`` (:mod:`hopscotch.retriever.index.windows`)
     :param window_stride: tokens between window starts (None: the model's ``window_stride``, else 80% of
         ``max_length``)
 
@@ -140,7 +140,7 @@ class _EncodeJob:
     out_dir: Path
     options: EncodeOptions
     local_rank: int
-    multi_vector: bool = False  # a multi-vector model: shards also hold token vectors (index.multi_vector_build)
+    multi_vector: bool = False  # a multi-vector model: shards also hold token vectors (index.multi_vector.build)
     fingerprints: dict = field(default_factory=dict)  # model_sha256, encode_sha256 (set once the config is checked)
     view: object = None         # the windows/ folder's job: its documents' windows (index.windows.TailWindows)
     encoder: object = None      # the loaded encoder, once one was needed
@@ -182,7 +182,7 @@ class _EncodeJob:
             device = (f"cuda:{self.local_rank % max(torch.cuda.device_count(), 1)}" if torch.cuda.is_available()
                       else "cpu")
         if self.multi_vector:  # mean token vectors as emb.npy, the tokens beside them
-            from hopscotch.retriever.index.multi_vector_encode import TokenShardEncoder
+            from hopscotch.retriever.index.multi_vector.encode import TokenShardEncoder
             return TokenShardEncoder.load(self.settings.path, batch_size=self.options.batch_size, device=device)
         return DenseEncoder(self.settings.path, max_length=self.options.max_length,
                             batch_size=self.options.batch_size, device=device, truncate_dim=self.options.truncate_dim)
@@ -256,8 +256,8 @@ def _encode_corpus(corpus, model, out_dir, options: EncodeOptions | None, encode
     shards = num_shards(total, opts.shard_size)
     if opts.rank == 0 and (windows is None or all(shard_complete(job.out_dir, s) for s in range(shards))):
         _finish_documents(job, total, result)  # searchable (first windows only) while the windows are encoded
-    if windows is not None and _windows_manifest(windows) is None:  # this rank's shards' windows (window_parts)
-        from hopscotch.retriever.index.window_parts import encode_parts
+    if windows is not None and _windows_manifest(windows) is None:  # this rank's shards' windows (index.windows)
+        from hopscotch.retriever.index.windows import encode_parts
 
         result.window_parts, result.encoded_windows = encode_parts(
             job.corpus, job.out_dir, windows.out_dir, windows.view, opts.shard_size, opts.rank, opts.world_size,
@@ -287,7 +287,7 @@ def _windows_job(job: _EncodeJob) -> _EncodeJob:
     windows recorded) checked or written; its ``view`` cuts a document's windows after the first."""
     from transformers import AutoTokenizer
 
-    from hopscotch.retriever.index.windows import WINDOWS_DIR, TailWindows
+    from hopscotch.retriever.index.windows import TailWindows
 
     tokenizer = job.encoder.model.tokenizer if job.encoder else AutoTokenizer.from_pretrained(job.settings.path)
     view = TailWindows(tokenizer, job.window_spec(), job.settings.passage_prefix)
@@ -309,8 +309,7 @@ def _windows_manifest(windows: _EncodeJob) -> IndexMeta | None:
 def _finish_windows(job: _EncodeJob, windows: _EncodeJob, total: int, result: EncodeResult) -> None:
     """Rank 0, after the documents: wait for every rank's window parts, gather them into ``windows/`` (resumable),
     then record them in ``index.json`` (until then searches use first windows only)."""
-    from hopscotch.retriever.index.window_parts import gather_parts, parts_dir, parts_gathered
-    from hopscotch.retriever.index.windows import WINDOWS_DIR
+    from hopscotch.retriever.index.windows import gather_parts, parts_dir, parts_gathered
 
     opts, meta = job.options, result.meta
     finished = _windows_manifest(windows)

@@ -43,6 +43,8 @@ ENCODE_CONFIG_FILE = "encode_config.json"
 SHARD_DIR = "shards"
 LOOKUP_DIR = "lookup"
 FAISS_DIR = "faiss"
+#: the folder of the long documents' further windows (:mod:`hopscotch.retriever.index.windows`), an index folder itself
+WINDOWS_DIR = "windows"
 LAYOUT_VERSION = 1
 _SHARD_RE = re.compile(r"^shard_(\d{5,})\.done\.json$")
 
@@ -103,7 +105,7 @@ class IndexMeta:
     model_sha256: str = ""          # digest of the model folder's files (weights, configs, tokenizer): its identity
     encode_sha256: str = ""         # digest of encode_config.json (corpus content, model files, flags); '' if imported
     windows: dict = field(default_factory=dict)  # {dir, max_windows, stride, max_length, rows}: index.windows
-    multi_vector: dict = field(default_factory=dict)  # {dir, nbits, num_centroids, num_tokens, ...}: index.multi_vector_build
+    multi_vector: dict = field(default_factory=dict)  # {dir, nbits, num_centroids, num_tokens, ...}: multi_vector/
     truncate_dim: int | None = None  # index --dim D: each vector is the model's first D dims, renormalised (= dim)
 
     def __post_init__(self):

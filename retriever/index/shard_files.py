@@ -25,14 +25,14 @@ from hopscotch.retriever.index.layout import (
     LOOKUP_DIR,
     META_FILE,
     SHARD_DIR,
+    WINDOWS_DIR,
     done_shards,
     read_done_marker,
     save_npy,
     shard_file,
     shard_name,
 )
-from hopscotch.retriever.index.multi_vector_build import MV_DIR
-from hopscotch.retriever.index.windows import WINDOWS_DIR
+from hopscotch.retriever.index.multi_vector.build import MV_DIR
 from hopscotch.retriever.io.common import write_json
 from hopscotch.retriever.io.corpus import Document
 from hopscotch.retriever.io.fingerprint import manifest_differences

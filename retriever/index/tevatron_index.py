@@ -32,11 +32,11 @@ from hopscotch.retriever.index.layout import (
     LOOKUP_DIR,
     META_FILE,
     SHARD_DIR,
+    WINDOWS_DIR,
     IndexMeta,
     iter_shard_docids,
     load_shard_embeddings,
 )
-from hopscotch.retriever.index.windows import WINDOWS_DIR
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,11 @@ BrowseComp-Plus builds it with ``SearcherClass.parse_args(parser)`` then ``Searc
 ``SearcherClass(reranker, args)``) and calls ``search(query, k)`` or ``search(query, query_id, k)``;
 AgentIR calls ``search(query, k, store_rerank=True, **kwargs)`` and reads ``result["results"]``.
 Each backend owns its command-line flags (:meth:`BaseSearcher.parse_args`, declared through
-:func:`add_option`) and is built from the parsed flags (:meth:`BaseSearcher.from_args`, which reads them
-with :func:`flag`); see :mod:`hopscotch.retriever.searchers.registry`. Every backend also declares the
+:func:`add_option`) and is built from their values (:meth:`BaseSearcher.from_flags`, which reads a
+:class:`~hopscotch.retriever.searchers.adapter.flags.FlagValues`) or from its options dataclass
+(:meth:`BaseSearcher.from_options`); see :mod:`hopscotch.retriever.searchers.registry`. No backend reads a parsed
+namespace: ``SearcherClass(args)`` and ``SearcherClass.from_args(args)`` come from the metaclass the registry gives
+each registered backend (:class:`~hopscotch.retriever.searchers.adapter.namespace.BuiltFromNamespace`). Every backend also declares the
 multi-vector reranker's ``--rerank-*`` flags: a searcher built from flags (``SearcherClass(args)``, the commands,
 ``build_searcher``: all through the argparse adapter, :mod:`hopscotch.retriever.searchers.adapter`) is wrapped
 by it when ``--rerank-model`` is given.
@@ -32,7 +35,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hopscotch.retriever.model.query_input import ReasoningContext
-from hopscotch.retriever.searchers.adapter.flags import FlagValues, add_option, flag, given_flags  # noqa: F401
+from hopscotch.retriever.searchers.adapter.flags import FlagValues, add_option
 
 Ranked = list[tuple[str, float]]
 
@@ -66,7 +69,7 @@ def _is_k(value) -> bool:
 
 class BaseSearcher(ABC):
     """Abstract searcher. Subclasses implement :meth:`search_batch`, :meth:`get_document`,
-    :meth:`parse_args` and :meth:`from_args`, and register with
+    :meth:`parse_args`, :meth:`from_flags` and :meth:`from_options`, and register with
     :func:`~hopscotch.retriever.searchers.registry.register_searcher`."""
 
     #: registry name (``bm25``, ``dense``, ``hybrid``, ``remote``), set by ``register_searcher``
@@ -89,7 +92,7 @@ class BaseSearcher(ABC):
     @classmethod
     def parse_args(cls, parser: argparse.ArgumentParser) -> None:
         """Add this backend's flags to ``parser`` (through :func:`add_option`, so that shared flags are
-        declared once). Every flag is optional at the parser level; :meth:`from_args` checks them."""
+        declared once). Every flag is optional at the parser level; :meth:`from_flags` checks them."""
 
     #: the backend's options dataclass (fields named like its flags' destinations), built by :meth:`from_options`
     options_type: type | None = None
@@ -98,12 +101,6 @@ class BaseSearcher(ABC):
     def from_options(cls, options) -> BaseSearcher:
         """Build the searcher from its :attr:`options_type` (what ``build_searcher(options)`` calls)."""
         raise NotImplementedError(f"{cls.__name__} has no options")
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> BaseSearcher:
-        """Build the searcher from parsed flags (those :meth:`parse_args` added; others are ignored):
-        :meth:`from_flags` of their values; the argparse adapter calls this."""
-        return cls.from_flags(FlagValues.of(args))
 
     @classmethod
     def from_flags(cls, flags: FlagValues) -> BaseSearcher:

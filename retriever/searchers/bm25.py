@@ -23,7 +23,6 @@ from hopscotch.retriever.searchers.base import (
     per_query,
 )
 from hopscotch.retriever.searchers.bm25_expansion import DEFAULT_BM25_EXPANSION, BM25Expansion
-from hopscotch.retriever.searchers.adapter.build import BuiltFromNamespace
 from hopscotch.retriever.searchers.adapter.flags import options_of
 from hopscotch.retriever.searchers.rerank import add_rerank_options
 from hopscotch.retriever.searchers.registry import register_searcher
@@ -58,9 +57,9 @@ class BM25Options:
 
 
 @register_searcher("bm25")
-class BM25Searcher(BaseSearcher, metaclass=BuiltFromNamespace):
+class BM25Searcher(BaseSearcher):
     """:param bm25: a BM25 index folder (either backend) or a loaded index
-        (:class:`~hopscotch.retriever.index.bm25.BM25Index`, :class:`~hopscotch.retriever.index.bm25_disk
+        (:class:`~hopscotch.retriever.index.bm25.BM25Index`, :class:`~hopscotch.retriever.index.bm25.disk
         .DiskBM25Index`, or anything answering ``search`` / ``search_weighted`` alike)
     :param docstore: where documents come from for snippets and ``get_document``: a
         :class:`~hopscotch.retriever.index.docstore.DocStore` (a dense index folder's), an

@@ -24,7 +24,6 @@ from hopscotch.retriever.searchers.multi_vector_index import (
     MultiVectorSearchOptions,
     is_multi_vector_index,
 )
-from hopscotch.retriever.searchers.adapter.build import BuiltFromNamespace
 from hopscotch.retriever.searchers.adapter.flags import options_of
 from hopscotch.retriever.searchers.rerank import add_rerank_options
 from hopscotch.retriever.searchers.registry import backend_dests, backend_options, register_searcher
@@ -77,7 +76,7 @@ class DenseOptions:
 
 
 @register_searcher("dense")
-class DenseSearcher(IndexFolderDocuments, BaseSearcher, metaclass=BuiltFromNamespace):
+class DenseSearcher(IndexFolderDocuments, BaseSearcher):
     """:param index_dir: a finished index folder
     :param model: encoder for queries; default the model recorded in the index
     :param options: a :class:`DenseOptions`, or its fields as keywords (``DenseSearcher(d, nprobe=64)``)

@@ -21,7 +21,6 @@ from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.runs import ranked
 from hopscotch.retriever.searchers.arg_types import finite_float, non_negative_float, positive_int
 from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option
-from hopscotch.retriever.searchers.adapter.build import BuiltFromNamespace
 from hopscotch.retriever.searchers.rerank import add_rerank_options
 from hopscotch.retriever.searchers.bm25 import BM25Searcher, expansion_of
 from hopscotch.retriever.searchers.dense import DenseOptions, DenseSearcher
@@ -73,7 +72,7 @@ class HybridOptions:
 
 
 @register_searcher("hybrid")
-class HybridSearcher(BaseSearcher, metaclass=BuiltFromNamespace):
+class HybridSearcher(BaseSearcher):
     """:param bm25: a :class:`~hopscotch.retriever.searchers.bm25.BM25Searcher`
     :param dense: a :class:`~hopscotch.retriever.searchers.dense.DenseSearcher`
     :param fusion: ``rrf`` or ``interp``
@@ -201,7 +200,7 @@ class HybridSearcher(BaseSearcher, metaclass=BuiltFromNamespace):
     @classmethod
     def selected_by(cls, flags) -> bool:
         """``--index`` with ``--bm25`` or ``--bm25-url``; ``--bm25-url`` alone too (no other backend takes it), for
-        :meth:`from_args` to say what it lacks."""
+        :meth:`from_flags` to say what it lacks."""
         url = flags.get("bm25_url")
         if flags.get("index"):
             return bool(flags.get("bm25") or url)
@@ -220,7 +219,7 @@ class HybridSearcher(BaseSearcher, metaclass=BuiltFromNamespace):
 
     @staticmethod
     def _vector_half(flags):
-        """The backend the vector half is (by ``--index``; dense without one, which :meth:`from_args` refuses)."""
+        """The backend the vector half is (by ``--index``; dense without one, which :meth:`from_flags` refuses)."""
         return DenseSearcher.effective_backend(flags) if flags.get("index") else DenseSearcher
 
     @classmethod
@@ -237,18 +236,13 @@ class HybridSearcher(BaseSearcher, metaclass=BuiltFromNamespace):
         return super().unused_flag_message(option, dest, users, flags)
 
     @classmethod
-    def fusion_from_args(cls, args) -> FusionSettings:
-        """The fusion the flags ask for (:func:`fusion_settings` of ``--fusion``, ``--fusion-config``, ...)."""
-        return fusion_settings(**{name: getattr(args, name, None) for name in FUSION_FLAGS})
-
-    @classmethod
     def from_flags(cls, flags) -> HybridSearcher:
         url = flags.get("bm25_url")
         cls._check_bm25_source(flags, url)
         if flags.get("corpus"):  # a harness's namespace, which the registry's flag check does not see
             raise UsageError(cls.unused_flag_message("--corpus", "corpus", ["bm25"], flags))
         # a bad config fails before a model loads
-        fusion = fusion_settings(**{name: flags.get(name) for name in FUSION_FLAGS})
+        fusion = fusion_from_flags(flags)
         return cls.from_options(HybridOptions(
             bm25=flags.get("bm25"), bm25_url=url, bm25_token=flags.get("bm25_token"),
             remote_timeout=flags.get("remote_timeout"), bm25_reasoning=flags.get("bm25_reasoning"),
@@ -328,6 +322,12 @@ class HybridSearcher(BaseSearcher, metaclass=BuiltFromNamespace):
 
 #: the flags (destinations) of the fusion, :func:`fusion_settings`'s arguments
 FUSION_FLAGS = ("fusion", "fusion_config", "normalization", "alpha", "rrf_k", "rrf_weights", "adapt", "adapt_shift")
+
+
+def fusion_from_flags(flags) -> FusionSettings:
+    """The fusion the flags ask for (:func:`fusion_settings` of ``--fusion``, ``--fusion-config``, ...; ``flags``: a
+    :class:`~hopscotch.retriever.searchers.adapter.flags.FlagValues` or any mapping of their destinations)."""
+    return fusion_settings(**{name: flags.get(name) for name in FUSION_FLAGS})
 
 
 def fusion_settings(fusion: str | None = None, fusion_config=None, normalization: str | None = None,

@@ -1,5 +1,5 @@
 """The ``multi_vector`` backend: full-corpus late-interaction search over a multi-vector index (PLAID-style;
-:mod:`hopscotch.retriever.index.multi_vector_store`).
+:mod:`hopscotch.retriever.index.multi_vector.store`).
 
 ``hopscotch search --index DIR`` (and every command, service and harness that builds the ``dense`` backend) gives
 this searcher when ``DIR`` was built from a multi-vector model (the registry selects it by the index; ``dense``
@@ -33,7 +33,6 @@ from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option,
 from hopscotch.retriever.searchers.encoder_flags import add_encoder_options
 from hopscotch.retriever.searchers.index_documents import IndexFolderDocuments
 from hopscotch.retriever.searchers.registry import register_searcher
-from hopscotch.retriever.searchers.adapter.build import BuiltFromNamespace
 from hopscotch.retriever.searchers.adapter.flags import options_of
 from hopscotch.retriever.searchers.rerank import add_rerank_options
 
@@ -57,7 +56,7 @@ class MultiVectorSearchOptions:
 
 
 @register_searcher("multi_vector")
-class MultiVectorIndexSearcher(IndexFolderDocuments, BaseSearcher, metaclass=BuiltFromNamespace):
+class MultiVectorIndexSearcher(IndexFolderDocuments, BaseSearcher):
     """:param index_dir: a finished multi-vector index folder; :param model: the query encoder (default: the
     index's model); :param nprobe: centroids probed per query token; :param candidates: documents kept by
     centroid interaction and scored exactly; :param query_input, late_fusion: as for the reranker."""
@@ -107,7 +106,7 @@ class MultiVectorIndexSearcher(IndexFolderDocuments, BaseSearcher, metaclass=Bui
                  nprobe: int | None = None, candidates: int | None = None, query_input: str | None = None,
                  late_fusion: float | None = None, batch_size: int = 32, device: str | None = None):
         from hopscotch.retriever.index.layout import IndexMeta, ShardIds
-        from hopscotch.retriever.index.multi_vector_store import MultiVectorStore
+        from hopscotch.retriever.index.multi_vector.store import MultiVectorStore
         from hopscotch.retriever.model.multi_vector_scorer import MultiVectorScorer
         from hopscotch.retriever.model.query_mix import QueryMix
 

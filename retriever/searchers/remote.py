@@ -32,7 +32,6 @@ from hopscotch.retriever.searchers.base import (
     hit_dict,
     per_query,
 )
-from hopscotch.retriever.searchers.adapter.build import BuiltFromNamespace
 from hopscotch.retriever.searchers.adapter.flags import options_of
 from hopscotch.retriever.searchers.rerank import add_rerank_options
 from hopscotch.retriever.searchers.registry import register_searcher
@@ -174,7 +173,7 @@ class RemoteOptions:
 
 
 @register_searcher("remote")
-class RemoteSearcher(BaseSearcher, metaclass=BuiltFromNamespace):
+class RemoteSearcher(BaseSearcher):
     """:param url: the service root, e.g. ``http://127.0.0.1:8000``
     :param name: the index name the service serves (``default``)
     :param token: bearer token when the service was started with ``--token``

@@ -28,7 +28,7 @@ Flags (declared here, :meth:`MultiVectorReranker.parse_args`): ``--rerank-model 
 ``[--rerank-depth N] [--rerank-cache DIR] [--rerank-late-fusion W] [--rerank-windows N] [--rerank-first-weight W]``. Every backend
 declares them (:func:`~hopscotch.retriever.searchers.base.add_rerank_options`) and a searcher built from flags
 is reranked in one place, the argparse adapter's
-:func:`~hopscotch.retriever.searchers.adapter.build.searcher_from_namespace` (``SearcherClass(args)``,
+:func:`~hopscotch.retriever.searchers.adapter.namespace.searcher_from_namespace` (``SearcherClass(args)``,
 ``searcher_from_args``, ``build_searcher``; the flags read into :class:`RerankOptions`, applied by :func:`reranked`): ``hopscotch search``, ``serve`` (REST and MCP), ``replay`` and the harnesses all take them.
 
 Example::
@@ -172,7 +172,7 @@ class MultiVectorReranker:
         import numpy as np
 
         from hopscotch.retriever.index.layout import IndexMeta, load_shard_ids
-        from hopscotch.retriever.index.multi_vector_build import shard_tokens
+        from hopscotch.retriever.index.multi_vector.build import shard_tokens
         from hopscotch.retriever.io.fingerprint import model_fingerprint
 
         meta = IndexMeta.load(index_dir)
@@ -331,5 +331,5 @@ def _digest(obj) -> str:
 def add_rerank_options(parser) -> None:
     """``--rerank-model``, ``--rerank-depth``, ...: the reranker's flags, which every backend declares (once per
     parser); the argparse adapter reads them into :class:`RerankOptions`
-    (:func:`~hopscotch.retriever.searchers.adapter.build.searcher_from_namespace`)."""
+    (:func:`~hopscotch.retriever.searchers.adapter.namespace.searcher_from_namespace`)."""
     MultiVectorReranker.parse_args(parser)

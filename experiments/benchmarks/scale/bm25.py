@@ -3,7 +3,7 @@
 
 Stages (each in its own process, :mod:`.stages`): ``bm25`` / ``bm25_search`` (bm25s, sizes up to
 ``bm25s_max``: it holds the whole score matrix in RAM) and ``bm25_disk`` / ``bm25_disk_search`` (the disk backend:
-:func:`~hopscotch.retriever.index.bm25_disk_build.build_disk_index`, its default options). A search stage times
+:func:`~hopscotch.retriever.index.bm25.disk_build.build_disk_index`, its default options). A search stage times
 ``queries`` searches at ``k`` on ``threads`` threads (bm25s: its ``n_threads``; disk: queries spread over threads),
 query analysis and docid lookup included, the median of ``repeats`` runs after a warm-up.
 """
@@ -37,7 +37,7 @@ def _libraries(backend: str) -> None:
         import bm25s  # noqa: F401
         import Stemmer  # noqa: F401
     else:
-        from hopscotch.retriever.index import bm25_kernel  # noqa: F401
+        from hopscotch.retriever.index.bm25 import kernel  # noqa: F401
 
 
 def stage_bm25(cfg, folder: Path) -> dict:
@@ -57,7 +57,7 @@ def stage_bm25(cfg, folder: Path) -> dict:
 
 def stage_bm25_disk(cfg, folder: Path) -> dict:
     """The disk backend: ``build_disk_index`` with its default options (what ``bm25-index --backend disk`` runs)."""
-    from hopscotch.retriever.index.bm25_disk_build import DiskBuildOptions, build_disk_index, partial_folder
+    from hopscotch.retriever.index.bm25.disk_build import DiskBuildOptions, build_disk_index, partial_folder
     from hopscotch.retriever.io.corpus import read_corpus
 
     _libraries("disk")
@@ -101,7 +101,7 @@ def stage_bm25_disk_search(cfg, folder: Path) -> dict:
 
 def bm25_plan_checks(result: dict, check) -> list[dict]:
     """The plan's disk and RAM of each backend at each measured size (``check``: :func:`.scale._check`)."""
-    from hopscotch.retriever.index.bm25_plan import plan_bm25
+    from hopscotch.retriever.index.bm25.plan import plan_bm25
 
     out = []
     for size in sorted(int(s) for s in result["sizes"]):

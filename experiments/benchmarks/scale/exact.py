@@ -1,5 +1,5 @@
 """Exact late-interaction top-k over a whole multi-vector index: the reference the compressed (PLAID-style) search of
-:mod:`hopscotch.retriever.index.multi_vector_store` is measured against in the cost-curve benchmark.
+:mod:`hopscotch.retriever.index.multi_vector.store` is measured against in the cost-curve benchmark.
 
 Every document's score is MaxSim (``sum over query tokens of the best inner product with a document token``) on the
 float16 token vectors the shards keep (``shards/shard_XXXXX.tok.npy``), all queries at once: the query tokens are
@@ -34,7 +34,7 @@ def exact_maxsim_top(index_dir: str | os.PathLike, queries: list[np.ndarray], k:
     """Global rows ``[len(queries), k]`` (``-1`` padded) of the exact MaxSim top ``k`` of each query (``[tokens,
     dim]`` arrays), best first; documents without tokens are never ranked."""
     from hopscotch.retriever.index.layout import IndexMeta
-    from hopscotch.retriever.index.multi_vector_build import shard_tokens
+    from hopscotch.retriever.index.multi_vector.build import shard_tokens
 
     meta = IndexMeta.load(index_dir)
     q = np.concatenate([np.asarray(x, dtype=np.float32) for x in queries])

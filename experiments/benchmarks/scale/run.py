@@ -14,7 +14,7 @@ of the stages it reads; a rerun skips a stage whose key is unchanged (and whose 
 run), so adding a size, or changing ``--nprobe``, redoes only what it must. ``fresh=True`` redoes everything.
 
 The plan (:func:`plan_checks`): :func:`~hopscotch.retriever.index.plan.plan_index` (Flat, shards layout; IVF-PQ,
-merged) and :func:`~hopscotch.retriever.index.plan_multi_vector.plan_multi_vector` at the same size, the mean
+merged) and :func:`~hopscotch.retriever.index.multi_vector.plan.plan_multi_vector` at the same size, the mean
 document bytes of the corpus (docstore) and the first 200 documents' tokens (what ``index --plan --corpus`` reads)
 given, compared with: bytes on disk, memory the work added to its process (peak RSS less the peak before it:
 imports and the loaded model, which the plan leaves out), and encode time at the rate measured at the smallest size.
@@ -222,7 +222,7 @@ def _row(plan, section: str, prefix: str) -> float:
 
 def _mv_checks(cfg: dict, size: int, st: dict, avg: int) -> list[dict]:
     from hopscotch.retriever.index.plan import PlanOptions
-    from hopscotch.retriever.index.plan_multi_vector import MultiVectorPlanOptions, plan_multi_vector
+    from hopscotch.retriever.index.multi_vector.plan import MultiVectorPlanOptions, plan_multi_vector
 
     mv = st["mv_build"]
     plan = plan_multi_vector(size, mv["dim"], MultiVectorPlanOptions(tokens_per_doc=mv["plan_tokens_per_doc"],

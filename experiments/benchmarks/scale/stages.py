@@ -291,8 +291,8 @@ def stage_ivf_search(cfg: ScaleConfig, folder: Path) -> dict:
 
 def stage_mv_build(cfg: ScaleConfig, folder: Path) -> dict:
     from hopscotch.retriever.index.encode import EncodeOptions, encode_corpus
-    from hopscotch.retriever.index.multi_vector_build import MultiVectorOptions, shard_tokens
-    from hopscotch.retriever.index.multi_vector_encode import TokenShardEncoder
+    from hopscotch.retriever.index.multi_vector.build import MultiVectorOptions, shard_tokens
+    from hopscotch.retriever.index.multi_vector.encode import TokenShardEncoder
 
     out = folder / "mv"
     shutil.rmtree(out, ignore_errors=True)

@@ -1,69 +1,30 @@
 """Parsed flags -> searchers: the argparse edge of the searchers (see :mod:`hopscotch.retriever.searchers.adapter`).
 
-Every path from flags to a searcher goes through :func:`searcher_from_namespace`: the backend built from the
-flags (its ``from_args``), wrapped by the MaxSim reranker when ``--rerank-model`` is given (:func:`rerank_options`
--> :func:`~hopscotch.retriever.searchers.rerank.reranked`). Its callers: ``SearcherClass(args)`` (the
-:class:`BuiltFromNamespace` metaclass of every registered backend), :func:`searcher_from_args` (``hopscotch
-search``, ``serve`` REST and MCP, ``replay``) and :func:`build_searcher`. Nothing here runs at import.
+:func:`searcher_from_args` (``hopscotch search``, ``serve`` REST and MCP, ``replay``) picks the backend the flags
+select and refuses a flag it does not use (:func:`refuse_unused_flags`); :func:`build_searcher` is the Python
+factory. Both build through :func:`~.namespace.searcher_from_namespace`, as ``SearcherClass(args)`` does.
+:func:`fusion_from_args` reads the hybrid's fusion from parsed flags. Nothing here runs at import.
 """
 
 from __future__ import annotations
 
 import argparse
-from abc import ABCMeta
+from typing import TYPE_CHECKING
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.searchers.adapter.flags import OWN_DESTS, FlagValues, flag, given_flags
+from hopscotch.retriever.searchers.adapter.flags import OWN_DESTS, FlagValues, given_flags
+from hopscotch.retriever.searchers.adapter.namespace import searcher_from_namespace
 from hopscotch.retriever.searchers.base import BaseSearcher
 from hopscotch.retriever.searchers.registry import SEARCHERS, backend_dests, get_searcher_class, searcher_names
 from hopscotch.retriever.searchers.rerank import RerankOptions, reranked
 
-#: destinations of the ``--rerank-*`` flags other than ``--rerank-model`` (each needs it), by option field
-RERANK_FLAGS = {"depth": "rerank_depth", "cache_dir": "rerank_cache", "late_fusion": "rerank_late_fusion",
-                "windows": "rerank_windows", "first_weight": "rerank_first_weight"}
+if TYPE_CHECKING:
+    from hopscotch.retriever.searchers.fusion import FusionSettings
 
 
-class BuiltFromNamespace(ABCMeta):
-    """The metaclass of the registered backends: ``SearcherClass(args)`` and ``SearcherClass(reranker, args)``
-    (BrowseComp-Plus's registry, AgentIR) build a searcher from a parsed :class:`argparse.Namespace` through
-    :func:`searcher_from_namespace` (so ``--rerank-model`` reranks it); any other call constructs as usual."""
-
-    def __call__(cls, *args, **kwargs):
-        if not kwargs and len(args) in (1, 2) and isinstance(args[-1], argparse.Namespace):
-            searcher = searcher_from_namespace(cls, args[-1])
-            searcher.reranker = args[0] if len(args) == 2 else None
-            return searcher
-        return super().__call__(*args, **kwargs)
-
-
-def rerank_options(args: argparse.Namespace) -> RerankOptions | None:
-    """The rerank stage the flags ask for (``--rerank-model`` and the other ``--rerank-*``), or None without
-    ``--rerank-model``; another ``--rerank-*`` flag without it is a UsageError."""
-    values = {field: flag(args, dest) for field, dest in RERANK_FLAGS.items()}
-    if not flag(args, "rerank_model"):
-        given = [dest for field, dest in RERANK_FLAGS.items() if values[field] is not None]
-        if given:
-            raise UsageError(f"--{given[0].replace('_', '-')} needs --rerank-model")
-        return None
-    return RerankOptions(model=flag(args, "rerank_model"), query_input=flag(args, "query_input"), **values)
-
-
-def searcher_from_namespace(cls: type[BaseSearcher], args: argparse.Namespace) -> BaseSearcher:
-    """``cls.from_args(args)``, reranked when ``--rerank-model`` is given.
-
-    The one place flags become a (reranked) searcher. Rerank flags are checked before the first stage loads;
-    backends building their parts (hybrid's BM25 and dense halves) call ``from_args``, so only the outermost
-    searcher is reranked."""
-    rerank = rerank_options(args)  # --rerank-depth without --rerank-model: fail before loading anything
-    searcher = cls.from_args(args)
-    try:
-        return reranked(searcher, rerank)
-    except BaseException:
-        searcher.close()
-        raise
 def searcher_from_args(args: argparse.Namespace, local_only: bool = False) -> BaseSearcher:
     """The searcher ``args`` describe: ``--searcher-type``, else the one backend the flags select; reranked
-    when ``--rerank-model`` is given (:func:`searcher_from_namespace`)."""
+    when ``--rerank-model`` is given (:func:`~.namespace.searcher_from_namespace`)."""
     kind = getattr(args, "searcher_type", None)
     flags = FlagValues.of(args)
     if not kind:
@@ -127,3 +88,11 @@ def build_searcher(kind, /, rerank: RerankOptions | None = None, **options) -> B
     vars(args).update(options)
     setattr(args, OWN_DESTS, tuple(sorted({*getattr(args, OWN_DESTS, ()), *options})))  # e.g. encoder=
     return searcher_from_namespace(cls, args)
+
+
+def fusion_from_args(args: argparse.Namespace) -> FusionSettings:
+    """The hybrid's fusion the parsed flags ask for (``--fusion``, ``--fusion-config``, ...: the hybrid's
+    :func:`~hopscotch.retriever.searchers.hybrid.fusion_from_flags`)."""
+    from hopscotch.retriever.searchers.hybrid import fusion_from_flags
+
+    return fusion_from_flags(FlagValues.of(args))

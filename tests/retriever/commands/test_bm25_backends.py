@@ -81,7 +81,7 @@ def test_serve_answers_from_a_disk_folder(built):
 
 
 def test_auto_builds_by_the_corpus_size(built, cli, tmp_path, monkeypatch):
-    import hopscotch.retriever.index.bm25 as bm25
+    import hopscotch.retriever.index.bm25.memory as bm25
 
     assert cli("bm25-index", "--corpus", built["corpus"], "--out", tmp_path / "small")[0] == 0
     assert json.loads((tmp_path / "small" / "hopscotch_bm25.json").read_text())["backend"] == "bm25s"
@@ -148,7 +148,7 @@ def test_bad_plans_and_damaged_folders_are_one_line_errors(built, cli, tmp_path)
 
 
 def test_a_merge_range_is_planned_to_hold_the_most_frequent_terms_postings():
-    from hopscotch.retriever.index.bm25_plan import CorpusFigures, plan_bm25
+    from hopscotch.retriever.index.bm25.plan import CorpusFigures, plan_bm25
 
     figures = CorpusFigures(590.0, 50.0, 60.0, top_term_share=0.5)
     rows = {item: size for _, item, size in plan_bm25(100_000_000, figures=figures)["disk"]["rows"]}

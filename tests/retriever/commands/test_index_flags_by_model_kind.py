@@ -144,7 +144,7 @@ def test_other_codec_settings_are_refused_untouched_then_rebuilt_with_overwrite(
 def test_the_library_refuses_or_recompresses_in_place_with_overwrite(mv_world, tmp_path):
     from hopscotch.retriever.errors import UsageError
     from hopscotch.retriever.index.layout import IndexMeta
-    from hopscotch.retriever.index.multi_vector_build import MultiVectorOptions, build_multi_vector_index
+    from hopscotch.retriever.index.multi_vector.build import MultiVectorOptions, build_multi_vector_index
 
     idx = tmp_path / "idx"
     shutil.copytree(mv_world["idx"], idx)
@@ -179,7 +179,7 @@ def test_overwrite_over_a_changed_corpus_rebuilds_the_token_index_afresh(mv_worl
 
 
 def test_check_encode_config_overwrite_removes_the_token_index(tmp_path):
-    from hopscotch.retriever.index.multi_vector_build import MV_DIR
+    from hopscotch.retriever.index.multi_vector.build import MV_DIR
     from hopscotch.retriever.index.shard_files import check_encode_config
 
     (tmp_path / MV_DIR).mkdir()

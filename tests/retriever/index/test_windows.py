@@ -172,7 +172,7 @@ def test_a_rerun_with_other_window_settings_is_refused_and_a_same_one_is_a_no_op
 def test_killed_before_the_windows_were_recorded_the_rerun_records_them(tiny_bert_dir, tmp_path):
     """Every window shard is gathered, the windows' manifest and their record in index.json are not: the rerun
     encodes nothing, writes them, and the result equals an uninterrupted build (a kill mid-parts or mid-gather:
-    test_window_parts.py)."""
+    test_windows_encoded_in_parts.py)."""
     corpus = _corpus(tmp_path / "corpus.jsonl")
     whole = _index(corpus, tiny_bert_dir, tmp_path / "whole", windows=16, window_stride=40)
     out = tmp_path / "idx"

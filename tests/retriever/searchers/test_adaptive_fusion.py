@@ -10,6 +10,7 @@ import pytest
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.evaluation.metrics import evaluate
+from hopscotch.retriever.searchers.adapter.build import fusion_from_args
 from hopscotch.retriever.searchers.adaptive_fusion import adaptive_weight, agreement, standout
 from hopscotch.retriever.searchers.fusion import FusionSettings, read_fusion_config
 from hopscotch.retriever.searchers.fusion_tuning import (
@@ -143,7 +144,7 @@ def test_adaptive_settings_json_cli_and_bad_values():
     def settings(*argv):
         p = argparse.ArgumentParser()
         HybridSearcher.parse_args(p)
-        return HybridSearcher.fusion_from_args(p.parse_args(list(argv)))
+        return fusion_from_args(p.parse_args(list(argv)))
 
     got = settings("--fusion", "adaptive", "--adapt", "2", "--adapt-shift", "1")
     assert got.method == "adaptive" and got.adapt == 2.0 and got.shift == 1.0

@@ -141,6 +141,7 @@ def test_cli_fusion_defaults_are_the_learnt_ones():
     import argparse
 
     from hopscotch.retriever.errors import UsageError
+    from hopscotch.retriever.searchers.adapter.build import fusion_from_args
     from hopscotch.retriever.searchers.fusion import DEFAULT_ADAPTIVE, DEFAULT_INTERP, DEFAULT_RRF, FusionSettings
     from hopscotch.retriever.searchers.hybrid import HybridSearcher
 
@@ -148,7 +149,7 @@ def test_cli_fusion_defaults_are_the_learnt_ones():
     HybridSearcher.parse_args(parser)
 
     def settings(*argv):
-        return HybridSearcher.fusion_from_args(parser.parse_args(list(argv)))
+        return fusion_from_args(parser.parse_args(list(argv)))
 
     # no fusion flag: the maximin default over reasoning-aware BM25 + dense (issue 33), min-max interpolation at
     # BM25 weight 0.3; --fusion adaptive keeps its own defaults

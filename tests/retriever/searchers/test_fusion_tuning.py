@@ -11,6 +11,7 @@ import pytest
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.runs import read_run, write_run
+from hopscotch.retriever.searchers.adapter.build import fusion_from_args
 from hopscotch.retriever.searchers.fusion import FusionSettings, read_fusion_config
 from hopscotch.retriever.searchers.fusion_tuning import (
     TuningOptions,
@@ -128,7 +129,7 @@ def test_tuned_json_round_trips_into_the_hybrid_searcher(tmp_path, cli):
     assert {"dev", "test"} <= set(saved["components"]["dense"]) and len(saved["grid"]) == 11 + 9 + 10 + 9 * 3 * 3  # + adaptive
     parser = argparse.ArgumentParser()
     HybridSearcher.parse_args(parser)
-    settings = HybridSearcher.fusion_from_args(parser.parse_args(["--fusion-config", str(tmp_path / "tuned.json")]))
+    settings = fusion_from_args(parser.parse_args(["--fusion-config", str(tmp_path / "tuned.json")]))
     assert settings == read_fusion_config(tmp_path / "tuned.json") and settings.sparse_weight == pytest.approx(0.3)
     # the searcher fuses exactly what the tuner scored
     hybrid = HybridSearcher(_Fixed(sparse), _Fixed(dense), fusion=settings.method, alpha=settings.alpha,
@@ -136,7 +137,7 @@ def test_tuned_json_round_trips_into_the_hybrid_searcher(tmp_path, cli):
     want = fuse_runs(sparse, dense, settings, ["q3"], k=10)["q3"]
     assert hybrid.search_batch(["q3"], k=10) == [list(want.items())]
     with pytest.raises(UsageError, match="contradicts"):
-        HybridSearcher.fusion_from_args(parser.parse_args(["--fusion", "rrf", "--fusion-config",
+        fusion_from_args(parser.parse_args(["--fusion", "rrf", "--fusion-config",
                                                            str(tmp_path / "tuned.json")]))
 
 

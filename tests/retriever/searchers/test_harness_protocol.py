@@ -318,7 +318,7 @@ def test_search_calling_conventions(world):
 
 
 def test_backend_flags_step_aside_for_a_harness_flag(world):
-    from hopscotch.retriever.searchers.base import flag
+    from hopscotch.retriever.searchers.adapter.flags import flag
 
     parser = bcp_parser()
     SEARCHERS["hybrid"].parse_args(parser)

@@ -1,6 +1,6 @@
-"""The disk BM25 backend (hopscotch.retriever.index.bm25_disk*, bm25_kernel, bm25_analyzer, bm25_docids): the same
-terms and scores as bm25s, an exact top k (against brute force, ties included), weighted queries, and a streaming
-build that resumes after a kill at any step."""
+"""The disk BM25 backend (hopscotch.retriever.index.bm25: disk, disk_build, disk_merge, kernel, analyzer,
+docids): the same terms and scores as bm25s, an exact top k (against brute force, ties included), weighted queries,
+and a streaming build that resumes after a kill at any step."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from hopscotch.retriever.index.bm25 import BM25Index, load_bm25_index
-from hopscotch.retriever.index.bm25_disk import DiskBM25Index
-from hopscotch.retriever.index.bm25_disk_build import DiskBuildOptions, build_disk_index, partial_folder
+from hopscotch.retriever.index.bm25.disk import DiskBM25Index
+from hopscotch.retriever.index.bm25.disk_build import DiskBuildOptions, build_disk_index, partial_folder
 from hopscotch.retriever.io.corpus import Document, read_corpus
 
 TRICKY = ["İsmail Km² Алекса́ндр Ке́ренский", "state\u200d \u200cthe foo_bar C++ don't", "", "the of and",
@@ -56,7 +56,7 @@ def test_the_analyzer_is_bm25s_tokenizer_term_for_term(small_world):
     import bm25s
     import Stemmer
 
-    from hopscotch.retriever.index.bm25_analyzer import Analyzer
+    from hopscotch.retriever.index.bm25.analyzer import Analyzer
     from hopscotch.retriever.model.query_template import format_document
 
     texts = [format_document(d.title, d.text) for d in _docs(small_world)]
@@ -113,7 +113,7 @@ def test_other_k1_and_b_score_as_bm25s_does(small_world, tmp_path):
 def test_the_kernel_is_exact_against_brute_force_ties_included():
     """Integer impacts make every sum exact, so the top k must equal brute force's (score desc, row asc) exactly,
     across windows smaller than the corpus and blocks smaller than the lists."""
-    from hopscotch.retriever.index.bm25_kernel import block_maxima, top_k
+    from hopscotch.retriever.index.bm25.kernel import block_maxima, top_k
 
     rng = np.random.default_rng(3)
     n_docs, n_terms = 3_000, 12
@@ -167,7 +167,7 @@ def test_a_build_killed_after_a_run_resumes_and_ends_byte_identical(small_world,
 
 
 def test_a_merge_killed_between_ranges_resumes_at_the_next(small_world, tmp_path, monkeypatch):
-    import hopscotch.retriever.index.bm25_disk_merge as merge
+    import hopscotch.retriever.index.bm25.disk_merge as merge
 
     docs, opts = _docs(small_world), DiskBuildOptions(batch_docs=60, merge_postings=1_500, show_progress=False)
     build_disk_index(docs, tmp_path / "fresh", "fp", opts, log=lambda _: None)
@@ -215,7 +215,7 @@ def test_a_repeated_docid_is_refused(small_world, tmp_path):
 _CHILD = """
 import sys, threading
 from pathlib import Path
-from hopscotch.retriever.index.bm25_disk_build import DiskBuildOptions, build_disk_index
+from hopscotch.retriever.index.bm25.disk_build import DiskBuildOptions, build_disk_index
 from hopscotch.retriever.io.corpus import read_corpus
 marker = Path(sys.argv[3])
 def commit(rows):
@@ -250,7 +250,7 @@ def test_a_build_sigkilled_midway_resumes_in_another_process(small_world, tmp_pa
 
 def test_a_disk_folder_records_its_stopwords_and_searches_without_importing_bm25s(backends):
     meta = json.loads((backends["root"] / "disk" / "hopscotch_bm25.json").read_text())
-    from hopscotch.retriever.index.bm25_analyzer import stopword_list
+    from hopscotch.retriever.index.bm25.analyzer import stopword_list
 
     assert meta["analyzer"]["stopword_list"] == sorted(set(stopword_list("en")))
     code = ("import sys; from hopscotch.retriever.index.bm25 import load_bm25_index; "

@@ -1,9 +1,9 @@
 """``hopscotch audit <kind>``: the audits of :mod:`hopscotch.retriever.audit`.
 
-Each kind is a module ``retriever/commands/audit_<kind>.py`` with ``register(kinds)`` (adds its parser to the
-``audit`` subparsers, sets ``func``); they are found by name, so adding an audit touches no list. Every audit
-writes its JSON report with ``--report PATH`` and prints its one-screen summary; the exit code is 2 when the
-audit fails (:mod:`hopscotch.retriever.commands.audit_common`).
+Each kind is a module of this package, ``retriever/commands/audit/<kind>.py`` (``ann_fidelity`` is ``audit
+ann-fidelity``), with ``register(kinds)`` (adds its parser to the ``audit`` subparsers, sets ``func``); they are
+found by listing the package, so adding an audit touches no list. Every audit writes its JSON report with
+``--report PATH`` and prints its one-screen summary; the exit code is 2 when the audit fails (:mod:`.common`).
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ from pathlib import Path
 
 
 def audit_modules() -> list[str]:
-    """The ``audit_<kind>`` command modules beside this one, sorted."""
+    """The audit kinds' command modules of this package (all but :mod:`.common`), sorted."""
     here = Path(__file__).parent
-    return sorted(m.name for m in pkgutil.iter_modules([str(here)])
-                  if m.name.startswith("audit_") and m.name != "audit_common")
+    return sorted(m.name for m in pkgutil.iter_modules([str(here)]) if m.name != "common")
 
 
 def register(sub) -> None:
@@ -28,12 +27,12 @@ def register(sub) -> None:
                                    "it fails.")
     kinds = p.add_subparsers(dest="audit_kind", metavar="KIND", help="the audit to run (each has its own --help)")
     kinds.required = True
-    from hopscotch.retriever.commands.audit_common import guarded
+    from hopscotch.retriever.commands.audit.common import guarded
 
     for name in audit_modules():
-        module = importlib.import_module(f"hopscotch.retriever.commands.{name}")
+        module = importlib.import_module(f"{__name__}.{name}")
         module.register(kinds)
         # every audit's outputs through the one output guard (--report, and what the module declares)
-        parser = kinds.choices[name.removeprefix("audit_").replace("_", "-")]
+        parser = kinds.choices[name.replace("_", "-")]
         parser.set_defaults(func=guarded(parser.get_default("func"), getattr(module, "outputs", None),
                                          getattr(module, "FINGERPRINT_IGNORE", ())))

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.index.multi_vector_files import NBITS, read_codec
+from hopscotch.retriever.index.multi_vector.files import NBITS, read_codec
 from hopscotch.retriever.io.common import write_json
 
 CODEC_FILE = "codec.json"

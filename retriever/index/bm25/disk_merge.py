@@ -1,4 +1,4 @@
-"""Stages 2 and 3 of a disk BM25 build (:mod:`.bm25_disk_build`): the runs merged into the final arrays, range of
+"""Stages 2 and 3 of a disk BM25 build (:mod:`.disk_build`): the runs merged into the final arrays, range of
 term hashes by range (resumable), then the term tables, block maxima, docid lookup and manifest, and the work folder
 renamed onto the output.
 
@@ -137,7 +137,7 @@ def _write_at(path: Path, first: int, values: np.ndarray) -> None:
 
 def merge_runs(work: Path, runs: list[dict], k1: float, b: float, budget: int, block: int, log=print) -> dict:
     """Stage 2 (module doc); returns ``{"num_docs", "num_postings", "avgdl", "ranges", ...}``."""
-    from hopscotch.retriever.index.bm25_kernel import block_maxima
+    from hopscotch.retriever.index.bm25.kernel import block_maxima
     from hopscotch.retriever.index.layout import save_npy
     from hopscotch.retriever.io.common import read_json, write_json
 
@@ -193,7 +193,7 @@ def release_memory() -> None:
 
 def finish_tables(work: Path, state: dict) -> int:
     """Stage 3's term tables and block pointers from the merged ranges; returns the number of terms."""
-    from hopscotch.retriever.index.bm25_disk import TERMS_OFFSETS, TERMS_TEXT
+    from hopscotch.retriever.index.bm25.disk import TERMS_OFFSETS, TERMS_TEXT
     from hopscotch.retriever.index.layout import save_npy
 
     n = len(state["ranges"])
@@ -222,7 +222,7 @@ def finish_tables(work: Path, state: dict) -> int:
 def publish(work: Path, out: Path, meta: dict) -> None:
     """Drop the build's scratch files, write the manifest and rename the work folder onto ``out`` (the old ``out``
     moved aside first, then deleted)."""
-    from hopscotch.retriever.index.bm25 import META_FILE
+    from hopscotch.retriever.index.bm25.memory import META_FILE
     from hopscotch.retriever.io.atomic import remove_path, temp_path
 
     shutil.rmtree(work / RUNS_DIR, ignore_errors=True)

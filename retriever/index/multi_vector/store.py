@@ -1,4 +1,4 @@
-"""Search-time reader of a multi-vector index (``mv/``, built by :mod:`hopscotch.retriever.index.multi_vector_build`).
+"""Search-time reader of a multi-vector index (``mv/``, built by :mod:`hopscotch.retriever.index.multi_vector.build`).
 
 Candidate generation follows PLAID's first two stages, on the compressed index only:
 
@@ -29,9 +29,9 @@ import numpy as np
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.index.layout import IndexMeta, shard_file
-from hopscotch.retriever.index.multi_vector_build import IVF_FILE, IVF_OFFSETS_FILE, MV_DIR, mv_file
-from hopscotch.retriever.index.multi_vector_codec import ResidualCodec
-from hopscotch.retriever.index.multi_vector_files import check_ivf, check_shard, load_array
+from hopscotch.retriever.index.multi_vector.build import IVF_FILE, IVF_OFFSETS_FILE, MV_DIR, mv_file
+from hopscotch.retriever.index.multi_vector.codec import ResidualCodec
+from hopscotch.retriever.index.multi_vector.files import check_ivf, check_shard, load_array
 
 
 TOKEN_BLOCK = 4_000_000   # query tokens x distinct centroids scored per block
@@ -59,7 +59,7 @@ class MultiVectorStore:
         folder = self.index_dir / MV_DIR
         self.codec = ResidualCodec.load(folder)
         n_cent, dim = self.codec.centroids.shape
-        # every file through the one validated reader (multi_vector_files): sizes, dtypes, ranges, finiteness
+        # every file through the one validated reader (multi_vector.files): sizes, dtypes, ranges, finiteness
         self.ivf = load_array(folder / IVF_FILE, mmap=True)
         self.ivf_offsets = load_array(folder / IVF_OFFSETS_FILE)
         self.codes, self.residuals, self.token_offsets = [], [], []

@@ -1,19 +1,19 @@
-"""Building a disk BM25 folder (:mod:`.bm25_disk`) from a corpus stream: bounded memory, resumable at every step.
+"""Building a disk BM25 folder (:mod:`.disk`) from a corpus stream: bounded memory, resumable at every step.
 
 Work happens in ``.NAME.partial`` beside the output; its ``build.json`` holds the build's fingerprint (flags and
 corpus), and a work folder with another fingerprint is started afresh.
 
 1. **Runs.** The corpus is read once, in order, ``batch_docs`` documents at a time: analyzed
-   (:class:`~.bm25_analyzer.Analyzer`; in ``workers`` processes when asked), inverted in RAM into one *run* (the
+   (:class:`~.analyzer.Analyzer`; in ``workers`` processes when asked), inverted in RAM into one *run* (the
    batch's terms by hash, each with its rows and term frequencies; the documents' lengths), its docids appended to
-   the docid files (:class:`~.bm25_docids.DocidAppender`), its files written, and ``run_XXXXX.done.json`` last. A
+   the docid files (:class:`~.docids.DocidAppender`), its files written, and ``run_XXXXX.done.json`` last. A
    rerun keeps the finished runs, cuts the docid files back to them and reads on after their last document.
 2. **Merge.** When the corpus is done, ``N`` and the mean length are known, and the runs are merged range of term
    hashes by range (each range about ``merge_postings`` postings; a term is never split): its postings gathered from
    every run (the runs are in row order, so a stable sort by hash keeps each term's rows ascending), their impacts
    computed (bm25s's formula and float32 rounding), written into the final arrays; ``merge.json`` records each
    finished range, so a killed merge resumes at the next one.
-3. **Finish.** Term tables, block maxima (:func:`~.bm25_kernel.block_maxima`), the docid lookup (a repeated docid is
+3. **Finish.** Term tables, block maxima (:func:`~.kernel.block_maxima`), the docid lookup (a repeated docid is
    refused), ``hopscotch_bm25.json``; the runs are deleted and the work folder renamed onto the output (the old one
    moved aside first), so the output is always a whole index.
 
@@ -34,9 +34,9 @@ from pathlib import Path
 import numpy as np
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.index.bm25_analyzer import Analyzer, term_keys
-from hopscotch.retriever.index.bm25_disk_merge import RUN_ARRAYS, RUNS_DIR, release_memory, run_path
-from hopscotch.retriever.index.bm25_docids import DocidAppender, finish_lookup
+from hopscotch.retriever.index.bm25.analyzer import Analyzer, term_keys
+from hopscotch.retriever.index.bm25.disk_merge import RUN_ARRAYS, RUNS_DIR, release_memory, run_path
+from hopscotch.retriever.index.bm25.docids import DocidAppender, finish_lookup
 from hopscotch.retriever.io.corpus import Document
 from hopscotch.retriever.model.query_template import format_document
 
@@ -111,7 +111,7 @@ _ANALYZERS: dict = {}
 
 def _invert(chunks, first_row: int) -> dict:
     """One run's arrays from analyzed chunks (in corpus order): its terms by hash (``hashes``, ``checks``:
-    :func:`~.bm25_analyzer.term_keys`; their postings ``tptr``), ``rows`` (ascending within a term), ``tfs`` (term
+    :func:`~.analyzer.term_keys`; their postings ``tptr``), ``rows`` (ascending within a term), ``tfs`` (term
     frequencies), ``lens`` (document lengths), and the terms themselves in hash order (``strings``)."""
     vocab: dict[str, int] = {}
     terms_of, docs_of, tfs_of, lens = [], [], [], []
@@ -250,7 +250,7 @@ def build_disk_index(docs: Iterable[Document], out: str | Path, fingerprint: str
     Returns the folder's ``hopscotch_bm25.json``."""
     import time
 
-    from hopscotch.retriever.index.bm25_disk_merge import finish_tables, merge_runs, publish
+    from hopscotch.retriever.index.bm25.disk_merge import finish_tables, merge_runs, publish
 
     out = Path(out)
     work = partial_folder(out)

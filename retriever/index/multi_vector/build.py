@@ -6,7 +6,7 @@ token vectors (``tok.npy``, float16 ``[tokens, dim]``) and token counts (``docle
 holds each document's mean token vector (normalised), so the folder is also an ordinary dense index. Then rank 0
 builds, under ``mv/``, every step resumable:
 
-1. the residual codec (:mod:`hopscotch.retriever.index.multi_vector_codec`): k-means centroids over a seeded sample
+1. the residual codec (:mod:`hopscotch.retriever.index.multi_vector.codec`): k-means centroids over a seeded sample
    of the token vectors and the residual buckets (``codec.json``, ``centroids.npy``);
 2. each shard's compressed tokens (``shard_XXXXX.codes.npy`` int32, ``shard_XXXXX.residuals.npy`` uint8), its
    ``shard_XXXXX.done.json`` marker written last and naming the codec it was compressed with;
@@ -14,10 +14,10 @@ builds, under ``mv/``, every step resumable:
    from the same distinct (document, centroid) pairs, each shard's document -> centroids table
    (``shard_XXXXX.doc_centroids.npy``, ``shard_XXXXX.doc_centroid_counts.npy``);
 
-and records ``multi_vector`` in ``index.json`` (what :class:`~hopscotch.retriever.index.multi_vector_store.MultiVectorStore`
-reads). A rerun skips every finished step. A rerun asking other codec settings (``nbits``, centroids, seed, sample)
-than the saved codec was trained with is refused, naming both, unless ``overwrite`` (``index --overwrite``, which
-also starts the encoding again): the rule of :func:`~hopscotch.retriever.index.shard_files.check_encode_config` for
+and records ``multi_vector`` in ``index.json`` (what :class:`~.store.MultiVectorStore` reads). A rerun skips every
+finished step. A rerun asking other codec settings (``nbits``, centroids, seed, sample) than the saved codec was
+trained with is refused, naming both, unless ``overwrite`` (``index --overwrite``, which also starts the encoding
+again): the rule of :func:`~hopscotch.retriever.index.shard_files.check_encode_config` for
 the encode settings, so an index is never recompressed in place by a rerun that only meant to resume.
 
 Example::
@@ -38,7 +38,7 @@ import numpy as np
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.index.layout import IndexMeta, save_npy, shard_file, shard_name
-from hopscotch.retriever.index.multi_vector_codec import (
+from hopscotch.retriever.index.multi_vector.codec import (
     CODEC_FILE,
     COMPRESS_CHUNK,
     ResidualCodec,
@@ -56,7 +56,7 @@ IVF_FORMAT = 2  # 2: the per-shard document -> centroids tables are written with
 @dataclass
 class MultiVectorOptions:
     """:param nbits: bits per residual dimension (1, 2, 4 or 8); :param num_centroids: k-means centroids (None:
-    :func:`~hopscotch.retriever.index.multi_vector_codec.default_num_centroids` of the token count);
+    :func:`~hopscotch.retriever.index.multi_vector.codec.default_num_centroids` of the token count);
     :param sample_tokens: token vectors the codec is trained on (None: 64 per centroid, at most all);
     :param seed: of the sample and of k-means; :param overwrite: retrain a saved codec trained with other settings
     (and recompress every shard) instead of refusing the run."""

@@ -4,7 +4,7 @@ bm25s's own tokenizer, reproduced term for term (tests compare them on the share
 (``str.lower``), split by scikit-learn's token pattern ``(?u)\\b\\w\\w+\\b`` (words of two or more word characters),
 stopwords dropped (bm25s's lists: ``en`` = NLTK's English), the rest stemmed by PyStemmer (Snowball; ``english``).
 The bm25s backend (:mod:`hopscotch.retriever.index.bm25`) indexes through bm25s's tokenizer and tokenizes queries
-here; the disk backend (:mod:`hopscotch.retriever.index.bm25_disk`) indexes and searches the terms made here, each
+here; the disk backend (:mod:`hopscotch.retriever.index.bm25.disk`) indexes and searches the terms made here, each
 known by its 64-bit hash (:func:`term_hashes`).
 
 Example::

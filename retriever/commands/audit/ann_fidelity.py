@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 
 from hopscotch.retriever.commands.arg_groups import add_k_flag, add_reasoning_flag
-from hopscotch.retriever.commands.audit_common import add_report_flag, finish
+from hopscotch.retriever.commands.audit.common import add_report_flag, finish
 from hopscotch.retriever.commands.flag_types import positive_int, seed_int, unit_interval
 
 

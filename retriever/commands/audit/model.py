@@ -11,7 +11,7 @@ prefix/prompt, normalisation, max length, query input) that makes one differ:
 from __future__ import annotations
 
 from hopscotch.retriever.commands.arg_groups import add_device_flag
-from hopscotch.retriever.commands.audit_common import add_report_flag, finish
+from hopscotch.retriever.commands.audit.common import add_report_flag, finish
 from hopscotch.retriever.commands.flag_types import positive_float
 
 

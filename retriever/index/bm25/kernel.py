@@ -1,4 +1,4 @@
-"""The exact top-k of the on-disk BM25 backend (:mod:`.bm25_disk`): block-max MaxScore over impact postings.
+"""The exact top-k of the on-disk BM25 backend (:mod:`.disk`): block-max MaxScore over impact postings.
 
 Postings are term-major: for term ``t``, rows ``docs[indptr[t]:indptr[t+1]]`` (ascending) and their BM25 impacts
 (``impacts``, the bm25s backend's per-(term, document) scores). Each term's postings are cut in blocks of ``block``

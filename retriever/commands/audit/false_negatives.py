@@ -9,7 +9,7 @@ Rules and rates: :mod:`hopscotch.data_synth.false_negative_audit`. Exit 2 when a
 
 from __future__ import annotations
 
-from hopscotch.retriever.commands.audit_common import add_report_flag, finish
+from hopscotch.retriever.commands.audit.common import add_report_flag, finish
 from hopscotch.retriever.commands.flag_types import positive_int, seed_int, unit_interval
 
 

@@ -1,16 +1,16 @@
 """The disk BM25 backend: memory-mapped impact postings, answered top-k with block-max MaxScore.
 
-The same scores as the bm25s backend (:mod:`.bm25`): the same terms (:class:`~.bm25_analyzer.Analyzer`), and each
+The same scores as the bm25s backend (:mod:`.memory`): the same terms (:class:`~.analyzer.Analyzer`), and each
 posting's impact computed by bm25s's formula (Lucene's BM25: ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))`` times
 ``tf / (tf + k1 (1 - b + b dl / avgdl))``, exact document lengths, any ``k1``/``b``), in float32 as bm25s stores
 them; a query's score is the sum of its terms' impacts (weighted: ``sum_t w_t impact``), added in float64. What
 differs is how the top k is found: bm25s scores every posting of every query term and selects over all documents in
 RAM; here the postings stay on disk (memory-mapped, so only what queries touch is read) and
-:func:`~.bm25_kernel.top_k` skips the postings that cannot reach the top k, exactly. The folder is written by
-:func:`~.bm25_disk_build.build_disk_index` (streaming, resumable)::
+:func:`~.kernel.top_k` skips the postings that cannot reach the top k, exactly. The folder is written by
+:func:`~.disk_build.build_disk_index` (streaming, resumable)::
 
     hopscotch_bm25.json                 backend "disk", k1, b, analyzer, num_docs, num_terms, num_postings, avgdl
-    terms.hashes.npy                    uint64 [T]: the terms' hashes (:func:`~.bm25_analyzer.term_hashes`), sorted:
+    terms.hashes.npy                    uint64 [T]: the terms' hashes (:func:`~.analyzer.term_hashes`), sorted:
                                         a term's id is its place here
     terms.txt, terms.offsets            the terms themselves in id order (one a line; uint64 byte offsets, T + 1)
     terms.max.npy                       float32 [T]: each term's largest impact
@@ -19,7 +19,7 @@ RAM; here the postings stay on disk (memory-mapped, so only what queries touch i
     postings.impacts.npy                float32 [P]
     blocks.ptr.npy, blocks.max.npy      each term's blocks of ``block`` postings and their largest impact
     doclens.npy                         uint32 [N]: each document's length in terms (bm25s counts an empty one as 1)
-    docids.*, lookup_*                  rows <-> docids (:mod:`.bm25_docids`)
+    docids.*, lookup_*                  rows <-> docids (:mod:`.docids`)
 """
 
 from __future__ import annotations
@@ -32,13 +32,13 @@ from pathlib import Path
 import numpy as np
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.index.bm25_analyzer import Analyzer, term_hashes
-from hopscotch.retriever.index.bm25_docids import DocidTable
+from hopscotch.retriever.index.bm25.analyzer import Analyzer, term_hashes
+from hopscotch.retriever.index.bm25.docids import DocidTable
 
 ARRAYS = ("terms.hashes", "terms.max", "postings.indptr", "postings.rows", "postings.impacts", "blocks.ptr",
           "blocks.max", "doclens")
 TERMS_TEXT, TERMS_OFFSETS = "terms.txt", "terms.offsets"
-#: rows a search window spans (:mod:`.bm25_kernel`)
+#: rows a search window spans (:mod:`.kernel`)
 WINDOW = 8192
 
 
@@ -120,7 +120,7 @@ class DiskBM25Index:
 
     # -- top k ------------------------------------------------------------------------------------
     def _top(self, queries: list[tuple[np.ndarray, np.ndarray]], k: int) -> list[list[tuple[str, float]]]:
-        from hopscotch.retriever.index.bm25_kernel import top_k_batch
+        from hopscotch.retriever.index.bm25.kernel import top_k_batch
 
         qptr = np.zeros(len(queries) + 1, dtype=np.int64)
         qptr[1:] = np.cumsum([len(ids) for ids, _ in queries])

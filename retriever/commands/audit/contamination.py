@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 
 from hopscotch.retriever.commands.arg_groups import add_output_flags
-from hopscotch.retriever.commands.audit_common import add_report_flag, finish
+from hopscotch.retriever.commands.audit.common import add_report_flag, finish
 from hopscotch.retriever.commands.flag_types import non_negative_int, positive_int, unit_interval
 
 EVAL_METAVAR = "NAME=PATH[:QRELS[:CORPUS]]"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hopscotch.retriever.index.multi_vector_codec import (COMPRESS_CHUNK, assign_chunk, default_num_centroids,
+from hopscotch.retriever.index.multi_vector.codec import (COMPRESS_CHUNK, assign_chunk, default_num_centroids,
                                                            token_bytes)
 from hopscotch.retriever.index.plan import IndexPlan, PlanOptions, human
 

@@ -1,6 +1,6 @@
 """The docids of a disk BM25 index folder, on disk: row -> docid and docid -> row without holding them in RAM.
 
-Files (rows in corpus order; :mod:`hopscotch.retriever.index.bm25_disk` owns the folder)::
+Files (rows in corpus order; :mod:`hopscotch.retriever.index.bm25.disk` owns the folder)::
 
     docids.txt          one docid a line (as the bm25s backend's folder has it)
     docids.offsets      little-endian uint64: the byte offset of each line, then the file's size (N + 1 entries)

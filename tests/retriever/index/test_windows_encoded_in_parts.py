@@ -1,4 +1,4 @@
-"""The windows/ index encoded by every rank (``index.window_parts``): each rank encodes the windows of its own
+"""The windows/ index encoded by every rank (``index.windows``: ``encode_parts``, ``gather_parts``): each rank encodes the windows of its own
 document shards as parts, rank 0 gathers them into shards; the result is the corpus's window stream, as one
 process streaming it writes, a killed run resumes where it stopped, and two processes write what one does."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hopscotch.retriever.index import window_parts
+from hopscotch.retriever.index import windows as index_windows
 from hopscotch.retriever.index.encode import EncodeOptions, EncodeResult, encode_corpus
 from hopscotch.retriever.index.layout import (IndexMeta, load_shard_embeddings, load_shard_ids, read_done_marker,
                                               shard_file)
@@ -53,9 +53,9 @@ def _files(windows_dir: Path) -> dict[str, bytes]:
 
 
 def _killed_after(monkeypatch, writes: int) -> list[int]:
-    """Make the ``writes + 1``-th shard write of ``window_parts`` (a part, then a gathered shard) die like a killed
+    """Make the ``writes + 1``-th shard write of ``index.windows`` (a part, then a gathered shard) die like a killed
     process; returns the shards written before it."""
-    write, written = window_parts.write_rows, []
+    write, written = index_windows.write_rows, []
 
     def write_or_die(folder, shard, *args, **kw):
         if len(written) == writes:
@@ -63,7 +63,7 @@ def _killed_after(monkeypatch, writes: int) -> list[int]:
         write(folder, shard, *args, **kw)
         written.append(shard)
 
-    monkeypatch.setattr(window_parts, "write_rows", write_or_die)
+    monkeypatch.setattr(index_windows, "write_rows", write_or_die)
     return written
 
 
@@ -89,10 +89,10 @@ def test_one_process_writes_the_corpus_window_stream_in_shards(tiny_bert_dir, tm
     # batches, so equal up to float16 rounding of float32 sums taken in another order
     np.testing.assert_allclose(emb.astype(np.float32), want.astype(np.float32), rtol=0, atol=1e-3)
     windows = tmp_path / "idx" / "windows"
-    parts = json.loads((windows / window_parts.SIZES_FILE).read_text())["parts"]
+    parts = json.loads((windows / index_windows.SIZES_FILE).read_text())["parts"]
     assert [p["rows"] for p in parts][3] == 0 and sum(p["rows"] for p in parts) == len(stream)
     assert {p["rank"] for p in parts} == {0} and read_done_marker(windows, 0)["ranks"] == [0]
-    assert not (windows / window_parts.PARTS_DIR).exists()  # each part deleted once gathered
+    assert not (windows / index_windows.PARTS_DIR).exists()  # each part deleted once gathered
 
 
 def test_killed_while_encoding_the_parts_the_rerun_encodes_only_the_rest(tiny_bert_dir, tmp_path, monkeypatch):
@@ -117,7 +117,7 @@ def test_killed_while_gathering_the_rerun_gathers_the_rest(tiny_bert_dir, tmp_pa
     with pytest.raises(KeyboardInterrupt):
         _build(corpus, tiny_bert_dir, tmp_path / "idx")
     monkeypatch.undo()
-    parts = tmp_path / "idx" / "windows" / window_parts.PARTS_DIR
+    parts = tmp_path / "idx" / "windows" / index_windows.PARTS_DIR
     left = sorted(p.name for p in (parts / "shards").glob("*.done.json"))
     # 20 windows gathered: part 0 (14 windows) is gone, part 1 (12, 6 of them gathered) and the rest wait
     written = written[6:]
@@ -164,7 +164,7 @@ def test_torchrun_two_processes_both_encode_windows_and_write_what_one_does(tiny
         assert f"rank {rank}/2: encoded 3 shards" in two.stderr
         line = next(ln for ln in two.stderr.splitlines() if ln.startswith(f"rank {rank}/2:"))
         assert "; windows of 3 shards" in line
-    parts = json.loads((tmp_path / "two" / "windows" / window_parts.SIZES_FILE).read_text())["parts"]
+    parts = json.loads((tmp_path / "two" / "windows" / index_windows.SIZES_FILE).read_text())["parts"]
     assert [p["rank"] for p in parts] == [0, 0, 0, 1, 1, 1] and all(p["rows"] for i, p in enumerate(parts) if i != 3)
     ranks = {r for s in range(IndexMeta.load(tmp_path / "two" / "windows").num_shards)
              for r in read_done_marker(tmp_path / "two" / "windows", s)["ranks"]}

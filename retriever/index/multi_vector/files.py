@@ -2,7 +2,7 @@
 its dtype, shape, size against the others, value ranges and finiteness, so that a damaged or hand-edited index
 fails at load with one line naming the file, never later with an IndexError inside a search.
 
-Checks: ``codec.json`` (``nbits`` one of :data:`~.multi_vector_codec.NBITS`, ``cutoffs`` / ``values`` of
+Checks: ``codec.json`` (``nbits`` one of :data:`~.codec.NBITS`, ``cutoffs`` / ``values`` of
 ``2**nbits - 1`` / ``2**nbits`` finite numbers), ``centroids.npy`` (finite float ``[C, dim]``), each shard's
 ``codes.npy`` (integers in ``[0, C)``, one per token), ``residuals.npy`` (``uint8 [T, dim * nbits / 8]``), its
 ``doclens.npy`` (non-negative, summing to the shard's tokens), ``doc_centroids.npy`` / ``doc_centroid_counts.npy``

@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 from hopscotch.retriever.commands.arg_groups import add_output_flags
-from hopscotch.retriever.commands.audit_common import add_report_flag, finish
+from hopscotch.retriever.commands.audit.common import add_report_flag, finish
 from hopscotch.retriever.commands.flag_types import int_range, unit_interval
 
 
@@ -27,7 +27,7 @@ def register(kinds) -> None:
                                      "--state so a killed run resumes.")
     p.add_argument("--corpus", required=True, help="corpus file, BEIR folder or shard folder")
     # what=None: the output flag alone; --report's group adds --overwrite, and the audit's output guard
-    # (audit_common.guarded) checks --out, --state and --report
+    # (audit.common.guarded) checks --out, --state and --report
     add_output_flags(p, "groups JSONL to write ({doc_id, exact_duplicates, near_duplicates})", required=True,
                      what=None)
     p.add_argument("--state", help="checkpoint folder (default: OUT.state)")

@@ -1,11 +1,8 @@
-"""BM25 index folders and their two backends, which score alike: bm25s (this module; the whole sparse score matrix
-in RAM, every posting of a query's terms scored and all documents selected over: fastest on small corpora) and disk
-(:mod:`.bm25_disk`: the same impacts in memory-mapped postings, built by a streaming, resumable build, answered
-top-k with block-max MaxScore, which skips what cannot reach the top k). Both index the terms of
-:class:`~hopscotch.retriever.index.bm25_analyzer.Analyzer` (English stemming and stopwords by default) over
-``title + " " + text`` with bm25s's Lucene scoring (``k1`` 1.5, ``b`` 0.75 by default); :func:`load_bm25_index`
-(and :meth:`BM25Index.load`) opens either by what ``hopscotch_bm25.json`` says, and :func:`auto_backend` is the
-rule ``bm25-index --backend auto`` builds by.
+"""The bm25s BM25 backend (:class:`BM25Index`: the whole sparse score matrix in RAM, every posting of a query's
+terms scored and all documents selected over: fastest on small corpora) and the BM25 index folder's manifest,
+which names the backend a folder holds: :func:`read_meta`, :func:`load_bm25_index` (and :meth:`BM25Index.load`),
+which opens either backend by what ``hopscotch_bm25.json`` says, and :func:`auto_backend`, the rule ``bm25-index
+--backend auto`` builds by. The package (:mod:`hopscotch.retriever.index.bm25`) re-exports all of them.
 
 Example::
 
@@ -63,12 +60,12 @@ def read_meta(folder: str | os.PathLike) -> dict:
 
 def load_bm25_index(folder: str | os.PathLike, mmap: bool = False, threads: int | None = None):
     """The index in ``folder``, of the backend its manifest names: a :class:`BM25Index` (bm25s) or a
-    :class:`~hopscotch.retriever.index.bm25_disk.DiskBM25Index`; both answer ``search``, ``search_weighted``,
+    :class:`~hopscotch.retriever.index.bm25.disk.DiskBM25Index`; both answer ``search``, ``search_weighted``,
     ``score_documents``, ``corpus_scores``, ``row`` and ``docids`` alike (``threads``: the disk backend's threads
     for a batch of queries)."""
     meta = read_meta(folder)
     if meta["backend"] == "disk":
-        from hopscotch.retriever.index.bm25_disk import DiskBM25Index
+        from hopscotch.retriever.index.bm25.disk import DiskBM25Index
 
         return DiskBM25Index(folder, meta, threads=threads)
     return BM25Index._load_bm25s(Path(folder), meta, mmap=mmap)
@@ -89,7 +86,7 @@ class BM25Index:
     thread_safe = False  # bm25s retrieval is not documented as thread-safe
 
     def __init__(self, model, docids: list[str], k1: float, b: float, stemmer: str | None, stopwords: str | None):
-        from hopscotch.retriever.index.bm25_analyzer import Analyzer
+        from hopscotch.retriever.index.bm25.analyzer import Analyzer
 
         self.model = model
         self.docids = docids
@@ -161,7 +158,7 @@ class BM25Index:
     @classmethod
     def load(cls, folder: str | os.PathLike, mmap: bool = False):
         """The index in ``folder`` of either backend (:func:`load_bm25_index`: a disk folder opens as a
-        :class:`~hopscotch.retriever.index.bm25_disk.DiskBM25Index`)."""
+        :class:`~hopscotch.retriever.index.bm25.disk.DiskBM25Index`)."""
         return load_bm25_index(folder, mmap=mmap)
 
     @classmethod
@@ -176,7 +173,7 @@ class BM25Index:
 
     # -- search -----------------------------------------------------------------------------------
     def tokenize_queries(self, queries: Sequence[str]) -> list[list[str]]:
-        """Each query's terms (:class:`~hopscotch.retriever.index.bm25_analyzer.Analyzer`: bm25s's tokenizer,
+        """Each query's terms (:class:`~hopscotch.retriever.index.bm25.analyzer.Analyzer`: bm25s's tokenizer,
         term for term, without its per-call set-up)."""
         return [self.analyzer.terms(q) for q in queries]
 

@@ -75,7 +75,7 @@ def measure_figures(corpus, sample: int = SAMPLE_DOCS, stemmer: str | None = "en
     import json
     from itertools import islice
 
-    from hopscotch.retriever.index.bm25_analyzer import Analyzer
+    from hopscotch.retriever.index.bm25.analyzer import Analyzer
     from hopscotch.retriever.io.corpus import read_corpus
     from hopscotch.retriever.model.query_template import format_document
 
