@@ -219,11 +219,72 @@ def test_no_import_cycles():
     assert not cycles, f"import cycles: {cycles}"
 
 
+#: a module is one concept: past this many lines it is usually two, and the concept becomes a folder with one
+#: module per part, each named for what it holds (a ceiling, not where files are cut)
+MAX_MODULE_LINES = 500
+#: names that say "the rest of X", not what a module holds: a folder never has both X.py and X_<one of these>.py
+REMAINDER_SUFFIXES = ("parts", "kinds", "text", "long", "more", "extra", "helpers", "utils", "misc", "impl", "2")
+#: names that say nothing of what a module holds
+VAGUE_NAMES = ("utils", "helpers", "misc", "stuff")
+#: one concept per folder: more modules than this named P.py or P_*.py in one folder make P a folder of its own
+MAX_FAMILY = 3
+
+
+def _source_folders():
+    """Every folder of the package and the experiments holding Python modules, with its module stems."""
+    out = {}
+    for folder in sorted({**PACKAGES, **EXPERIMENTS}):
+        for path in (ROOT / folder).rglob("*.py"):
+            if "egg-info" not in str(path):
+                out.setdefault(path.parent, []).append(path.stem)
+    return out
+
+
 @pytest.mark.parametrize("folder", sorted({**PACKAGES, **EXPERIMENTS}))
-def test_no_source_file_over_400_lines(folder):
+def test_no_module_over_the_ceiling(folder):
     long = [f"{p.relative_to(ROOT)}: {n}" for p in (ROOT / folder).rglob("*.py")
-            if (n := len(p.read_text().splitlines())) > 400]
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES]
     assert not long, long
+
+
+def remainder_modules(stems) -> list[str]:
+    """The modules named as the rest of a sibling (``windows`` + ``window_parts`` was one; ``recipe_kinds``)."""
+    stems = set(stems)
+    out = []
+    for stem in sorted(stems):
+        head, _, suffix = stem.rpartition("_")
+        if head and suffix in REMAINDER_SUFFIXES and (head in stems or head.rstrip("s") in stems
+                                                      or f"{head}s" in stems):
+            out.append(stem)
+        if stem in VAGUE_NAMES:
+            out.append(stem)
+    return out
+
+
+def module_families(stems) -> dict[str, list[str]]:
+    """Modules grouped by the word their names start with, families over :data:`MAX_FAMILY` only."""
+    families: dict[str, list[str]] = {}
+    for stem in stems:
+        if stem != "__init__" and not stem.startswith("_"):
+            families.setdefault(stem.split("_")[0], []).append(stem)
+    return {p: sorted(m) for p, m in families.items() if len(m) > MAX_FAMILY}
+
+
+def test_the_cohesion_rules_see_what_they_forbid():
+    assert remainder_modules(["windows", "window_parts", "recipe", "recipe_kinds", "world", "world_text",
+                              "utils", "bm25", "bm25_disk"]) == ["recipe_kinds", "utils", "window_parts", "world_text"]
+    assert module_families(["bm25", "bm25_disk", "bm25_kernel", "bm25_plan", "faiss_flat", "__init__"]) == {
+        "bm25": ["bm25", "bm25_disk", "bm25_kernel", "bm25_plan"]}
+
+
+def test_no_module_is_the_rest_of_another():
+    found = {str(d.relative_to(ROOT)): r for d, stems in _source_folders().items() if (r := remainder_modules(stems))}
+    assert not found, f"name each module for what it holds, not as the rest of a sibling: {found}"
+
+
+def test_one_concept_per_folder():
+    found = {str(d.relative_to(ROOT)): f for d, stems in _source_folders().items() if (f := module_families(stems))}
+    assert not found, f"make each family a folder of its own (index/bm25/, training/recipe/): {found}"
 
 
 def test_library_modules_never_set_environment_variables():

@@ -34,7 +34,7 @@ from hopscotch.retriever.io.fingerprint import manifest_differences
 from hopscotch.retriever.model.position_limit import model_position_limit
 from hopscotch.retriever.training import checkpoint as ckpt
 from hopscotch.retriever.training.fingerprint import run_manifest
-from hopscotch.retriever.training.recipe_sections import Recipe
+from hopscotch.retriever.training.recipe.sections import Recipe
 
 MANIFEST_FILE = "train_manifest.json"
 _OUTPUTS = ("final", "best", "train_summary.json")

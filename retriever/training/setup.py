@@ -1,4 +1,4 @@
-"""Building the objects of a run from a :class:`~hopscotch.retriever.training.recipe_sections.Recipe`:
+"""Building the objects of a run from a :class:`~hopscotch.retriever.training.recipe.sections.Recipe`:
 accelerator, model, loss, optimizer, schedule. The recipe has checked every value already."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from hopscotch.retriever.model.dual_encoder import DualEncoder
 from hopscotch.retriever.model.matryoshka import check_dims_fit, prefixes
 from hopscotch.retriever.model.multi_vector_trainable import TrainableMultiVector
 from hopscotch.retriever.training.loss import InfoNCELoss
-from hopscotch.retriever.training.recipe_sections import Recipe, TrainRecipe
+from hopscotch.retriever.training.recipe.sections import Recipe, TrainRecipe
 
 
 def build_accelerator(recipe: Recipe, output_dir):

@@ -31,7 +31,7 @@ from hopscotch.retriever.errors import UsageError
 
 if TYPE_CHECKING:  # the CLI imports this module for its flags: no torch until a run starts
     from hopscotch.retriever.training.checkpoint import TrainerState
-    from hopscotch.retriever.training.recipe_sections import Recipe
+    from hopscotch.retriever.training.recipe.sections import Recipe
 
 
 def train(recipe: str | os.PathLike | dict | Recipe | None, output_dir: str | os.PathLike,
@@ -254,7 +254,7 @@ def _evaluate_and_keep_best(run: _Run) -> None:
 def _finish(run: _Run, started: float) -> str:
     """A last dev evaluation when due, ``OUTPUT/final`` and ``train_summary.json``; returns the final folder."""
     from hopscotch.retriever.io.common import write_json
-    from hopscotch.retriever.training.recipe_sections import query_input_mixture
+    from hopscotch.retriever.training.recipe.sections import query_input_mixture
     from hopscotch.retriever.training.setup import full_parameters
 
     state, every, accelerator = run.state, run.recipe.eval.every, run.accelerator

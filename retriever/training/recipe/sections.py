@@ -39,7 +39,7 @@ from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.model.config import MODEL_KINDS, MULTI_VECTOR, SINGLE_VECTOR, EncoderConfig
 from hopscotch.retriever.model.multi_vector import DEFAULT_MARKERS
 from hopscotch.retriever.training.loss import DISTILL_LOSSES
-from hopscotch.retriever.training.recipe_knobs import knob
+from hopscotch.retriever.training.recipe.knobs import knob
 
 SCHEDULERS = ("linear", "cosine", "constant")
 

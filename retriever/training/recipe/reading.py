@@ -1,6 +1,6 @@
-"""Recipes: a typed :class:`~.recipe_sections.Recipe` read from a YAML experiment file plus ``key=value`` overrides.
+"""Recipes: a typed :class:`~hopscotch.retriever.training.recipe.sections.Recipe` read from a YAML experiment file plus ``key=value`` overrides.
 
-A recipe has five sections, one dataclass each (:mod:`~hopscotch.retriever.training.recipe_sections`): ``model``
+A recipe has five sections, one dataclass each (:mod:`~hopscotch.retriever.training.recipe.sections`): ``model``
 (with ``model.lora``), ``loss``, ``data``, ``train`` and ``eval``. Every key has a default; a recipe sets some,
 the command line overrides any::
 
@@ -11,9 +11,9 @@ the command line overrides any::
 
 Values on the command line are parsed as YAML (``3e-5`` a float, ``[a.jsonl, b.jsonl]`` a list, ``null`` None).
 An unknown key (with the closest known names), a value of the wrong type, one out of range (``command line:
-recipe key train.lr must be > 0, got -1``) or not finite (:mod:`~hopscotch.retriever.training.recipe_knobs`) is an
+recipe key train.lr must be > 0, got -1``) or not finite (:mod:`~hopscotch.retriever.training.recipe.knobs`) is an
 error naming the key, raised before anything is loaded; so are contradicting keys (``train.warmup_steps`` over
-``train.max_steps``, an unknown ``eval.metric``: :mod:`~hopscotch.retriever.training.recipe_checks`).
+``train.max_steps``, an unknown ``eval.metric``: :mod:`~hopscotch.retriever.training.recipe.checks`).
 ``dataclasses.asdict(recipe)`` is the resolved recipe as the nested dict that ``train_summary.json`` stores.
 """
 
@@ -29,9 +29,9 @@ import yaml
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.common import decoded_lines
-from hopscotch.retriever.training.recipe_checks import check_loss_kind, check_mixture, check_together
-from hopscotch.retriever.training.recipe_knobs import checked_value, section_schema
-from hopscotch.retriever.training.recipe_sections import Recipe
+from hopscotch.retriever.training.recipe.checks import check_loss_kind, check_mixture, check_together
+from hopscotch.retriever.training.recipe.knobs import checked_value, section_schema
+from hopscotch.retriever.training.recipe.sections import Recipe
 
 
 @functools.cache

@@ -13,9 +13,9 @@ import yaml
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.model.config import EncoderConfig
 from hopscotch.retriever.training.recipe import load_recipe, parse_override, recipe_keys
-from hopscotch.retriever.training.recipe_sections import LoraRecipe, Recipe
+from hopscotch.retriever.training.recipe.sections import LoraRecipe, Recipe
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 MINIMAL = {"data": {"train": "a.jsonl"}}
 
 
@@ -205,7 +205,7 @@ def test_checks_that_need_the_model_or_the_data_come_before_it_loads(tiny_bert_d
 
 
 def test_the_query_input_mixture_keys():
-    from hopscotch.retriever.training.recipe_sections import query_input_mixture
+    from hopscotch.retriever.training.recipe.sections import query_input_mixture
 
     r = load_recipe(MINIMAL, ["data.query_inputs=[query, empty_reasoning, reasoning_tail:8]",
                               "data.query_input_weights=[2, 1, 1]"])

@@ -2,7 +2,7 @@
 kind or one distillation setting (:func:`check_loss_kind`), warmup longer than the run or a dev metric nobody
 computes (:func:`check_together`) and the training mixture of query input variants (:func:`check_mixture`). The
 keys of one model kind set for the other are refused as the ``model`` section is built
-(:func:`~hopscotch.retriever.training.recipe_sections.check_model_kind`).
+(:func:`~hopscotch.retriever.training.recipe.sections.check_model_kind`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.model.config import SINGLE_VECTOR
 from hopscotch.retriever.training.loss import checked_backend
-from hopscotch.retriever.training.recipe_sections import DistillKeys
+from hopscotch.retriever.training.recipe.sections import DistillKeys
 
 _DISTILL_ONLY = ("distill_weight", "teacher_temperature", "student_temperature")
 
@@ -18,7 +18,7 @@ _DISTILL_ONLY = ("distill_weight", "teacher_temperature", "student_temperature")
 def check_loss_kind(recipe) -> None:
     """The loss keys of one kind: ``loss.matryoshka_dims`` (prefixes of one pooled vector) is single-vector only; the
     distillation keys need ``loss.distill``, which needs a hard negative (``data.group_size`` >= 2) and leaves
-    ``loss.infonce_weight: 0`` something to train (``recipe``: a :class:`~.recipe_sections.Recipe`).
+    ``loss.infonce_weight: 0`` something to train (``recipe``: a :class:`~hopscotch.retriever.training.recipe.sections.Recipe`).
     ``loss.backend`` goes through its one check, :func:`~hopscotch.retriever.training.loss.checked_backend`."""
     checked_backend(recipe.loss.backend, "recipe key loss.backend")
     if recipe.model.kind != SINGLE_VECTOR and recipe.loss.matryoshka_dims is not None:
