@@ -20,17 +20,19 @@ from pathlib import Path
 def main(argv=None) -> int:
     from hopscotch_experiments.ablations.ablation_report import peer_rows_args
 
-    args = peer_rows_args(__doc__.split("\n")[0], "the peer's model folder (OUT/final of st_multivector_peer.py)", argv)
+    args = peer_rows_args(__doc__.split("\n")[0], "the peer's model folder (OUT/final of st_multivector_peer.py)", argv,
+                          ours_label="mv")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("WANDB_MODE", "disabled")
     import torch
 
     from hopscotch_experiments.ablations.ablation_report import publish
-    from hopscotch_experiments.ablations.mv_peer_rows import END, OURS, PEER, START, measure, render, summarize, to_json
+    from hopscotch_experiments.ablations.mv_peer_rows import END, PEER, START, as_ours, measure, render, summarize, to_json
 
     torch.set_num_threads(args.threads)
-    summary = summarize(measure({OURS: args.ours, PEER: args.peer}, Path(args.work), args.sets))
+    measured = measure({args.ours_label: args.ours, PEER: args.peer}, Path(args.work), args.sets)
+    summary = summarize(as_ours(measured, args.ours_label))
     section = render(summary, "python scripts/agent_mv_peer_rows.py --ours OURS --peer PEER --work WORK")
     publish(section, to_json(summary), args.json, None if args.no_docs else args.docs, START, END)
     return 0

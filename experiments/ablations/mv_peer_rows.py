@@ -62,6 +62,12 @@ def measure(models: dict[str, str], work: Path, names=SETS, weights=(0.0, None))
     return {"cells": cells, "sets": info, "weights": weights, "default": DEFAULT_FIRST_WEIGHT}
 
 
+def as_ours(measured: dict, label: str) -> dict:
+    """``measured`` with the cells of the model cached as ``label`` filed as ours (another model of ours, cached
+    under its own name in ``work``, against the same peer)."""
+    return {**measured, "cells": {(n, OURS if s == label else s, k, w): v for (n, s, k, w), v in measured["cells"].items()}}
+
+
 def summarize(measured: dict) -> dict:
     """Cells per split with ours-vs-peer tests, the tune means at the default weight and the verdict."""
     from hopscotch.retriever.evaluation.metrics import compare_runs

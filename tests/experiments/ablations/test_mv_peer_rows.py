@@ -63,3 +63,11 @@ def test_render_and_json():
 def test_run_names_match_the_rerank_weight_cache():
     assert mp.run_name("hotpotqa", "bm25", "reasoning") == "hotpotqa.bm25.reasoning.trec"
     assert mp.run_name("hotpotqa", "mv", "reasoning", 0.25) == "hotpotqa.mv.bm25rr.reasoning.w0.25.trec"
+
+
+def test_another_model_of_ours_is_filed_as_ours_under_its_own_cache_label():
+    measured = _measured(ours=30)
+    measured["cells"] = {(n, "mvR" if s == mp.OURS else s, k, w): v for (n, s, k, w), v in measured["cells"].items()}
+    relabelled = mp.as_ours(measured, "mvR")
+    assert relabelled["cells"] == _measured(ours=30)["cells"] and relabelled["weights"] == measured["weights"]
+    assert mp.summarize(relabelled)["holds"]
