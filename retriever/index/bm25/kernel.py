@@ -63,6 +63,19 @@ def _next_geq(docs, lo, hi, target):
 
 
 @njit(cache=True, nogil=True)
+def _below(hs, hd, a, b):
+    """Whether heap entry ``a`` is smaller than entry ``b``: a lower score, or the same score and a larger row."""
+    return hs[a] < hs[b] or (hs[a] == hs[b] and hd[a] > hd[b])
+
+
+@njit(cache=True, nogil=True)
+def _swap(hs, hd, a, b):
+    """Exchange heap entries ``a`` and ``b``."""
+    hs[a], hs[b] = hs[b], hs[a]
+    hd[a], hd[b] = hd[b], hd[a]
+
+
+@njit(cache=True, nogil=True)
 def _heap_push(hs, hd, n, s, d):
     """Insert ``(s, d)`` into the min-heap ``hs``/``hd`` of ``n - 1`` entries (it then holds ``n``)."""
     i = n - 1
@@ -70,10 +83,9 @@ def _heap_push(hs, hd, n, s, d):
     hd[i] = d
     while i > 0:
         p = (i - 1) >> 1
-        if hs[p] < hs[i] or (hs[p] == hs[i] and hd[p] > hd[i]):
+        if _below(hs, hd, p, i):
             break
-        hs[p], hs[i] = hs[i], hs[p]
-        hd[p], hd[i] = hd[i], hd[p]
+        _swap(hs, hd, p, i)
         i = p
 
 
@@ -89,12 +101,11 @@ def _heap_replace_top(hs, hd, n, s, d):
             break
         m = left
         right = left + 1
-        if right < n and (hs[right] < hs[left] or (hs[right] == hs[left] and hd[right] > hd[left])):
+        if right < n and _below(hs, hd, right, left):
             m = right
-        if hs[i] < hs[m] or (hs[i] == hs[m] and hd[i] > hd[m]):
+        if _below(hs, hd, i, m):
             break
-        hs[m], hs[i] = hs[i], hs[m]
-        hd[m], hd[i] = hd[i], hd[m]
+        _swap(hs, hd, m, i)
         i = m
 
 
