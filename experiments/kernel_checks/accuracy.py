@@ -285,17 +285,16 @@ def report_sweep(report: SweepReport, label: str) -> int:
     return 0 if report.ok else 1
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    return tool_main(argv, "python -m hopscotch_experiments.kernel_checks.accuracy", __doc__, 500, draw_case,
-                     FIXED_SEEDS, _implementation)
-
-
-def tool_main(argv: Optional[Sequence[str]], prog: str, doc: str, draws: int, draw: Callable,
-              fixed_seeds: Sequence[int], implementation: Callable[[str], Callable], label: str = "",
-              swept_seeds: Sequence[int] = ()) -> int:
-    """The ``python -m`` of an accuracy tool (this module's and :mod:`.maxsim_accuracy`'s): ``--describe`` lists the
-    cases ``draw`` makes of ``fixed_seeds`` with their float64 loss; otherwise ``implementation(--impl)`` is swept
-    over ``swept_seeds`` and ``--draws`` fresh seeds, and the summary line starts with ``label``."""
+def main(argv: Optional[Sequence[str]] = None, *,
+         prog: str = "python -m hopscotch_experiments.kernel_checks.accuracy", doc: str = __doc__, draws: int = 500,
+         draw: Optional[Callable] = None, fixed_seeds: Sequence[int] = FIXED_SEEDS,
+         implementation: Optional[Callable[[str], Callable]] = None, label: str = "",
+         swept_seeds: Sequence[int] = ()) -> int:
+    """The ``python -m`` of an accuracy tool: this module's with the defaults, :mod:`.maxsim_accuracy`'s with its
+    own. ``--describe`` lists the cases ``draw`` (default :func:`draw_case`) makes of ``fixed_seeds`` with their
+    float64 loss; otherwise ``implementation(--impl)`` is swept over ``swept_seeds`` and ``--draws`` fresh seeds,
+    and the summary line starts with ``label``."""
+    draw, implementation = draw or draw_case, implementation or _implementation
     parser = sweep_parser(prog, doc.split("\n")[0], draws)
     args = parser.parse_args(argv)
     if args.describe:
@@ -312,6 +311,7 @@ def tool_main(argv: Optional[Sequence[str]], prog: str, doc: str, draws: int, dr
     report = sweep(implementation(args.impl), list(swept_seeds) + fresh_seeds(args.draws), DTYPES[args.dtype],
                    args.device, draw=draw)
     return report_sweep(report, f"{label}{args.impl} {args.dtype} on {args.device}")
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -31,8 +31,8 @@ import torch
 
 from hopscotch.kernels.maxsim_reference import group_labels
 from hopscotch.kernels.maxsim_reference import maxsim_infonce_loss as reference_maxsim_infonce_loss
-from hopscotch_experiments.kernel_checks.accuracy import (Case, SweepReport, compare, draw_exclude, fresh_seeds,
-                                                          tool_main)
+from hopscotch_experiments.kernel_checks.accuracy import Case, SweepReport, compare, draw_exclude, fresh_seeds
+from hopscotch_experiments.kernel_checks.accuracy import main as accuracy_main
 from hopscotch_experiments.kernel_checks.accuracy import sweep as _sweep
 
 __all__ = ["FIXED_SEEDS", "MaxSimCase", "compare", "draw_case", "fresh_seeds", "main", "sweep"]
@@ -117,8 +117,9 @@ def _implementation(name: str) -> Callable:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    return tool_main(argv, "python -m hopscotch_experiments.kernel_checks.maxsim_accuracy", __doc__, 100, draw_case,
-                     FIXED_SEEDS, _implementation, label="maxsim ", swept_seeds=FIXED_SEEDS)
+    return accuracy_main(argv, prog="python -m hopscotch_experiments.kernel_checks.maxsim_accuracy", doc=__doc__,
+                         draws=100, draw=draw_case, fixed_seeds=FIXED_SEEDS, implementation=_implementation,
+                         label="maxsim ", swept_seeds=FIXED_SEEDS)
 
 if __name__ == "__main__":
     sys.exit(main())
