@@ -62,13 +62,7 @@ def _next_geq(docs, lo, hi, target):
     return a
 
 
-@njit(cache=True, nogil=True)
-def _below(hs, hd, a, b):
-    """Whether heap entry ``a`` is smaller than entry ``b``: a lower score, or the same score and a larger row."""
-    return hs[a] < hs[b] or (hs[a] == hs[b] and hd[a] > hd[b])
-
-
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")  # inlined (Numba IR): a call per step would cost time
 def _swap(hs, hd, a, b):
     """Exchange heap entries ``a`` and ``b``."""
     hs[a], hs[b] = hs[b], hs[a]
@@ -83,7 +77,7 @@ def _heap_push(hs, hd, n, s, d):
     hd[i] = d
     while i > 0:
         p = (i - 1) >> 1
-        if _below(hs, hd, p, i):
+        if hs[p] < hs[i] or (hs[p] == hs[i] and hd[p] > hd[i]):
             break
         _swap(hs, hd, p, i)
         i = p
@@ -101,9 +95,9 @@ def _heap_replace_top(hs, hd, n, s, d):
             break
         m = left
         right = left + 1
-        if right < n and _below(hs, hd, right, left):
+        if right < n and (hs[right] < hs[left] or (hs[right] == hs[left] and hd[right] > hd[left])):
             m = right
-        if _below(hs, hd, i, m):
+        if hs[i] < hs[m] or (hs[i] == hs[m] and hd[i] > hd[m]):
             break
         _swap(hs, hd, m, i)
         i = m
