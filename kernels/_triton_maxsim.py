@@ -53,6 +53,7 @@ EMPTY_SCORE = tl.constexpr(-1.0e9)
 BIG_INDEX = tl.constexpr(2**30)
 
 _dot = _base._dot
+_span = _base._span
 _SUM = _base._SUM
 _MAX = _base._MAX
 
@@ -156,8 +157,7 @@ def maxsim_dq_kernel(p_ptr, qmask_ptr, arg_ptr, g_ptr, dq_ptr,
     t_ok = ts < LQ
     q_real = (tl.load(qmask_ptr + i.to(tl.int64) * LQ + ts, mask=t_ok, other=0) != 0) & t_ok
     for d0 in range(0, D, BLOCK_D):
-        ds = d0 + tl.arange(0, BLOCK_D)
-        d_ok = ds < D
+        ds, d_ok = _span(d0, D, BLOCK_D)
         acc = tl.full((BLOCK_T, BLOCK_D), 0.0, tl.float32)
         for j0 in range(0, N):
             j = i.to(tl.int64) * 0 + j0  # int64 (a loop variable is a Python int in the interpreter)
@@ -180,16 +180,14 @@ def maxsim_dp_kernel(q_ptr, qmask_ptr, arg_ptr, g_ptr, dp_ptr,
     us = tl.program_id(1) * BLOCK_U + tl.arange(0, BLOCK_U)
     u_ok = us < LP
     for d0 in range(0, D, BLOCK_D):
-        ds = d0 + tl.arange(0, BLOCK_D)
-        d_ok = ds < D
+        ds, d_ok = _span(d0, D, BLOCK_D)
         acc = tl.full((BLOCK_U, BLOCK_D), 0.0, tl.float32)
         for i0 in range(0, B):
             i = j.to(tl.int64) * 0 + i0  # int64 (a loop variable is a Python int in the interpreter)
             g = tl.load(g_ptr + i * N + j)
             part = tl.full((BLOCK_U, BLOCK_D), 0.0, tl.float32)
             for t0 in range(0, LQ, BLOCK_T):
-                ts = t0 + tl.arange(0, BLOCK_T)
-                t_ok = ts < LQ
+                ts, t_ok = _span(t0, LQ, BLOCK_T)
                 q_real = (tl.load(qmask_ptr + i * LQ + ts, mask=t_ok, other=0) != 0) & t_ok
                 idx = tl.load(arg_ptr + (i * N + j) * LQ + ts, mask=q_real, other=-1).to(tl.int32)
                 q_tile = tl.load(q_ptr + i * stride_qb + ts.to(tl.int64)[:, None] * stride_qt

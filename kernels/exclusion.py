@@ -64,6 +64,15 @@ class ExcludeSpec:
         mask[rows, labels] = False
         return mask
 
+    def kernel_args(self, labels: torch.Tensor) -> tuple:
+        """The Triton kernels' exclusion arguments ``(q_pos_ids, p_ids, dense mask as uint8, its row stride)``;
+        ``labels`` stands in for the tensors this mode does not use (and the stride is 0)."""
+        q_pos = self.q_pos_ids if self.mode == "ids" else labels
+        p_ids = self.p_ids if self.mode == "ids" else labels
+        mask = self.mask.view(torch.uint8) if self.mode == "dense" else labels
+        stride_mask = self.mask.stride(0) if self.mode == "dense" else 0
+        return q_pos, p_ids, mask, stride_mask
+
 
 def check_inputs(q: torch.Tensor, p: torch.Tensor, labels: torch.Tensor, temperature) -> float:
     """Check shapes, dtypes and devices of ``q``, ``p``, ``labels`` and return ``temperature`` as float.

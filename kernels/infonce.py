@@ -35,7 +35,6 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import importlib
 import math
 from dataclasses import dataclass
 from typing import Optional
@@ -44,7 +43,7 @@ import torch
 
 from .exclusion import ExcludeArg, ExcludeSpec, check_inputs, normalize_exclude
 from .reference import infonce_loss as reference_infonce_loss
-from .select import choose_impl, interpreter_enabled
+from .select import choose_impl, kernel_module
 
 LOG2E = 1.0 / math.log(2.0)
 LN2 = math.log(2.0)
@@ -89,11 +88,8 @@ class KernelConfig:
 
 
 def _kernel_module():
-    """Import the Triton kernels, redefining them if ``TRITON_INTERPRET`` changed since."""
-    module = importlib.import_module("hopscotch.kernels._triton_kernels")
-    if module.INTERPRET != interpreter_enabled():
-        module = importlib.reload(module)
-    return module
+    """The Triton kernels, redefined if ``TRITON_INTERPRET`` changed since."""
+    return kernel_module("hopscotch.kernels._triton_kernels")
 
 
 def infonce_loss(
@@ -194,15 +190,6 @@ class _FusedInfoNCE(torch.autograd.Function):
         return (dq if need_q else None), (dp if need_p else None), None, None
 
 
-def _common_args(q, p, labels, spec: ExcludeSpec):
-    """Pointer arguments shared by every kernel: ids / mask placeholders when unused."""
-    q_pos = spec.q_pos_ids if spec.mode == "ids" else labels
-    p_ids = spec.p_ids if spec.mode == "ids" else labels
-    mask = spec.mask.view(torch.uint8) if spec.mode == "dense" else labels
-    stride_mask = spec.mask.stride(0) if spec.mode == "dense" else 0
-    return q_pos, p_ids, mask, stride_mask
-
-
 def _size_class(num_queries: int, num_passages: int) -> int:
     """Autotuning bucket: re-tune only when B x N changes by a factor of 4."""
     return max(0, (num_queries * num_passages).bit_length() // 2)
@@ -253,7 +240,7 @@ def _precision(q) -> str:
 def _forward(q, p, labels, setup: _Setup):
     num_q, dim = q.shape
     num_p = p.shape[0]
-    q_pos, p_ids, mask, stride_mask = _common_args(q, p, labels, setup.spec)
+    q_pos, p_ids, mask, stride_mask = setup.spec.kernel_args(labels)
     split = _split_size(num_p, -(-num_q // 64), setup.config, q.device)
     splits = -(-num_p // split)
     m = torch.empty(splits, num_q, device=q.device, dtype=torch.float32)
@@ -284,7 +271,7 @@ def _backward_fused(q, p, labels, row_stats, setup: _Setup, scale, need_q=True, 
     """dQ and dP from ``infonce_bwd`` with ``SIDE`` 0 and 1 (``None`` for one not needed)."""
     num_q, dim = q.shape
     num_p = p.shape[0]
-    q_pos, p_ids, mask, stride_mask = _common_args(q, p, labels, setup.spec)
+    q_pos, p_ids, mask, stride_mask = setup.spec.kernel_args(labels)
     inputs = (q, p, labels, q_pos, p_ids, mask) + tuple(row_stats)
     sizes = (num_q, num_p, dim, q.stride(0), p.stride(0), stride_mask, setup.scale2)
     size_class = _size_class(num_q, num_p)
@@ -313,7 +300,7 @@ def _sum_splits(ws, scale, dtype):
 def _backward_chunked(q, p, labels, row_stats, setup: _Setup, scale):
     num_q, dim = q.shape
     num_p = p.shape[0]
-    q_pos, p_ids, mask, stride_mask = _common_args(q, p, labels, setup.spec)
+    q_pos, p_ids, mask, stride_mask = setup.spec.kernel_args(labels)
     size_class = _size_class(num_q, num_p)
     chunk = min(num_p, setup.chunk_size or max(256, CHUNK_ELEMENTS // num_q // 256 * 256))
     buffer = torch.empty(num_q, chunk, device=q.device, dtype=q.dtype)

@@ -41,7 +41,6 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import importlib
 import math
 from dataclasses import dataclass
 from typing import Optional
@@ -52,7 +51,7 @@ from .exclusion import ExcludeArg, ExcludeSpec, normalize_exclude
 from .infonce import LOG2E, _EXCLUDE_MODES, _merge_splits, _precision
 from .maxsim_reference import check_maxsim_inputs
 from .maxsim_reference import maxsim_infonce_loss as reference_maxsim_infonce_loss
-from .select import choose_impl, interpreter_enabled
+from .select import choose_impl, kernel_module
 
 
 @dataclass(frozen=True)
@@ -109,11 +108,8 @@ def triton_next_power_of_2(value: int) -> int:
 
 
 def _kernel_module():
-    """Import the MaxSim kernels, redefining them if ``TRITON_INTERPRET`` changed since."""
-    module = importlib.import_module("hopscotch.kernels._triton_maxsim")
-    if module.INTERPRET != interpreter_enabled():
-        module = importlib.reload(module)
-    return module
+    """The MaxSim kernels, redefined if ``TRITON_INTERPRET`` changed since."""
+    return kernel_module("hopscotch.kernels._triton_maxsim")
 
 
 def maxsim_infonce_loss(
@@ -178,15 +174,6 @@ def _token_masks(q, p, q_mask, p_mask):
             p_real.any(dim=1))
 
 
-def _exclusion_args(labels, spec: ExcludeSpec):
-    """``(q_pos_ids, p_ids, dense mask, its row stride)``; placeholders where unused."""
-    q_pos = spec.q_pos_ids if spec.mode == "ids" else labels
-    p_ids = spec.p_ids if spec.mode == "ids" else labels
-    mask = spec.mask.view(torch.uint8) if spec.mode == "dense" else labels
-    stride = spec.mask.stride(0) if spec.mode == "dense" else 0
-    return q_pos, p_ids, mask, stride
-
-
 def _launch_options(mod, config: MaxSimConfig) -> dict:
     return {} if mod.INTERPRET else {"num_warps": config.num_warps, "num_stages": config.num_stages}
 
@@ -228,7 +215,7 @@ def _forward(q, p, labels, qm, pm, p_real, setup: _Setup):
     m = torch.empty(splits, num_q, device=q.device, dtype=torch.float32)
     l = torch.empty_like(m)
     pos = torch.empty_like(m)
-    q_pos, p_ids, xmask, stride_xmask = _exclusion_args(labels, setup.spec)
+    q_pos, p_ids, xmask, stride_xmask = setup.spec.kernel_args(labels)
     mod.maxsim_fwd_kernel[(num_q, splits)](
         q, p, qm, pm, p_real.view(torch.uint8), labels, q_pos, p_ids, xmask, scores, arg, m, l, pos,
         num_q, num_p, len_q, len_p, dim, q.stride(0), q.stride(1), p.stride(0), p.stride(1), stride_xmask,
@@ -255,21 +242,26 @@ def score_gradient(scores, labels, lse2, gpos, p_real, spec: ExcludeSpec, scale2
 
 
 def _grad_q(p, qm, arg, g, q, cfg: MaxSimConfig):
-    mod = _kernel_module()
+    """``dq`` by ``maxsim_dq_kernel``: a program per query and block of ``block_t`` query tokens."""
     num_q, len_q, dim = q.shape
-    dq = torch.empty_like(q)
-    mod.maxsim_dq_kernel[(num_q, -(-len_q // cfg.block_t))](
-        p, qm, arg, g, dq, num_q, p.shape[0], len_q, dim, p.stride(0), p.stride(1), dq.stride(0), dq.stride(1),
-        BLOCK_T=cfg.block_t, BLOCK_D=cfg.block_d, **_launch_options(mod, cfg))
-    return dq
+    return _token_gradient("maxsim_dq_kernel", p, qm, arg, g, q, cfg.block_t, (num_q, p.shape[0], len_q, dim), cfg,
+                           BLOCK_T=cfg.block_t, BLOCK_D=cfg.block_d)
 
 
 def _grad_p(q, qm, arg, g, p, cfg: MaxSimConfig):
-    mod = _kernel_module()
+    """``dp`` by ``maxsim_dp_kernel``: a program per passage and block of ``block_u`` passage tokens."""
     num_p, len_p, dim = p.shape
-    dp = torch.empty_like(p)
-    mod.maxsim_dp_kernel[(num_p, -(-len_p // cfg.block_u))](
-        q, qm, arg, g, dp, q.shape[0], num_p, q.shape[1], len_p, dim, q.stride(0), q.stride(1), dp.stride(0),
-        dp.stride(1), PRECISION=_precision(q), BLOCK_T=cfg.block_t, BLOCK_U=cfg.block_u, BLOCK_D=cfg.block_d,
-        **_launch_options(mod, cfg))
-    return dp
+    return _token_gradient("maxsim_dp_kernel", q, qm, arg, g, p, cfg.block_u,
+                           (q.shape[0], num_p, q.shape[1], len_p, dim), cfg, PRECISION=_precision(q),
+                           BLOCK_T=cfg.block_t, BLOCK_U=cfg.block_u, BLOCK_D=cfg.block_d)
+
+
+def _token_gradient(kernel_name, other, qm, arg, g, like, block, sizes, cfg: MaxSimConfig, **constexprs):
+    """The gradient of ``like`` (``[rows, tokens, d]``) from ``kernel_name``, launched over its rows x blocks of
+    ``block`` tokens with ``(other, qm, arg, g, out, *sizes, other's and out's row and token strides)``."""
+    mod = _kernel_module()
+    out = torch.empty_like(like)
+    getattr(mod, kernel_name)[(like.shape[0], -(-like.shape[1] // block))](
+        other, qm, arg, g, out, *sizes, other.stride(0), other.stride(1), out.stride(0), out.stride(1),
+        **constexprs, **_launch_options(mod, cfg))
+    return out

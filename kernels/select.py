@@ -21,6 +21,7 @@ Example::
 
 from __future__ import annotations
 
+import importlib
 import os
 import warnings
 
@@ -35,6 +36,15 @@ _warned: set[str] = set()
 def interpreter_enabled() -> bool:
     """True when ``TRITON_INTERPRET=1``: Triton kernels then run on CPU tensors, slowly."""
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def kernel_module(name: str):
+    """The Triton kernel module ``name`` (``"hopscotch.kernels._triton_kernels"``), imported, and redefined when
+    ``TRITON_INTERPRET`` changed since it was defined (its ``INTERPRET`` says how it was)."""
+    module = importlib.import_module(name)
+    if module.INTERPRET != interpreter_enabled():
+        module = importlib.reload(module)
+    return module
 
 
 def fused_available(device: torch.device | str) -> bool:

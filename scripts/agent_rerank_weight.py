@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from hopscotch_experiments.ablations.ablation_report import add_report_flags
 
 
 def main(argv=None) -> int:
@@ -27,10 +27,7 @@ def main(argv=None) -> int:
     parser.add_argument("--work", default="/tmp/hopscotch-trajectory-use", help="indexes and runs (a cache)")
     parser.add_argument("--sets", default="tongyi_question,tongyi_pages_question,hotpotqa")
     parser.add_argument("--weights", default="0,0.25,0.5,0.75")
-    parser.add_argument("--docs", default=str(ROOT / "docs" / "benchmarks.md"), help="markdown file to update")
-    parser.add_argument("--no-docs", action="store_true", help="print only")
-    parser.add_argument("--json", help="write every number here")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads of the searches")
+    add_report_flags(parser)
     args = parser.parse_args(argv)
     if not Path(args.model).is_dir():
         parser.error(f"--model {args.model}: no such model folder")

@@ -20,6 +20,8 @@ import os
 import sys
 from pathlib import Path
 
+from hopscotch_experiments.ablations.ablation_report import add_report_flags
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -30,10 +32,7 @@ def main(argv=None) -> int:
     parser.add_argument("--work", default="/tmp/hopscotch-trajectory-use", help="models, indexes, runs (a cache)")
     parser.add_argument("--recipe", default=str(ROOT / "recipes" / "minilm_agent.yaml"))
     parser.add_argument("--sets", default="tongyi_question,tongyi_pages_question,hotpotqa")
-    parser.add_argument("--docs", default=str(ROOT / "docs" / "benchmarks.md"), help="markdown file to update")
-    parser.add_argument("--no-docs", action="store_true", help="print only")
-    parser.add_argument("--json", help="write every number here")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads of the searches")
+    add_report_flags(parser)
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="recipe overrides, the same for both arms")
     args = parser.parse_args(argv)
     missing = [p for p in ("clean", "eval/specs.txt") if not (Path(args.data) / p).exists()]

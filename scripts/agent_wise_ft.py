@@ -22,7 +22,7 @@ import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from hopscotch_experiments.ablations.ablation_report import add_report_flags
 
 
 def main(argv=None) -> int:
@@ -32,10 +32,7 @@ def main(argv=None) -> int:
     parser.add_argument("--alphas", default="0,0.3,0.5,0.7,1", help="comma-separated alphas in [0, 1]")
     parser.add_argument("--work", default="/tmp/hopscotch-ablation", help="cache folder (sets, indexes, runs)")
     parser.add_argument("--sets", default="hotpotqa,musique,world,tongyi,tongyi_pages", help="dev sets to run")
-    parser.add_argument("--docs", default=str(ROOT / "docs" / "benchmarks.md"), help="markdown file to update")
-    parser.add_argument("--no-docs", action="store_true", help="print only")
-    parser.add_argument("--json", help="write every number here")
-    parser.add_argument("--threads", type=int, default=2)
+    add_report_flags(parser, threads_help=None)
     args = parser.parse_args(argv)
     alphas = sorted({float(a) for a in args.alphas.split(",") if a.strip()})
     if not alphas or not all(0 <= a <= 1 for a in alphas):

@@ -135,6 +135,17 @@ def plot(result: dict, path: Path) -> str:
 
 
 
+def add_report_flags(parser, threads_help: str | None = "torch threads of the searches") -> None:
+    """The flags every ablation driver ends with: ``--docs`` (the markdown file whose section it regenerates,
+    default docs/benchmarks.md), ``--no-docs`` (print only), ``--json`` (every number) and ``--threads`` (default 2;
+    ``threads_help`` None: no help)."""
+    root = Path(__file__).resolve().parents[2]
+    parser.add_argument("--docs", default=str(root / "docs" / "benchmarks.md"), help="markdown file to update")
+    parser.add_argument("--no-docs", action="store_true", help="print only")
+    parser.add_argument("--json", help="write every number here")
+    parser.add_argument("--threads", type=int, default=2, help=threads_help)
+
+
 def peer_rows_args(description: str, peer_help: str, argv=None, ours_label: str | None = None):
     """The command line of the peer-rows drivers (ours against a sentence-transformers peer on the question-level
     dev sets): ``--ours``/``--peer`` model folders (checked), the cache ``--work``, ``--sets``, ``--docs``/
@@ -142,7 +153,6 @@ def peer_rows_args(description: str, peer_help: str, argv=None, ours_label: str 
     arguments, model folders resolved and ``sets`` a list (the driver's ``main`` sets the environment)."""
     import argparse
 
-    root = Path(__file__).resolve().parents[2]
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--ours", required=True, help="our trained model folder")
     if ours_label is not None:
@@ -151,10 +161,7 @@ def peer_rows_args(description: str, peer_help: str, argv=None, ours_label: str 
     parser.add_argument("--peer", required=True, help=peer_help)
     parser.add_argument("--work", default="/tmp/hopscotch-trajectory-use", help="indexes and runs (a cache)")
     parser.add_argument("--sets", default="tongyi_question,tongyi_pages_question,hotpotqa")
-    parser.add_argument("--docs", default=str(root / "docs" / "benchmarks.md"), help="markdown file to update")
-    parser.add_argument("--no-docs", action="store_true", help="print only")
-    parser.add_argument("--json", help="write every number here")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads of the searches")
+    add_report_flags(parser)
     args = parser.parse_args(argv)
     for flag, path in (("--ours", args.ours), ("--peer", args.peer)):
         if not Path(path).is_dir():

@@ -15,7 +15,7 @@ the peer (same row kind). The verdict, on tune: ours holds when none of its cell
 
 from __future__ import annotations
 
-from hopscotch_experiments.ablations.trajectory_use import KINDS, measure
+from hopscotch_experiments.ablations.trajectory_use import KINDS, measure, ndcg_cells, paired_p, tune_means
 
 START, END = "<!-- peer-rows:start -->", "<!-- peer-rows:end -->"
 OURS, PEER = "trajectory-use", "st-peer"
@@ -26,22 +26,16 @@ LABELS = {"base": "untrained MiniLM", PEER: "sentence-transformers peer (same tu
 
 def summarize(measured: dict) -> dict:
     """Cells per split, the tune means and the verdict."""
-    from hopscotch.retriever.evaluation.metrics import compare_runs
+    sets = list(measured["sets"])
 
-    cells, sets = measured["cells"], list(measured["sets"])
-    table: dict = {}
-    for split in ("tune", "test"):
-        for system, kind in ROWS:
-            for name in sets:
-                res = cells[name, system, kind][split]
-                cell = {"mean": res.mean["ndcg@10"], "ci95": res.ci95["ndcg@10"]}
-                if system == OURS:
-                    peer = cells[name, PEER, kind][split]
-                    cell["p"] = compare_runs(peer, res, "ndcg@10").p_randomization
-                    cell["delta"] = res.mean["ndcg@10"] - peer.mean["ndcg@10"]
-                table[split, system, kind, name] = cell
-    means = {s: sum(table["tune", s, k, n]["mean"] for k in KINDS for n in sets) / (len(KINDS) * len(sets))
-             for s in (OURS, PEER)}
+    def versus(run_of, system, kind, res) -> dict:
+        if system != OURS:
+            return {}
+        peer = run_of(PEER, kind)
+        return {"p": paired_p(peer, res), "delta": res.mean["ndcg@10"] - peer.mean["ndcg@10"]}
+
+    table = ndcg_cells(measured, ROWS, versus)
+    means = tune_means(table, (OURS, PEER), sets)
     below = {split: [f"{n} {k}" for n in sets for k in KINDS if table[split, OURS, k, n]["delta"] < 0
                      and table[split, OURS, k, n]["p"] < 0.05] for split in ("tune", "test")}
     return {"sets": measured["sets"], "table": table, "tune_mean": means, "significantly_below": below,

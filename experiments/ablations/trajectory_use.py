@@ -63,26 +63,51 @@ def measure(models: dict[str, str], work: Path, names=SETS) -> dict:
     return {"cells": cells, "sets": info}
 
 
-def summarize(measured: dict) -> dict:
-    """The table's cells (mean, ci95, p) per split, the tune means and the verdict."""
-    from hopscotch.retriever.evaluation.metrics import compare_runs
-
+def ndcg_cells(measured: dict, rows, versus) -> dict:
+    """``{(split, system, kind, set): cell}`` for the tune and test splits, each ``(system, kind)`` of ``rows`` and
+    each of :func:`measure`'s sets: nDCG@10's ``mean`` and ``ci95``, then what ``versus(run_of, system, kind, res)``
+    adds (``res`` the cell's evaluation, ``run_of(system, kind)`` another row's on the same set and split)."""
     cells, sets = measured["cells"], list(measured["sets"])
-    rows = [("base", "query"), ("top3", "query"), ("trajectory-use", "query"), ("top3", "reasoning"),
-            ("trajectory-use", "reasoning")]
     table: dict = {}
     for split in ("tune", "test"):
         for system, kind in rows:
             for name in sets:
                 res = cells[name, system, kind][split]
                 cell = {"mean": res.mean["ndcg@10"], "ci95": res.ci95["ndcg@10"]}
-                if system == "trajectory-use":
-                    cell["p"] = compare_runs(cells[name, "top3", kind][split], res, "ndcg@10").p_randomization
-                if system != "base" and kind == "query":
-                    cell["p_base"] = compare_runs(cells[name, "base", "query"][split], res, "ndcg@10").p_randomization
+                cell.update(versus(lambda s, k, name=name, split=split: cells[name, s, k][split], system, kind, res))
                 table[split, system, kind, name] = cell
-    means = {arm: sum(table["tune", arm, k, n]["mean"] for k in KINDS for n in sets) / (len(KINDS) * len(sets))
-             for arm in ARMS}
+    return table
+
+
+def paired_p(baseline, res) -> float:
+    """The paired randomisation test's p of ``res`` against ``baseline`` on nDCG@10."""
+    from hopscotch.retriever.evaluation.metrics import compare_runs
+
+    return compare_runs(baseline, res, "ndcg@10").p_randomization
+
+
+def tune_means(table: dict, systems, sets) -> dict:
+    """Each system's mean nDCG@10 over every (kind, set) cell of the tune split."""
+    return {s: sum(table["tune", s, k, n]["mean"] for k in KINDS for n in sets) / (len(KINDS) * len(sets))
+            for s in systems}
+
+
+def summarize(measured: dict) -> dict:
+    """The table's cells (mean, ci95, p) per split, the tune means and the verdict."""
+    sets = list(measured["sets"])
+    rows = [("base", "query"), ("top3", "query"), ("trajectory-use", "query"), ("top3", "reasoning"),
+            ("trajectory-use", "reasoning")]
+
+    def versus(run_of, system, kind, res) -> dict:
+        cell = {}
+        if system == "trajectory-use":
+            cell["p"] = paired_p(run_of("top3", kind), res)
+        if system != "base" and kind == "query":
+            cell["p_base"] = paired_p(run_of("base", "query"), res)
+        return cell
+
+    table = ndcg_cells(measured, rows, versus)
+    means = tune_means(table, ARMS, sets)
     worse = [f"{n} {k}" for n in sets for k in KINDS
              if table["tune", "trajectory-use", k, n]["mean"] < table["tune", "top3", k, n]["mean"]
              and table["tune", "trajectory-use", k, n]["p"] < 0.05]

@@ -41,7 +41,7 @@ import math
 import os
 import random
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
@@ -79,9 +79,16 @@ class Case:
     exclude: object
     kind: str
 
+    #: the float64 truth's loss (:func:`reference_grads`, ``--describe``)
+    reference = staticmethod(reference_infonce_loss)
+
     def describe(self) -> str:
         return (f"seed={self.seed} B={self.q.shape[0]} N={self.p.shape[0]} d={self.q.shape[1]} "
                 f"t={self.temperature} {self.kind}")
+
+    def loss_options(self, device) -> dict:
+        """Keyword inputs of the loss beyond ``(q, p, labels, temperature, exclude)``, on ``device`` (none here)."""
+        return {}
 
 
 def draw_case(seed: int) -> Case:
@@ -109,18 +116,25 @@ def make_case(seed: int, num_q: int, num_p: int, dim: int, temperature: float, e
     if dominant:  # the positive a near copy of its query: S_i tiny, the loss near zero
         noise = closeness * torch.randn(num_q, dim, generator=gen) / math.sqrt(dim) * 4
         p[labels] = torch.nn.functional.normalize(q + noise, dim=-1)
-    exclude = None
-    if exclusion == "ids":
-        p_ids = torch.randint(0, max(1, num_p // 3), (num_p,), generator=gen)
-        exclude = (p_ids[labels], p_ids)
-    elif exclusion == "dense":
-        exclude = torch.rand(num_q, num_p, generator=gen) < (0.9 if dominant else 0.3)
-    elif exclusion == "all-but-positive":
-        exclude = torch.ones(num_q, num_p, dtype=torch.bool)
-    elif exclusion != "none":
-        raise ValueError(f"exclusion {exclusion!r}: expected none, ids, dense or all-but-positive")
+    exclude = draw_exclude(exclusion, labels, num_q, num_p, dominant, gen)
     kind = f"exclude={exclusion}" + (" dominant-positive" if dominant else "")
     return Case(seed, q, p, labels, temperature, exclude, kind)
+
+
+def draw_exclude(exclusion: str, labels: torch.Tensor, num_q: int, num_p: int, dominant: bool,
+                 gen: torch.Generator):
+    """A case's ``exclude`` by ``exclusion`` (as :func:`make_case` says), drawn from ``gen``; shared by every loss's
+    accuracy tool."""
+    if exclusion == "ids":
+        p_ids = torch.randint(0, max(1, num_p // 3), (num_p,), generator=gen)
+        return p_ids[labels], p_ids
+    if exclusion == "dense":
+        return torch.rand(num_q, num_p, generator=gen) < (0.9 if dominant else 0.3)
+    if exclusion == "all-but-positive":
+        return torch.ones(num_q, num_p, dtype=torch.bool)
+    if exclusion != "none":
+        raise ValueError(f"exclusion {exclusion!r}: expected none, ids, dense or all-but-positive")
+    return None
 
 
 def _on(value, device):
@@ -136,7 +150,8 @@ def loss_and_grads(fn: Callable, case: Case, dtype: torch.dtype, device="cpu", *
     """``(loss, dq, dp)`` of ``fn`` on the case's inputs cast to ``dtype`` on ``device``."""
     q = case.q.to(device=device, dtype=dtype).requires_grad_()
     p = case.p.to(device=device, dtype=dtype).requires_grad_()
-    loss = fn(q, p, case.labels.to(device), case.temperature, _on(case.exclude, device), **options)
+    loss = fn(q, p, case.labels.to(device), case.temperature, _on(case.exclude, device), **case.loss_options(device),
+              **options)
     dq, dp = torch.autograd.grad(loss, (q, p))
     return loss.detach(), dq, dp
 
@@ -174,11 +189,10 @@ def _error(value: torch.Tensor, truth: torch.Tensor, dtype, near_zero_loss: bool
 
 
 def reference_grads(case: Case, dtype=torch.float32) -> tuple:
-    """``(loss, dq, dp)`` of the float64 reference on the case's inputs rounded to ``dtype``: the truth
-    :func:`compare` grades against."""
-    rounded = Case(case.seed, case.q.to(dtype).double(), case.p.to(dtype).double(), case.labels,
-                   case.temperature, case.exclude, case.kind)
-    return loss_and_grads(reference_infonce_loss, rounded, torch.float64)
+    """``(loss, dq, dp)`` of the float64 reference (``case.reference``) on the case's inputs rounded to ``dtype``:
+    the truth :func:`compare` grades against."""
+    rounded = replace(case, q=case.q.to(dtype).double(), p=case.p.to(dtype).double())
+    return loss_and_grads(case.reference, rounded, torch.float64)
 
 
 def compare(fn: Callable, case: Case, dtype=torch.float32, device="cpu", **options) -> Errors:
@@ -271,22 +285,32 @@ def report_sweep(report: SweepReport, label: str) -> int:
     return 0 if report.ok else 1
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = sweep_parser("python -m hopscotch_experiments.kernel_checks.accuracy", __doc__.split("\n")[0], 500)
+def main(argv: Optional[Sequence[str]] = None, *,
+         prog: str = "python -m hopscotch_experiments.kernel_checks.accuracy", doc: str = __doc__, draws: int = 500,
+         draw: Optional[Callable] = None, fixed_seeds: Sequence[int] = FIXED_SEEDS,
+         implementation: Optional[Callable[[str], Callable]] = None, label: str = "",
+         swept_seeds: Sequence[int] = ()) -> int:
+    """The ``python -m`` of an accuracy tool: this module's with the defaults, :mod:`.maxsim_accuracy`'s with its
+    own. ``--describe`` lists the cases ``draw`` (default :func:`draw_case`) makes of ``fixed_seeds`` with their
+    float64 loss; otherwise ``implementation(--impl)`` is swept over ``swept_seeds`` and ``--draws`` fresh seeds,
+    and the summary line starts with ``label``."""
+    draw, implementation = draw or draw_case, implementation or _implementation
+    parser = sweep_parser(prog, doc.split("\n")[0], draws)
     args = parser.parse_args(argv)
     if args.describe:
-        for seed in FIXED_SEEDS:
-            case = draw_case(seed)
-            loss = reference_infonce_loss(case.q.double(), case.p.double(), case.labels, case.temperature,
-                                          case.exclude).item()
+        for seed in fixed_seeds:
+            case = draw(seed)
+            loss = case.reference(case.q.double(), case.p.double(), case.labels, case.temperature, case.exclude,
+                                  **case.loss_options("cpu")).item()
             print(f"{case.describe()} loss={loss:.3e}")
         return 0
     if args.draws < 1:
         parser.error("--draws: expected a positive integer")
     if args.impl == "fused" and args.device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"  # a command may set it: the kernels run in the interpreter
-    report = sweep(_implementation(args.impl), fresh_seeds(args.draws), DTYPES[args.dtype], args.device)
-    return report_sweep(report, f"{args.impl} {args.dtype} on {args.device}")
+    report = sweep(implementation(args.impl), list(swept_seeds) + fresh_seeds(args.draws), DTYPES[args.dtype],
+                   args.device, draw=draw)
+    return report_sweep(report, f"{label}{args.impl} {args.dtype} on {args.device}")
 
 
 if __name__ == "__main__":

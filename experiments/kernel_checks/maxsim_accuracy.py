@@ -22,7 +22,6 @@ Usage::
 from __future__ import annotations
 
 import math
-import os
 import random
 import sys
 from dataclasses import dataclass
@@ -32,9 +31,11 @@ import torch
 
 from hopscotch.kernels.maxsim_reference import group_labels
 from hopscotch.kernels.maxsim_reference import maxsim_infonce_loss as reference_maxsim_infonce_loss
-from hopscotch_experiments.kernel_checks.accuracy import (DTYPES, Errors, SweepReport, _on, fresh_seeds, grade,
-                                                          report_sweep, sweep_parser)
+from hopscotch_experiments.kernel_checks.accuracy import Case, SweepReport, compare, draw_exclude, fresh_seeds
+from hopscotch_experiments.kernel_checks.accuracy import main as accuracy_main
 from hopscotch_experiments.kernel_checks.accuracy import sweep as _sweep
+
+__all__ = ["FIXED_SEEDS", "MaxSimCase", "compare", "draw_case", "fresh_seeds", "main", "sweep"]
 
 #: Seeds checked on every test run: each exclusion kind with and without a dominant positive,
 #: gathered passages, empty negatives, one-token queries (``--describe`` lists them).
@@ -46,22 +47,21 @@ _TOKEN_TEMPERATURES = (0.02, 0.05, 0.1, 1.0)
 
 
 @dataclass
-class MaxSimCase:
-    """One draw: the loss's inputs and how they were made."""
+class MaxSimCase(Case):
+    """One draw: the loss's inputs (a :class:`~hopscotch_experiments.kernel_checks.accuracy.Case` with token masks)
+    and how they were made."""
 
-    seed: int
-    q: torch.Tensor
-    p: torch.Tensor
-    labels: torch.Tensor
-    temperature: float
-    exclude: object
-    q_mask: torch.Tensor
-    p_mask: torch.Tensor
-    kind: str
+    q_mask: torch.Tensor = None
+    p_mask: torch.Tensor = None
+
+    reference = staticmethod(reference_maxsim_infonce_loss)
 
     def describe(self) -> str:
         return (f"seed={self.seed} B={self.q.shape[0]} Lq={self.q.shape[1]} N={self.p.shape[0]} "
                 f"Lp={self.p.shape[1]} d={self.q.shape[2]} t={self.temperature:g} {self.kind}")
+
+    def loss_options(self, device) -> dict:
+        return {"q_mask": self.q_mask.to(device), "p_mask": self.p_mask.to(device)}
 
 
 def draw_case(seed: int) -> MaxSimCase:
@@ -94,65 +94,32 @@ def draw_case(seed: int) -> MaxSimCase:
             p_mask[j, :count] = True
             if count < int(q_len[i]):
                 q_mask[i, count:] = False
-    exclude = None
-    if exclusion == "ids":
-        p_ids = torch.randint(0, max(1, num_p // 3), (num_p,), generator=gen)
-        exclude = (p_ids[labels], p_ids)
-    elif exclusion == "dense":
-        exclude = torch.rand(num_q, num_p, generator=gen) < (0.9 if dominant else 0.3)
+    exclude = draw_exclude(exclusion, labels, num_q, num_p, dominant, gen)
     kind = f"exclude={exclusion}" + (" dominant-positive" if dominant else "") + (" gathered" if world > 1 else "")
     if not bool(p_mask.any(dim=1).all()):
         kind += " empty-negative"
-    return MaxSimCase(seed, q, p, labels, temperature, exclude, q_mask, p_mask, kind)
-
-
-def loss_and_grads(fn: Callable, case: MaxSimCase, dtype: torch.dtype, device="cpu", **options):
-    """``(loss, dq, dp)`` of ``fn`` on the case's inputs cast to ``dtype`` on ``device``."""
-    q = case.q.to(device=device, dtype=dtype).requires_grad_()
-    p = case.p.to(device=device, dtype=dtype).requires_grad_()
-    loss = fn(q, p, case.labels.to(device), case.temperature, _on(case.exclude, device),
-              q_mask=case.q_mask.to(device), p_mask=case.p_mask.to(device), **options)
-    dq, dp = torch.autograd.grad(loss, (q, p))
-    return loss.detach(), dq, dp
-
-
-def compare(fn: Callable, case: MaxSimCase, dtype=torch.float32, device="cpu", **options) -> Errors:
-    """Run ``fn`` on ``case`` in ``dtype``; compare with the float64 reference on the same rounded inputs."""
-    rounded = MaxSimCase(case.seed, case.q.to(dtype).double(), case.p.to(dtype).double(), case.labels,
-                         case.temperature, case.exclude, case.q_mask, case.p_mask, case.kind)
-    truth = loss_and_grads(reference_maxsim_infonce_loss, rounded, torch.float64)
-    return grade(case.describe(), loss_and_grads(fn, case, dtype, device, **options), truth, dtype)
+    return MaxSimCase(seed, q, p, labels, temperature, exclude, kind, q_mask=q_mask, p_mask=p_mask)
 
 
 def sweep(fn: Callable, seeds: Sequence[int], dtype=torch.float32, device="cpu", **options) -> SweepReport:
     """Compare ``fn`` with float64 on the MaxSim case of every seed
     (:func:`hopscotch_experiments.kernel_checks.accuracy.sweep`'s bookkeeping): the worst errors and the
     failures."""
-    return _sweep(fn, seeds, dtype, device, compare_case=compare, draw=draw_case, **options)
+    return _sweep(fn, seeds, dtype, device, draw=draw_case, **options)
+
+
+def _implementation(name: str) -> Callable:
+    if name == "reference":
+        return reference_maxsim_infonce_loss
+    from hopscotch.kernels.maxsim import maxsim_infonce_loss
+
+    return maxsim_infonce_loss
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = sweep_parser("python -m hopscotch_experiments.kernel_checks.maxsim_accuracy", __doc__.split("\n")[0],
-                          100)
-    args = parser.parse_args(argv)
-    if args.describe:
-        for seed in FIXED_SEEDS:
-            case = draw_case(seed)
-            loss = reference_maxsim_infonce_loss(case.q.double(), case.p.double(), case.labels, case.temperature,
-                                                 case.exclude, q_mask=case.q_mask, p_mask=case.p_mask).item()
-            print(f"{case.describe()} loss={loss:.3e}")
-        return 0
-    if args.draws < 1:
-        parser.error("--draws: expected a positive integer")
-    if args.impl == "fused" and args.device == "cpu":
-        os.environ["TRITON_INTERPRET"] = "1"
-    if args.impl == "reference":
-        fn = reference_maxsim_infonce_loss
-    else:
-        from hopscotch.kernels.maxsim import maxsim_infonce_loss as fn
-    report = sweep(fn, list(FIXED_SEEDS) + fresh_seeds(args.draws), DTYPES[args.dtype], args.device)
-    return report_sweep(report, f"maxsim {args.impl} {args.dtype} on {args.device}")
-
+    return accuracy_main(argv, prog="python -m hopscotch_experiments.kernel_checks.maxsim_accuracy", doc=__doc__,
+                         draws=100, draw=draw_case, fixed_seeds=FIXED_SEEDS, implementation=_implementation,
+                         label="maxsim ", swept_seeds=FIXED_SEEDS)
 
 if __name__ == "__main__":
     sys.exit(main())

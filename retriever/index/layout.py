@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -45,8 +46,22 @@ LOOKUP_DIR = "lookup"
 FAISS_DIR = "faiss"
 #: the folder of the long documents' further windows (:mod:`hopscotch.retriever.index.windows`), an index folder itself
 WINDOWS_DIR = "windows"
+#: what encoding derives from the source in an index folder (with :data:`ENCODE_CONFIG_FILE` and a multi-vector
+#: index's folder, the whole index): what re-encoding removes first
+DERIVED_PARTS = (SHARD_DIR, LOOKUP_DIR, FAISS_DIR, WINDOWS_DIR, META_FILE)
 LAYOUT_VERSION = 1
 _SHARD_RE = re.compile(r"^shard_(\d{5,})\.done\.json$")
+
+
+def remove_parts(index_dir: str | os.PathLike, names, ignore_errors: bool = False) -> None:
+    """Remove the files and folders ``names`` of ``index_dir`` that exist (``ignore_errors``: of a folder's removal,
+    as :func:`shutil.rmtree`)."""
+    for name in names:
+        path = Path(index_dir) / name
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=ignore_errors)
+        elif path.exists():
+            path.unlink()
 
 
 def shard_name(shard: int) -> str:

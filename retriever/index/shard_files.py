@@ -11,7 +11,6 @@ from __future__ import annotations
 import glob
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 
@@ -20,14 +19,13 @@ import numpy as np
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.index.docstore import ShardDocWriter
 from hopscotch.retriever.index.layout import (
+    DERIVED_PARTS,
     ENCODE_CONFIG_FILE,
-    FAISS_DIR,
-    LOOKUP_DIR,
     META_FILE,
     SHARD_DIR,
-    WINDOWS_DIR,
     done_shards,
     read_done_marker,
+    remove_parts,
     save_npy,
     shard_file,
     shard_name,
@@ -156,10 +154,7 @@ def check_encode_config(out_dir: Path, config: dict, overwrite: bool) -> None:
                              "from; rerun with --overwrite to start again (or use another --out)")
     if overwrite:  # everything derived from the old shards goes: shards, manifest, lookup, FAISS indexes, windows,
         # the multi-vector codec and compressed tokens (whose markers would otherwise vouch for the old shards')
-        for name in (SHARD_DIR, LOOKUP_DIR, FAISS_DIR, WINDOWS_DIR, MV_DIR):
-            shutil.rmtree(out_dir / name, ignore_errors=True)
-        if (out_dir / META_FILE).exists():
-            os.unlink(out_dir / META_FILE)
+        remove_parts(out_dir, DERIVED_PARTS + (MV_DIR,), ignore_errors=True)
     write_json(path, config)
 
 

@@ -17,7 +17,6 @@ Example::
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -27,15 +26,12 @@ import numpy as np
 
 from hopscotch.retriever.errors import FormatError, UsageError
 from hopscotch.retriever.index.layout import (
+    DERIVED_PARTS,
     ENCODE_CONFIG_FILE,
-    FAISS_DIR,
-    LOOKUP_DIR,
-    META_FILE,
-    SHARD_DIR,
-    WINDOWS_DIR,
     IndexMeta,
     iter_shard_docids,
     load_shard_embeddings,
+    remove_parts,
 )
 
 
@@ -65,15 +61,10 @@ def rechunk(parts: Iterable[tuple[np.ndarray, list[str]]], size: int) -> Iterato
 
 def clear_index_folder(out: Path, overwrite: bool) -> None:
     """Remove an index's parts from ``out`` (other files stay); an index there without ``overwrite`` is refused."""
-    parts = [out / n for n in (SHARD_DIR, LOOKUP_DIR, FAISS_DIR, WINDOWS_DIR, META_FILE, ENCODE_CONFIG_FILE)
-             if (out / n).exists()]
+    parts = [n for n in DERIVED_PARTS + (ENCODE_CONFIG_FILE,) if (out / n).exists()]
     if parts and not overwrite:
         raise UsageError(f"{out} already holds an index; use another --out, or --overwrite to replace it")
-    for part in parts:
-        if part.is_dir():
-            shutil.rmtree(part)
-        else:
-            part.unlink()
+    remove_parts(out, parts)
 
 
 def import_tevatron(pattern: str, out: str | os.PathLike, *, corpus: str | None = None, model: str | None = None,

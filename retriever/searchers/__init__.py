@@ -21,13 +21,8 @@ from __future__ import annotations
 
 from hopscotch.retriever.searchers.adapter.build import build_searcher, searcher_from_args
 from hopscotch.retriever.searchers.base import BaseSearcher, iter_search, search_run
-from hopscotch.retriever.searchers.registry import (
-    SEARCHERS,
-    add_searcher_arguments,
-    get_searcher_class,
-    register_searcher,
-    searcher_names,
-)
+from hopscotch.retriever.searchers.registry import (SEARCHERS, add_searcher_arguments, get_searcher_class,
+                                                    register_searcher, searcher_names)
 
 __all__ = ["SEARCHERS", "BaseSearcher", "add_searcher_arguments", "build_searcher", "get_searcher_class",
            "iter_search", "register_searcher", "search_run", "searcher_from_args", "searcher_names"]

@@ -60,6 +60,26 @@ QUERY_CHUNK = 16
 #: 0.506, BM25 alone 0.474)
 DEFAULT_FIRST_WEIGHT = 0.25
 
+#: the reranker's flags, ``--rerank-NAME``: ``(NAME, add_option's settings)``, in ``--help``'s order
+RERANK_FLAGS = (
+    ("model", {"metavar": "M", "help": "rerank the first stage's candidates by MaxSim with this multi-vector "
+                                       "(ColBERT-style) model folder (hopscotch.retriever.model.multi_vector)"}),
+    ("depth", {"type": positive_int, "metavar": "N",
+               "help": "first-stage candidates reranked per query (default 100; a larger --k widens it, with a note)"}),
+    ("cache", {"metavar": "DIR", "help": "keep documents' token vectors here (float16, per model fingerprint), so "
+                                         "repeated searches encode only new candidates"}),
+    ("late-fusion", {"type": unit_interval, "metavar": "W",
+                     "help": "score reasoning-aware queries by W * MaxSim(reasoning-aware) + (1 - W) * MaxSim(query "
+                             "only), each over its query length (default: the model's recorded weight, else off)"}),
+    ("first-weight", {"type": unit_interval, "metavar": "W",
+                      "help": "score each reranked candidate by W * its first-stage score + (1 - W) * its MaxSim, "
+                              "both min-max normalised over the query's candidates (default "
+                              f"{DEFAULT_FIRST_WEIGHT:g}; 0: MaxSim alone)"}),
+    ("windows", {"type": positive_int, "metavar": "N", "help": "encode long documents as up to N passage windows and "
+                                                               "score their best (default 1: the first "
+                                                               "passage_max_len tokens)"}),
+)
+
 
 @dataclass(frozen=True)
 class RerankOptions:
@@ -227,25 +247,8 @@ class MultiVectorReranker:
     # -- flags -----------------------------------------------------------------------------------
     @classmethod
     def parse_args(cls, parser) -> None:
-        add_option(parser, "--rerank-model", metavar="M",
-                   help="rerank the first stage's candidates by MaxSim with this multi-vector (ColBERT-style) "
-                        "model folder (hopscotch.retriever.model.multi_vector)")
-        add_option(parser, "--rerank-depth", type=positive_int, metavar="N",
-                   help="first-stage candidates reranked per query (default 100; a larger --k widens it, with a note)")
-        add_option(parser, "--rerank-cache", metavar="DIR",
-                   help="keep documents' token vectors here (float16, per model fingerprint), so repeated "
-                        "searches encode only new candidates")
-        add_option(parser, "--rerank-late-fusion", type=unit_interval, metavar="W",
-                   help="score reasoning-aware queries by W * MaxSim(reasoning-aware) + (1 - W) * "
-                        "MaxSim(query only), each over its query length (default: the model's recorded weight, "
-                        "else off)")
-        add_option(parser, "--rerank-first-weight", type=unit_interval, metavar="W",
-                   help="score each reranked candidate by W * its first-stage score + (1 - W) * its MaxSim, both "
-                        f"min-max normalised over the query's candidates (default {DEFAULT_FIRST_WEIGHT:g}; 0: MaxSim "
-                        "alone)")
-        add_option(parser, "--rerank-windows", type=positive_int, metavar="N",
-                   help="encode long documents as up to N passage windows and score their best (default 1: "
-                        "the first passage_max_len tokens)")
+        for name, spec in RERANK_FLAGS:
+            add_option(parser, f"--rerank-{name}", **spec)
 
     @classmethod
     def from_options(cls, options: RerankOptions) -> MultiVectorReranker:

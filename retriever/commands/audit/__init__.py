@@ -1,8 +1,9 @@
 """``hopscotch audit <kind>``: the audits of :mod:`hopscotch.retriever.audit`.
 
 Each kind is a module of this package, ``retriever/commands/audit/<kind>.py`` (``ann_fidelity`` is ``audit
-ann-fidelity``), with ``register(kinds)`` (adds its parser to the ``audit`` subparsers, sets ``func``); they are
-found by listing the package, so adding an audit touches no list. Every audit writes its JSON report with
+ann-fidelity``), with its parser's ``HELP`` and ``DESCRIPTION``, ``add_flags(parser)`` (its own flags) and
+``run(args)``; they are found by listing the package, so adding an audit touches no list, and :func:`register` adds
+each one's parser, ``--report`` and the output guard. Every audit writes its JSON report with
 ``--report PATH`` and prints its one-screen summary; the exit code is 2 when the audit fails (:mod:`.common`).
 """
 
@@ -12,6 +13,12 @@ import importlib
 import pkgutil
 from pathlib import Path
 
+#: the ``audit`` command's own help and description (each kind's module has its own)
+HELP = ("audits: contamination, false negatives, near-duplicates, ANN fidelity, model conformance, reasoning "
+        "perturbation")
+DESCRIPTION = ("Check one silent failure of training or evaluating a retriever; each audit writes a JSON report "
+               "(--report) and prints a one-screen summary; exit 2 when it fails.")
+
 
 def audit_modules() -> list[str]:
     """The audit kinds' command modules of this package (all but :mod:`.common`), sorted."""
@@ -20,19 +27,16 @@ def audit_modules() -> list[str]:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("audit", help="audits: contamination, false negatives, near-duplicates, ANN fidelity, "
-                                     "model conformance, reasoning perturbation",
-                       description="Check one silent failure of training or evaluating a retriever; each audit "
-                                   "writes a JSON report (--report) and prints a one-screen summary; exit 2 when "
-                                   "it fails.")
+    p = sub.add_parser("audit", help=HELP, description=DESCRIPTION)
     kinds = p.add_subparsers(dest="audit_kind", metavar="KIND", help="the audit to run (each has its own --help)")
     kinds.required = True
-    from hopscotch.retriever.commands.audit.common import guarded
+    from hopscotch.retriever.commands.audit.common import add_report_flag, guarded
 
     for name in audit_modules():
         module = importlib.import_module(f"{__name__}.{name}")
-        module.register(kinds)
+        parser = kinds.add_parser(name.replace("_", "-"), help=module.HELP, description=module.DESCRIPTION)
+        module.add_flags(parser)
+        add_report_flag(parser)
         # every audit's outputs through the one output guard (--report, and what the module declares)
-        parser = kinds.choices[name.replace("_", "-")]
-        parser.set_defaults(func=guarded(parser.get_default("func"), getattr(module, "outputs", None),
+        parser.set_defaults(func=guarded(module.run, getattr(module, "outputs", None),
                                          getattr(module, "FINGERPRINT_IGNORE", ())))

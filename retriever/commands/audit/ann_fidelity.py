@@ -15,8 +15,15 @@ from __future__ import annotations
 import argparse
 
 from hopscotch.retriever.commands.arg_groups import add_k_flag, add_reasoning_flag
-from hopscotch.retriever.commands.audit.common import add_report_flag, finish
+from hopscotch.retriever.commands.audit.common import finish
 from hopscotch.retriever.commands.flag_types import positive_int, seed_int, unit_interval
+
+
+HELP = ("recall@k of an index's ANN against exact search on the real query vectors, beside document-derived and random "
+        "vectors")
+DESCRIPTION = ("Measure how much of the exact inner-product top-k the index's FAISS index finds for the real "
+               "(reasoning-aware) query vectors of a queries file, for sampled document vectors (the control) and for "
+               "random unit vectors.")
 
 
 def cutoffs(text: str) -> tuple[int, ...]:
@@ -30,12 +37,7 @@ def cutoffs(text: str) -> tuple[int, ...]:
     return ks
 
 
-def register(kinds) -> None:
-    p = kinds.add_parser("ann-fidelity", help="recall@k of an index's ANN against exact search on the real query "
-                                              "vectors, beside document-derived and random vectors",
-                         description="Measure how much of the exact inner-product top-k the index's FAISS index "
-                                     "finds for the real (reasoning-aware) query vectors of a queries file, for "
-                                     "sampled document vectors (the control) and for random unit vectors.")
+def add_flags(p) -> None:
     p.add_argument("--index", required=True, help="a dense index folder (hopscotch index)")
     p.add_argument("--queries", required=True, help="queries JSONL (with optional 'reasoning') or TSV")
     p.add_argument("--model", help="query encoder (default: the model recorded in --index)")
@@ -57,8 +59,6 @@ def register(kinds) -> None:
     p.add_argument("--controls", type=positive_int,
                    help="documents and random vectors per control set (default: as many as real queries)")
     p.add_argument("--seed", type=seed_int, default=0, help="sampling seed")
-    add_report_flag(p)
-    p.set_defaults(func=run)
 
 
 def run(args) -> int:

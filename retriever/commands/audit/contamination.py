@@ -14,19 +14,31 @@ from __future__ import annotations
 import sys
 
 from hopscotch.retriever.commands.arg_groups import add_output_flags
-from hopscotch.retriever.commands.audit.common import add_report_flag, finish
+from hopscotch.retriever.commands.audit.common import finish
 from hopscotch.retriever.commands.flag_types import non_negative_int, positive_int, unit_interval
 
 EVAL_METAVAR = "NAME=PATH[:QRELS[:CORPUS]]"
 
 
-def register(kinds) -> None:
-    p = kinds.add_parser("contamination", help="training data against evaluation questions, answers and qrel documents",
-                         description="Look for evaluation questions in training data: exact and near-duplicate "
-                                     "queries (word 3-gram Jaccard, MinHash-LSH), questions quoted inside training "
-                                     "texts, training positives that are evaluation qrel documents, and answer "
-                                     "strings; per evaluation set counts with examples. Exit 2 when a set has more "
-                                     "than --max-contaminated contaminated questions.")
+HELP = "training data against evaluation questions, answers and qrel documents"
+DESCRIPTION = ("Look for evaluation questions in training data: exact and near-duplicate queries (word 3-gram Jaccard, "
+               "MinHash-LSH), questions quoted inside training texts, training positives that are evaluation qrel "
+               "documents, and answer strings; per evaluation set counts with examples. Exit 2 when a set has more "
+               "than --max-contaminated contaminated questions.")
+
+#: the rule's and the report's flags: ``(flag, add_argument's settings)``, in ``--help``'s order
+RULE_FLAGS = (
+    ("--threshold", {"type": unit_interval, "default": 0.8,
+                     "help": "word 3-gram Jaccard at or above which two texts are near duplicates (default 0.8)"}),
+    ("--max-contaminated", {"type": non_negative_int, "default": 0,
+                            "help": "contaminated questions a set may have before the audit fails (default 0)"}),
+    ("--count-answers", {"action": "store_true",
+                         "help": "count answer-string overlap as contamination too (default: reported only)"}),
+    ("--examples", {"type": positive_int, "default": 5, "help": "examples per set and kind in the report"}),
+)
+
+
+def add_flags(p) -> None:
     p.add_argument("--eval", action="append", required=True, metavar=EVAL_METAVAR, dest="eval_sets",
                    help="an evaluation set: a BEIR folder (queries.jsonl, qrels, corpus.jsonl) or a queries file, "
                         "with optional qrels and corpus (either may be left empty: NAME=FOLDER::CORPUS); repeatable")
@@ -38,18 +50,11 @@ def register(kinds) -> None:
     src.add_argument("--queries", action="append", default=[], metavar="PATH", help="a queries file of training data")
     src.add_argument("--corpus", action="append", default=[], metavar="PATH",
                      help="a training corpus (each document compared as a passage)")
-    p.add_argument("--threshold", type=unit_interval, default=0.8,
-                   help="word 3-gram Jaccard at or above which two texts are near duplicates (default 0.8)")
-    p.add_argument("--max-contaminated", type=non_negative_int, default=0,
-                   help="contaminated questions a set may have before the audit fails (default 0)")
-    p.add_argument("--count-answers", action="store_true",
-                   help="count answer-string overlap as contamination too (default: reported only)")
-    p.add_argument("--examples", type=positive_int, default=5, help="examples per set and kind in the report")
+    for flag, spec in RULE_FLAGS:
+        p.add_argument(flag, **spec)
     add_output_flags(p, "write each --tuples file to DIR (same name) without its contaminated tuples, list what "
                         "was removed in DIR/decontamination.json, then audit the cleaned files (the verdict)",
                      flag="--clean", what="cleaned tuple files")
-    add_report_flag(p)
-    p.set_defaults(func=run)
 
 
 def run(args) -> int:

@@ -9,16 +9,17 @@ Rules and rates: :mod:`hopscotch.data_synth.false_negative_audit`. Exit 2 when a
 
 from __future__ import annotations
 
-from hopscotch.retriever.commands.audit.common import add_report_flag, finish
+from hopscotch.retriever.commands.audit.common import finish
 from hopscotch.retriever.commands.flag_types import positive_int, seed_int, unit_interval
 
 
-def register(kinds) -> None:
-    p = kinds.add_parser("false-negatives", help="hard negatives that are really positives (answer-bearing, "
-                                                 "near-duplicates of a positive, closer to it than the query)",
-                         description="Judge a seeded sample of the mined hard negatives of each tuple file (source) "
-                                     "and oracle by rules independent of the oracle; report the rates and the "
-                                     "worst examples.")
+HELP = ("hard negatives that are really positives (answer-bearing, near-duplicates of a positive, closer to it than "
+        "the query)")
+DESCRIPTION = ("Judge a seeded sample of the mined hard negatives of each tuple file (source) and oracle by rules "
+               "independent of the oracle; report the rates and the worst examples.")
+
+
+def add_flags(p) -> None:
     p.add_argument("--tuples", nargs="+", required=True, metavar="FILE",
                    help="training tuple JSONL files or folders (each file is a source unless its rows say 'source')")
     p.add_argument("--qa", nargs="+", default=[], metavar="DIR",
@@ -33,8 +34,6 @@ def register(kinds) -> None:
     p.add_argument("--max-rate", type=unit_interval, default=0.1, metavar="R",
                    help="the largest false-negative rate of a source that passes (above: exit 2)")
     p.add_argument("--examples", type=positive_int, default=5, help="worst examples kept per source")
-    add_report_flag(p)
-    p.set_defaults(func=run)
 
 
 def run(args) -> int:

@@ -11,16 +11,17 @@ prefix/prompt, normalisation, max length, query input) that makes one differ:
 from __future__ import annotations
 
 from hopscotch.retriever.commands.arg_groups import add_device_flag
-from hopscotch.retriever.commands.audit.common import add_report_flag, finish
+from hopscotch.retriever.commands.audit.common import finish
 from hopscotch.retriever.commands.flag_types import positive_float
 
 
-def register(kinds) -> None:
-    p = kinds.add_parser("model", help="model conformance: a saved model's golden vectors re-encoded by Hopscotch, "
-                                       "sentence-transformers and a service; exit 2 on a mismatch",
-                         description="Re-encode the golden vectors a saved model folder recorded at save time "
-                                     "through every loader; on a mismatch beyond --tol (exit 2) name the setting "
-                                     "that reproduces it.")
+HELP = ("model conformance: a saved model's golden vectors re-encoded by Hopscotch, sentence-transformers and a "
+        "service; exit 2 on a mismatch")
+DESCRIPTION = ("Re-encode the golden vectors a saved model folder recorded at save time through every loader; on a "
+               "mismatch beyond --tol (exit 2) name the setting that reproduces it.")
+
+
+def add_flags(p) -> None:
     p.add_argument("model", help="a saved model folder (or a training output folder, or a Hub id in the cache)")
     p.add_argument("--url", help="a running 'hopscotch serve' (noted: the service has no embedding endpoint)")
     p.add_argument("--write-golden", action="store_true",
@@ -29,8 +30,6 @@ def register(kinds) -> None:
                    help="largest max-abs difference that passes (default 1e-5; raised to the save's precision "
                         "when it was not float32)")
     add_device_flag(p, "device to encode on (default: cuda when available, else cpu)")
-    add_report_flag(p)
-    p.set_defaults(func=run)
 
 
 def run(args) -> int:

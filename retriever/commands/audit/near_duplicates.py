@@ -15,16 +15,17 @@ import shutil
 from pathlib import Path
 
 from hopscotch.retriever.commands.arg_groups import add_output_flags
-from hopscotch.retriever.commands.audit.common import add_report_flag, finish
+from hopscotch.retriever.commands.audit.common import finish
 from hopscotch.retriever.commands.flag_types import int_range, unit_interval
 
 
-def register(kinds) -> None:
-    p = kinds.add_parser("near-duplicates", help="exact and near-duplicate groups of a corpus (cmass format)",
-                         description="Group a corpus's exact duplicates (same normalised text) and near duplicates "
-                                     "(word 3-gram Jaccard >= --threshold, found by MinHash-LSH, checked exactly) "
-                                     "into cmass's duplicate-group JSONL. Streams the corpus; checkpoints to "
-                                     "--state so a killed run resumes.")
+HELP = "exact and near-duplicate groups of a corpus (cmass format)"
+DESCRIPTION = ("Group a corpus's exact duplicates (same normalised text) and near duplicates (word 3-gram Jaccard >= "
+               "--threshold, found by MinHash-LSH, checked exactly) into cmass's duplicate-group JSONL. Streams the "
+               "corpus; checkpoints to --state so a killed run resumes.")
+
+
+def add_flags(p) -> None:
     p.add_argument("--corpus", required=True, help="corpus file, BEIR folder or shard folder")
     # what=None: the output flag alone; --report's group adds --overwrite, and the audit's output guard
     # (audit.common.guarded) checks --out, --state and --report
@@ -41,8 +42,6 @@ def register(kinds) -> None:
                    help="documents whose shingles are held at once when checking candidates (default 200000)")
     p.add_argument("--fresh", action="store_true",
                    help="empty the state folder first (only a state folder of this audit: anything else is refused)")
-    add_report_flag(p)
-    p.set_defaults(func=run)
 
 
 #: --fresh changes how the state folder is used, not what the outputs hold

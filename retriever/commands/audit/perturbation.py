@@ -15,18 +15,18 @@ from __future__ import annotations
 import sys
 
 from hopscotch.retriever.commands.arg_groups import add_k_flag
-from hopscotch.retriever.commands.audit.common import add_report_flag, finish
+from hopscotch.retriever.commands.audit.common import finish
 from hopscotch.retriever.commands.flag_types import cutoff_int, metric_name, permutations_int, positive_int, seed_int
 
 
-def register(kinds) -> None:
+HELP = "search with the reasoning dropped, truncated, shuffled and swapped: does the model use it?"
+DESCRIPTION = ("Run the same reasoning-aware searches under five conditions of the reasoning and report the metric per "
+               "condition with its 95% CI and the paired delta against the reasoning as given.")
+
+
+def add_flags(p) -> None:
     from hopscotch.retriever.searchers import add_searcher_arguments
 
-    p = kinds.add_parser("perturbation", help="search with the reasoning dropped, truncated, shuffled and swapped: "
-                                              "does the model use it?",
-                         description="Run the same reasoning-aware searches under five conditions of the reasoning "
-                                     "and report the metric per condition with its 95% CI and the paired delta "
-                                     "against the reasoning as given.")
     p.add_argument("--queries", required=True, help="queries JSONL with 'reasoning' (and other context) fields")
     p.add_argument("--qrels", required=True, help="qrels (TSV, TREC or JSONL)")
     p.add_argument("--qids", metavar="FILE", help="search only these query ids (first field of each line)")
@@ -40,8 +40,6 @@ def register(kinds) -> None:
     p.add_argument("--permutations", type=permutations_int, default=10_000, help="randomisation test permutations")
     p.add_argument("--batch-size", type=positive_int, default=64, help="queries per search call")
     add_searcher_arguments(p)
-    add_report_flag(p)
-    p.set_defaults(func=run)
 
 
 def run(args) -> int:

@@ -62,6 +62,13 @@ def _next_geq(docs, lo, hi, target):
     return a
 
 
+@njit(cache=True, nogil=True, inline="always")  # inlined (Numba IR): a call per step would cost time
+def _swap(hs, hd, a, b):
+    """Exchange heap entries ``a`` and ``b``."""
+    hs[a], hs[b] = hs[b], hs[a]
+    hd[a], hd[b] = hd[b], hd[a]
+
+
 @njit(cache=True, nogil=True)
 def _heap_push(hs, hd, n, s, d):
     """Insert ``(s, d)`` into the min-heap ``hs``/``hd`` of ``n - 1`` entries (it then holds ``n``)."""
@@ -72,8 +79,7 @@ def _heap_push(hs, hd, n, s, d):
         p = (i - 1) >> 1
         if hs[p] < hs[i] or (hs[p] == hs[i] and hd[p] > hd[i]):
             break
-        hs[p], hs[i] = hs[i], hs[p]
-        hd[p], hd[i] = hd[i], hd[p]
+        _swap(hs, hd, p, i)
         i = p
 
 
@@ -93,8 +99,7 @@ def _heap_replace_top(hs, hd, n, s, d):
             m = right
         if hs[i] < hs[m] or (hs[i] == hs[m] and hd[i] > hd[m]):
             break
-        hs[m], hs[i] = hs[i], hs[m]
-        hd[m], hd[i] = hd[i], hd[m]
+        _swap(hs, hd, m, i)
         i = m
 
 
