@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Train the bundled MiniLM for agent traffic (issue 9) from every shared source, in one command:
 #
-#   bash scripts/train_agent_retriever.sh OUT [KEY=VALUE ...]     # -> OUT/final (about 14 minutes on 2 quiet CPU cores)
+#   bash scripts/train_agent_retriever.sh OUT [KEY=VALUE ...]     # -> OUT/final (about 35 minutes on 2 CPU cores)
 #   bash scripts/train_agent_retriever.sh --multi-vector OUT [KEY=VALUE ...]   # the multi-vector (ColBERT-style) model
 #   TONGYI_LABELS=top3 bash scripts/train_agent_retriever.sh OUT                  # the old Tongyi labels (below)
 #   DATA_ONLY=1 bash scripts/train_agent_retriever.sh OUT                         # steps 1-3 only (no training)
@@ -36,12 +36,13 @@
 #     evaluation question or has an evaluation qrel document as a positive (removals listed in
 #     OUT/data/clean/decontamination.json; the cleaned files audit to zero: OUT/data/contamination.json).
 #     train.py gets the same sets as --eval-sets, so it refuses to start on contaminated data.
-#  4. train.py with recipes/minilm_agent.yaml: the query-input mixture {query, current_reasoning,
-#     reasoning, empty_reasoning} (uniform, one seeded draw per tuple per epoch), query_max_len 256,
-#     100 steps of 32 queries; OUT/final is the WiSE-FT mix 0.7 * fine-tuned + 0.3 * all-MiniLM-L6-v2
-#     (train.wise_ft_alpha, chosen by scripts/agent_wise_ft.py; train.wise_ft_alpha=1 keeps the plain
-#     fine-tune). KEY=VALUE arguments override the recipe (e.g. train.max_steps=20; on a
-#     machine shared with another job train.threads=1 was twice as fast: docs/training.md).
+#  4. train.py with recipes/minilm_agent.yaml: every query as its whole reasoning in AgentIR's template
+#     (data.query_inputs: [reasoning]; until 2026-12-04 a uniform mixture of {query, current_reasoning,
+#     reasoning, empty_reasoning}), query_max_len 256, 100 steps of 32 queries; OUT/final is the plain
+#     fine-tune (train.wise_ft_alpha: 1.0; 0.7 mixed it with all-MiniLM-L6-v2 before) and records
+#     query_input reasoning without a query mix for search --reasoning. KEY=VALUE arguments override the
+#     recipe (e.g. train.max_steps=20; on a machine shared with another job train.threads=1 was twice as
+#     fast: docs/training.md).
 #
 # Resumable: a killed run, rerun with the same OUT, keeps the trace files and finished tuple files,
 # resumes a half-done synth from its parts and the training from its newest checkpoint (every 10 steps);

@@ -226,9 +226,17 @@ def test_the_query_input_mixture_keys():
             load_recipe(MINIMAL, overrides)
 
 
-@pytest.mark.parametrize("name, default_input", [("minilm_agent", "reasoning_tail:64"),
-                                                 ("qwen3_embedding_4b_agent", "current_reasoning")])
-def test_agent_recipes_train_on_the_mixture(name, default_input):
+@pytest.mark.parametrize("name, inputs, default_input", [
+    ("minilm_agent", ["reasoning"], "reasoning"),
+    ("qwen3_embedding_4b_agent", ["query", "current_reasoning", "reasoning", "empty_reasoning"], "current_reasoning")])
+def test_agent_recipes_train_on_their_inputs(name, inputs, default_input):
     r = load_recipe(ROOT / "recipes" / f"{name}.yaml")
-    assert r.data.query_inputs == ["query", "current_reasoning", "reasoning", "empty_reasoning"]
+    assert r.data.query_inputs == inputs
     assert r.encoder_config().query_input == default_input
+
+
+def test_the_agent_recipe_trains_and_searches_on_the_whole_reasoning_without_a_query_mix():
+    r = load_recipe(ROOT / "recipes" / "minilm_agent.yaml")
+    c = r.encoder_config()
+    assert (c.query_input, c.late_fusion, c.late_fusion_max_words, c.late_fusion_long) == ("reasoning", None, None, None)
+    assert r.train.wise_ft_alpha == 1.0 and r.data.query_input_weights == [1]
