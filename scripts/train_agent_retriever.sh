@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Train the bundled MiniLM for agent traffic (issue 9) from every shared source, in one command:
 #
-#   bash scripts/train_agent_retriever.sh OUT [KEY=VALUE ...]     # -> OUT/final (about 34 minutes on a slow 2-core machine: docs/benchmarks.md)
+#   bash scripts/train_agent_retriever.sh OUT [KEY=VALUE ...]     # -> OUT/final (about 34 minutes on a 2-core machine without AVX-512: docs/benchmarks.md)
 #   bash scripts/train_agent_retriever.sh --multi-vector OUT [KEY=VALUE ...]   # the multi-vector (ColBERT-style) model
 #   TONGYI_LABELS=top3 bash scripts/train_agent_retriever.sh OUT                  # the old Tongyi labels (below)
 #   DATA_ONLY=1 bash scripts/train_agent_retriever.sh OUT                         # steps 1-3 only (no training)
