@@ -1,6 +1,6 @@
 """Utility labels for real agent search calls: a returned document is relevant when the agent later used it.
 
-The pseudo-qrels of the Tongyi dev set (``hopscotch_experiments.agent_data.eval_sets.tongyi``) call every document the agent's retriever
+The pseudo-qrels of the Tongyi dev set (``hopscotch_experiments.agent_data.tongyi_sets.tongyi``) call every document the agent's retriever
 returned relevant, which rewards imitating that query-only retriever. These labels come from what the
 agent wrote next instead, so no retriever's ranking decides them.
 
@@ -41,7 +41,7 @@ one per retriever); a trajectory without one is judged on its later reasoning on
 
 Call ids are those of :func:`hopscotch.data_synth.traces.read_traces` with format ``tongyi``
 (``step.query_id``, e.g. ``"7_turn3"``), as the agent experiments' Tongyi dev set
-(``hopscotch_experiments.agent_data.eval_sets.tongyi``) uses them; the documents of a parallel call are judged once and labelled under each of its queries' ids.
+(``hopscotch_experiments.agent_data.tongyi_sets.tongyi``) uses them; the documents of a parallel call are judged once and labelled under each of its queries' ids.
 
 Example::
 

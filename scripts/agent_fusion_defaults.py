@@ -1,5 +1,5 @@
-"""Choosing the CLI's fusion defaults by a rule that never loses (issue 22): the maximin setting over the agent
-dev sets' tune questions, BM25 + the trained model's ``search --reasoning`` defaults.
+"""Choosing the CLI's fusion defaults by the selection rule (real agent calls decide, every other set guards), over
+the lists ``search --bm25 --index --reasoning`` fuses.
 
     .venv/bin/python scripts/agent_fusion_defaults.py --work /tmp/hopscotch-ablation [--split tune] [--top 12]
         [--reasoning --trained DIR]   # the lists `search --reasoning` fuses: reasoning-aware BM25 + dense defaults
@@ -8,14 +8,10 @@ Reads the runs ``scripts/agent_ablation.py --trained DIR`` cached under ``--work
 ``runs/<set>.trained.default.trec``) and fuses them as ``hopscotch search --fusion`` does (depth 100, k 100)
 with every setting of ``tune-fusion``'s grid: interpolation (min-max and z-score) at BM25 weights 0, 0.1, ...,
 1, RRF, and adaptive fusion (a BM25 weight per query from the two lists' standouts and agreement,
-:mod:`hopscotch.retriever.searchers.adaptive_fusion`). For each setting and set: its nDCG@10 minus the
-better component's (the better of BM25 and dense *on that set*). The rule: the default is the setting whose
-worst per-set delta is largest (:func:`~hopscotch.retriever.searchers.fusion_tuning.maximin`), not the best
-mean, because a mean over sets where the dense model is the stronger half trusts the weaker list on traffic
-where BM25 is. Every set votes: the pseudo-qrel Tongyi sets favour the agent's dense retriever, which is
-exactly the list a maximin default must not lose to there, and the sets with exact or utility labels are
-the ones where BM25 can be the stronger half. ``--split test`` only reports (the defaults are never chosen on
-it), with the paired test of each default against each set's better component.
+:mod:`hopscotch.retriever.searchers.adaptive_fusion`). The rule (:mod:`hopscotch.retriever.evaluation.selection`):
+the best mean tune nDCG@10 over the objective sets (the Tongyi calls in a harness's shape) among the settings that
+lose significantly (p < 0.05, delta < -0.01) to neither list on any guard set. ``--split test`` only reports (the
+defaults are never chosen on it): the pick against each set's two lists, paired tests.
 
 A thin driver: the grid, the table and the report are :mod:`hopscotch_experiments.ablations.fusion_defaults`.
 """
@@ -26,14 +22,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from hopscotch_experiments.agent_data.eval_sets import SET_NAMES
+from hopscotch_experiments.agent_data.eval_sets import GUARDS, OBJECTIVE
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--work", default="/tmp/hopscotch-ablation", help="the ablation's cache folder")
     parser.add_argument("--split", choices=("tune", "test"), default="tune")
-    parser.add_argument("--sets", default=",".join(SET_NAMES), help="dev sets (each must be in the ablation's cache)")
+    parser.add_argument("--sets", default=",".join(OBJECTIVE + GUARDS),
+                        help="dev sets (each must be in the ablation's cache)")
     parser.add_argument("--top", type=int, default=12, help="rows to print (the defaults are always printed)")
     parser.add_argument("--reasoning", action="store_true",
                         help="fuse what `search --bm25 --index --reasoning` fuses: reasoning-aware BM25 and the trained "

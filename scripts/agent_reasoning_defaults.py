@@ -1,13 +1,12 @@
-"""The dense model's reasoning defaults (query input variant, late-fusion weights, word gate) chosen again by maximin
-over the dev sets no retriever bounded (tune questions only), optionally recorded into the model folder.
+"""The dense model's reasoning defaults (query input variant, late-fusion weights, word gate) chosen by the selection
+rule (real agent calls decide, every other set guards; tune questions only), optionally recorded into the model folder.
 
     .venv/bin/python scripts/agent_reasoning_defaults.py --work /tmp/hopscotch-ablation --trained DIR [--record]
 
-Prints the grid ranked by its worst per-set tune gain over the better of the model's two inputs (the query alone, the
-reasoning-aware input alone), the maximin pick and the pick on the held-out test questions (paired tests against
-the query alone). ``--record`` writes the pick into DIR's ``hopscotch_config.json`` (``query_input``,
+Prints the rule's report (the pick's and the runner-up's objective, each guard's delta and p), the leading settings,
+and the pick on the held-out test questions (paired tests against the query alone). ``--record`` writes the pick into DIR's ``hopscotch_config.json`` (``query_input``,
 ``late_fusion``, ``late_fusion_max_words``, ``late_fusion_long``: what ``search --reasoning``
-and ``serve`` apply; the weights do not depend on them). A thin driver of
+and ``serve`` apply; the weights do not depend on them) with the rule, its sets and split (``defaults_selection``). A thin driver of
 :mod:`hopscotch_experiments.ablations.reasoning_defaults`; the dense indexes are the agent ablation's (``--work``).
 """
 
@@ -17,14 +16,16 @@ import argparse
 import os
 from pathlib import Path
 
-VOTING = "hotpotqa,musique,world,world_long,tongyi_question,tongyi_pages_question"
+from hopscotch_experiments.agent_data.eval_sets import GUARDS, OBJECTIVE
+
+VOTING = ",".join(OBJECTIVE + GUARDS)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--work", default="/tmp/hopscotch-ablation", help="the ablation's cache folder")
     parser.add_argument("--trained", required=True, help="the trained model folder")
-    parser.add_argument("--sets", default=VOTING, help="dev sets (call-level ones are reported, never vote)")
+    parser.add_argument("--sets", default=VOTING, help="dev sets: the objective and guard sets by default")
     parser.add_argument("--record", action="store_true", help="write the pick into the model's hopscotch_config.json")
     parser.add_argument("--json", help="write the pick and the lines here")
     parser.add_argument("--threads", type=int, default=2)

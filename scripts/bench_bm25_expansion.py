@@ -1,60 +1,63 @@
 """Reasoning-aware BM25's speed against plain BM25 on the same index and queries (queries per second, medians).
 
+    # the dev sets' indexes (the agent ablation's --work)
     .venv/bin/python scripts/bench_bm25_expansion.py --work /tmp/hopscotch-ablation [--sets tongyi_question,hotpotqa]
-        [--repeats 5]
+    # any index folder (e.g. the 1M-document cost-curve corpus's disk index) with real Tongyi calls and their thinking
+    .venv/bin/python scripts/bench_bm25_expansion.py --bm25 /tmp/hopscotch-bench-scale/1000000/bm25_disk \
+        --calls 200 --shape accumulated [--setting 'NAME=FLAGS' ...]
 
-For each dev set (its BM25 index from the agent ablation's ``--work``, built if missing): every query searched at
-k = 100 plainly (``hopscotch search --bm25``) and expanded with its reasoning at the defaults (``--reasoning``),
-``--repeats`` times each, alternating; prints the median q/s of each, the ratio, the mean words of reasoning
-and the part of the expanded query's time spent choosing the reasoning text. One process, one thread
-(bm25s's own retrieval is single-threaded here); the work is the searcher's ``search_batch``, as the CLI calls it.
+Settings: plain BM25, the default expansion, the earlier documented raw bags, and each ``--setting`` (the expansion
+flags of ``hopscotch search --bm25 --reasoning``). One process; every setting in turn, ``--repeats`` rounds after a
+warm-up; median q/s and the ratio to plain in the same rounds. A thin driver of
+:mod:`hopscotch_experiments.benchmarks.bm25_expansion`.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from pathlib import Path
+
+from hopscotch_experiments.benchmarks.bm25_expansion import SETTINGS, measure, table, tongyi_calls
+from hopscotch_experiments.benchmarks.common import shared_data_dir
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--work", default="/tmp/hopscotch-ablation", help="the agent ablation's cache folder")
-    parser.add_argument("--sets", default="tongyi_question,tongyi_pages_question,world_long,hotpotqa")
+    parser.add_argument("--sets", default="tongyi_turn,tongyi_question,world_long,hotpotqa")
+    parser.add_argument("--bm25", help="an index folder to search instead of the dev sets' (with --calls)")
+    parser.add_argument("--calls", type=int, default=200, help="with --bm25: Tongyi calls searched")
+    parser.add_argument("--shape", choices=("accumulated", "turn"), default="accumulated",
+                        help="with --bm25: the calls' reasoning, all the thinking so far or the call's own turn")
+    parser.add_argument("--setting", action="append", default=[], metavar="NAME=FLAGS",
+                        help="another expansion to time (its flags as search takes them)")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
-    from hopscotch_experiments.agent_data.eval_sets import build_sets
-    from hopscotch_experiments.ablations.ablation_runs import build_indexes
+    from hopscotch.retriever.index.bm25 import load_bm25_index
     from hopscotch.retriever.io.queries import read_queries
-    from hopscotch.retriever.model.query_input import ReasoningContext
-    from hopscotch.retriever.searchers.bm25 import BM25Searcher
-    from hopscotch.retriever.searchers.bm25_expansion import DEFAULT_BM25_EXPANSION
+
+    settings = dict(SETTINGS)
+    for item in args.setting:
+        name, _, flags = item.partition("=")
+        settings[name.strip()] = flags
+    if args.bm25:
+        index = load_bm25_index(args.bm25)
+        queries = tongyi_calls(shared_data_dir(ROOT) / "qampari_tongyi" / "agent_search_steps.jsonl", args.calls,
+                               args.shape)
+        print("\n".join(table(measure(index, queries, settings, args.repeats), queries, len(index.docids))))
+        return 0
+    from hopscotch_experiments.ablations.ablation_runs import build_indexes
+    from hopscotch_experiments.agent_data.eval_sets import build_sets
 
     work = Path(args.work)
-    print(f"reasoning-aware BM25 defaults: {DEFAULT_BM25_EXPANSION.describe()}; k = 100; {args.repeats} repeats")
-    print("| set | queries | docs | reasoning words (mean) | plain q/s | --reasoning q/s | ratio | text choice share |")
-    print("|---|---|---|---|---|---|---|---|")
     for name, es in build_sets(work, [s.strip() for s in args.sets.split(",") if s.strip()]).items():
         paths = es.write(work / "sets" / name)
-        searcher = BM25Searcher(build_indexes(work, es.index_name or name, es.corpus, {})["bm25"])
+        index = load_bm25_index(build_indexes(work, es.index_name or name, es.corpus, {})["bm25"])
         queries = list(read_queries(paths["queries"]))
-        texts, contexts = [q.text for q in queries], [ReasoningContext.of(q) for q in queries]
-        times = {"plain": [], "reasoning": []}
-        for _ in range(args.repeats):
-            for mode in times:
-                t0 = time.perf_counter()
-                searcher.search_batch(texts, 100, contexts, reasoning_aware=mode == "reasoning")
-                times[mode].append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        for q, c in zip(texts, contexts):
-            DEFAULT_BM25_EXPANSION.text_parts(q, c)
-        choice = time.perf_counter() - t0
-        qps = {m: len(queries) / statistics.median(v) for m, v in times.items()}
-        words = sum(len(str(c or "").split()) for c in contexts) / len(contexts)
-        print(f"| {name} | {len(queries)} | {len(searcher.index.docids):,} | {words:,.0f} | {qps['plain']:,.0f} | "
-              f"{qps['reasoning']:,.0f} | {qps['reasoning'] / qps['plain']:.2f} | "
-              f"{choice / statistics.median(times['reasoning']):.0%} |")
+        print(f"## {name}")
+        print("\n".join(table(measure(index, queries, settings, args.repeats), queries, len(index.docids))))
     return 0
 
 

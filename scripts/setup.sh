@@ -21,5 +21,7 @@ fi
 # the experiments (ablations, benchmarks, kernel harness, agent dev sets): a distribution of their own, outside the
 # hopscotch wheel, imported by the drivers of scripts/ and by tests/experiments/
 "${PIP[@]}" --no-deps -e ./experiments
+# compile the disk BM25 backend's numba kernels now (cached beside them), so the first search is as fast as the next
+PYTHONSAFEPATH=1 "$VENV/bin/python" -m hopscotch.retriever.index.bm25.warm
 echo "$HASH" > "$STAMP"
 echo "hopscotch installed in $VENV" >&2

@@ -232,16 +232,23 @@ def shared_runs(work: Path, sets: dict, paths: dict) -> tuple[dict[str, str], di
 
     from hopscotch.retriever.io.common import write_json, write_jsonl
 
-    groups: dict[str, list[str]] = {}
-    for n, es in sets.items():
-        groups.setdefault(es.index_name or n, []).append(n)
+    groups: dict[tuple[str, int], list[str]] = {}
+    for n, es in sets.items():   # one group: sets over one index whose shared calls carry the same records
+        index = es.index_name or n
+        rows = {r["_id"]: r for r in es.queries}
+        for (g, i), members in groups.items():
+            if g == index and all(rows.get(r["_id"], r) == r for m in members for r in sets[m].queries):
+                members.append(n)
+                break
+        else:
+            groups[index, sum(1 for g, _ in groups if g == index)] = [n]
     prefix, spaths = {}, {}
-    for g, members in groups.items():
+    for (g, _), members in groups.items():
         if len(members) == 1 and members[0] == g:
             prefix[g], spaths[g] = g, paths[g]
             continue
         rows = list({r["_id"]: r for n in members for r in sets[n].queries}.values())
-        tag = hashlib.sha256("\n".join(sorted(r["_id"] for r in rows)).encode()).hexdigest()[:8]
+        tag = hashlib.sha256("\n".join(sorted(json.dumps(r, sort_keys=True) for r in rows)).encode()).hexdigest()[:8]
         folder = work / "sets" / f"{g}.{tag}"
         if not (folder / "queries.jsonl").is_file():
             folder.mkdir(parents=True, exist_ok=True)

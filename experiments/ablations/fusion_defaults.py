@@ -1,11 +1,11 @@
-"""Choosing the CLI's fusion defaults by a rule that never loses (issue 22): the maximin setting over the agent
-dev sets' tune questions, BM25 + the trained model's ``search --reasoning`` defaults.
+"""Choosing the CLI's fusion defaults by the selection rule (:mod:`hopscotch.retriever.evaluation.selection`: the real
+agent sets decide, every other set guards against a significant loss to the better of the two lists), BM25 + the
+trained model's ``search --reasoning`` defaults.
 
 Reads the runs the agent ablation cached under its work folder (``runs/<set>.bm25.trec``,
 ``runs/<set>.trained.default.trec``) and fuses them as ``hopscotch search --fusion`` does (depth 100, k 100)
-with every setting of ``tune-fusion``'s grid. For each setting and set: its nDCG@10 minus the better
-component's (the better of BM25 and dense *on that set*); the default is the setting whose worst per-set
-delta is largest (:func:`~hopscotch.retriever.searchers.fusion_tuning.maximin`).
+with every setting of ``tune-fusion``'s grid; the pick has the best objective among the settings that lose
+significantly to neither list on any guard set.
 """
 
 from __future__ import annotations
@@ -65,53 +65,52 @@ def table(work: Path, split: str, sets=SET_NAMES, settings_list=None, sparse_run
     return scores, components, per_query, component_pq, by_label
 
 
-def deltas(scores: dict, components: dict) -> dict[str, dict[str, float]]:
-    """``{setting: {set: score - the better component's score}}``."""
-    return {label: {n: v - max(components[n].values()) for n, v in by_set.items()} for label, by_set in scores.items()}
-
-
 def report(work: Path, split: str, sets: list[str], top: int, sparse_run: str = "bm25",
-           dense_run: str = "trained.default") -> list[str]:
-    """The lines the script prints: the better component per set, the ``top`` settings by worst per-set delta
-    (and the three ``--fusion`` defaults), the maximin pick per method and overall, the per-query oracle, and
-    the paired test of the default against each set's better component."""
+           dense_run: str = "trained.default", objective=None, guards=None) -> list[str]:
+    """The lines the script prints: the better component per set, the selection rule's report (objective and guards
+    on the tune questions), the ``top`` settings by objective (and the ``--fusion`` defaults), the per-query oracle,
+    and the pick against each set's better component (paired tests) on ``split``'s questions."""
     from hopscotch.retriever.evaluation.metrics import compare_runs
+    from hopscotch.retriever.evaluation.selection import select_default
     from hopscotch.retriever.searchers.fusion import DEFAULT_ADAPTIVE, DEFAULT_INTERP, DEFAULT_RRF, default_settings
-    from hopscotch.retriever.searchers.fusion_tuning import maximin
+    from hopscotch_experiments.agent_data.eval_sets import GUARDS, OBJECTIVE
 
-    scores, components, per_query, component_pq, by_label = table(work, split, sets, None, sparse_run, dense_run)
-    d = deltas(scores, components)
-    worst = {label: min(v.values()) for label, v in d.items()}
-    mean = {label: sum(v.values()) / len(v) for label, v in scores.items()}
-    ranked = sorted(d, key=lambda label: (-worst[label], -mean[label]))
+    objective = [n for n in (OBJECTIVE if objective is None else objective) if n in sets]
+    guards = [n for n in (GUARDS if guards is None else guards) if n in sets]
+    tune = table(work, "tune", sets, None, sparse_run, dense_run)
+    scores, components, per_query, component_pq, by_label = tune
+    better = {n: component_pq[n][max(components[n], key=components[n].get)].per_query for n in sets}
+    candidates = {label: {n: per_query[label][n].per_query for n in objective + guards} for label in scores}
+    selection = select_default(candidates, better, objective, guards)
     defaults = {s.describe(): m for m, s in (("interp", DEFAULT_INTERP), ("rrf", DEFAULT_RRF),
                                              ("adaptive", DEFAULT_ADAPTIVE))}
     default = default_settings().describe()
-    out = [f"better component per set ({split}): " + ", ".join(
-        f"{n} {max(c, key=c.get)} {max(c.values()):.3f}" for n, c in components.items())]
-    out.append(f"| setting | worst delta | {split} mean | " + " | ".join(sets) + " |")
-    out.append("|---" * (len(sets) + 3) + "|")
-    for label in [r for i, r in enumerate(ranked) if i < top or r in defaults]:
-        mark = (" (default)" if label == default else "") + (f" (--fusion {defaults[label]})" if label in defaults else "")
-        out.append(f"| {label}{mark} | {worst[label]:+.4f} | {mean[label]:.4f} | "
-                   + " | ".join(f"{scores[label][n]:.3f} ({d[label][n]:+.3f})" for n in sets) + " |")
-    for method in ("interp", "rrf", "adaptive"):
-        pick, low = maximin({label: v for label, v in d.items() if by_label[label].method == method})
-        out.append(f"maximin {method}: {pick} (worst per-set delta {low:+.4f}, mean {mean[pick]:.4f})")
-    pick, low = maximin(d)
-    out.append(f"maximin over every setting: {pick} (worst per-set delta {low:+.4f})"
-               + ("" if split == "tune" else " (held out: reported, never chosen on)"))
+    out = ["better component per set (tune): " + ", ".join(
+        f"{n} {max(c, key=c.get)} {max(c.values()):.3f}" for n, c in components.items()),
+        "selection: the baseline of every guard is the better of the two lists on that set", *selection.lines(), "",
+        "| setting | objective | " + " | ".join(sets) + " |", "|---" * (len(sets) + 2) + "|"]
+    for i, j in enumerate(selection.judged.values()):
+        if i < top or j.name in defaults or j.name == default:
+            mark = (" (default today)" if j.name == default else "") + (
+                f" (--fusion {defaults[j.name]})" if j.name in defaults else "")
+            out.append(f"| {'x ' if j.disqualified else ''}{j.name}{mark} | {j.objective:.4f} | "
+                       + " | ".join(f"{scores[j.name][n]:.3f} ({scores[j.name][n] - max(components[n].values()):+.3f})"
+                                    for n in sets) + " |")
+    result = tune if split == "tune" else table(work, split, sets, [by_label[selection.pick.name]], sparse_run,
+                                                dense_run)
+    _, components, per_query, component_pq, _ = result
     oracle = {}
     for n in sets:
         b, dn = component_pq[n]["bm25"].per_query, component_pq[n]["dense"].per_query
         values = [max(b[q]["ndcg@10"], dn[q]["ndcg@10"]) for q in b]
         oracle[n] = sum(values) / len(values)
-    out.append("per-query oracle (the better list for each query; needs labels, a ceiling for per-query choice): "
-               + ", ".join(f"{n} {v:.3f}" for n, v in oracle.items()))
-    out.append(f"paired tests of the default `--fusion` ({default}) against each set's better component ({split}):")
+    out.append(f"per-query oracle ({split}; the better list for each query, which needs labels: a ceiling for "
+               "per-query choice): " + ", ".join(f"{n} {v:.3f}" for n, v in oracle.items()))
+    out.append(f"the pick ({selection.pick.name}) against each set's two lists ({split} questions, paired tests):")
     for n in sets:
-        better = max(components[n], key=components[n].get)
-        c = compare_runs(component_pq[n][better], per_query[default][n], "ndcg@10")
-        out.append(f"  {n}: {c.mean_b:.4f} vs {better} {c.mean_a:.4f}, delta {c.delta:+.4f}, "
-                   f"p = {c.p_randomization:.3f}")
+        cells = []
+        for half in ("bm25", "dense"):
+            c = compare_runs(component_pq[n][half], per_query[selection.pick.name][n], "ndcg@10")
+            cells.append(f"{half} {c.mean_a:.4f} (delta {c.delta:+.4f}, p = {c.p_randomization:.3f})")
+        out.append(f"  {n}: {per_query[selection.pick.name][n].mean['ndcg@10']:.4f} vs " + "; ".join(cells))
     return out

@@ -1,4 +1,5 @@
-"""Choosing the dense model's reasoning defaults again, by maximin over the dev sets no retriever bounded (issue 33).
+"""Choosing the dense model's reasoning defaults by the selection rule (real agent calls decide, every other set
+guards: :func:`hopscotch.retriever.evaluation.selection.select_default`).
 
 The knobs, chosen jointly: the query input variant ``V``, the late-fusion weight ``w`` of contexts up to ``G`` words,
 the word gate ``G`` and the weight ``w_long`` of contexts over it (``hopscotch search --query-input V --late-fusion w
@@ -7,13 +8,10 @@ the word gate ``G`` and the weight ``w_long`` of contexts over it (``hopscotch s
 query's list depends only on ``(V, W)``: every set's queries are searched once per variant and weight (top 10,
 what nDCG@10 reads), and a setting's per-query scores are picked from those by each context's length.
 
-The rule is the one the hybrid's fusion default follows (:func:`~hopscotch.retriever.searchers.fusion_tuning.
-maximin`): late fusion mixes two inputs, the query alone and the reasoning-aware input, as fusion mixes two lists,
-so a setting's gain on a set is its tune nDCG@10 minus the better input's there (the query alone, or the best
-variant alone at ``W = 1``), and the default is the setting whose worst gain over the voting sets is largest (ties:
-the larger mean). Judged against the query alone only, the smallest set where the query already says everything
-(MuSiQue hops, ``#k`` resolved) would veto any use of the reasoning and HotpotQA would lose 0.16; judged against
-the better input, no set's own strength is thrown away. Call-level sets never vote. Test questions only report.
+The rule: :mod:`hopscotch.retriever.evaluation.selection`: the objective is the mean tune nDCG@10 over the real agent
+sets in the harness's shape (:data:`~hopscotch_experiments.agent_data.eval_sets.OBJECTIVE`); every other voting set
+guards against a significant loss (p < 0.05 and delta < -0.01) against the query alone, the baseline a user gets
+without ``--reasoning``. Call-level sets never vote. Test questions only report.
 """
 
 from __future__ import annotations
@@ -75,7 +73,7 @@ def dense_runs(work: Path, names: list[str], model: str, variants=VARIANTS, weig
     from hopscotch.retriever.model.query_input import ReasoningContext
     from hopscotch.retriever.searchers import build_searcher
 
-    out, encoder = {}, None
+    out, encoder, memo = {}, None, {}
     for n, es in build_sets(work, names).items():
         paths = es.write(work / "sets" / n)
         index = build_indexes(work, es.index_name or n, es.corpus, {"trained": model})["trained"]
@@ -84,15 +82,21 @@ def dense_runs(work: Path, names: list[str], model: str, variants=VARIANTS, weig
         texts, contexts = [q.text for q in queries], [ReasoningContext.of(q) for q in queries]
         words = {q.qid: len(str(c or "").split()) for q, c in zip(queries, contexts)}
         runs = out[n] = SetRuns(es, queries, words)
+        keys = [json.dumps([q.text, q.reasoning, q.current_reasoning, q.prior_queries, q.prior_results], default=str)
+                for q in queries]
         plain = None
         for variant in variants:
             searcher = build_searcher("dense", index=index, model=model, query_input=variant, late_fusion=1.0,
                                       encoder=encoder)
             encoder = searcher.encoder
-            full = searcher.query_embeddings(texts, contexts, True)
+            # the Tongyi label variants of one shape carry the same calls: each distinct call is encoded once
+            full = _encoded(memo, variant, keys, lambda i: searcher.query_embeddings(
+                [texts[j] for j in i], [contexts[j] for j in i], True))
             if plain is None:
-                plain = build_searcher("dense", index=index, model=model, query_input=variant, late_fusion=0.0,
-                                       encoder=encoder).query_embeddings(texts, contexts, True)
+                plain_searcher = build_searcher("dense", index=index, model=model, query_input=variant,
+                                                late_fusion=0.0, encoder=encoder)
+                plain = _encoded(memo, "query", keys, lambda i: plain_searcher.query_embeddings(
+                    [texts[j] for j in i], [contexts[j] for j in i], True))
             for w in weights:
                 vectors = (w * full + (1 - w) * plain).astype(np.float32)
                 ranked = searcher.search_embeddings(vectors, 10)   # nDCG@10 reads the top 10 only
@@ -100,18 +104,29 @@ def dense_runs(work: Path, names: list[str], model: str, variants=VARIANTS, weig
     return out
 
 
-def choose(sets: dict[str, SetRuns], variants=VARIANTS, weights=WEIGHTS, gates=GATES) -> tuple[list[str], dict]:
-    """The printed lines (the top settings by worst tune gain over each set's better input, the pick against the
-    query alone on test with paired tests) and the pick."""
-    from hopscotch.retriever.evaluation.metrics import compare_runs
-    from hopscotch_experiments.ablations.ablation_runs import evaluate_ndcg
-    from hopscotch.retriever.searchers.fusion_tuning import maximin
+def _encoded(memo: dict, variant: str, keys: list[str], encode):
+    """The query vectors of ``keys`` under ``variant``, encoding (``encode(positions)``) only the keys not in
+    ``memo`` yet."""
+    import numpy as np
 
-    voters = [n for n, r in sets.items() if r.es.votes]
-    query = {n: r.mean(r.scores(variants[0], 0.0, None, 0.0), "tune") for n, r in sets.items()}
-    alone = {n: max(r.mean(r.scores(v, 1.0, None, 1.0), "tune") for v in variants) for n, r in sets.items()}
-    better = {n: max(query[n], alone[n]) for n in sets}
-    tune, settings = {}, {}
+    todo = [i for i, key in enumerate(keys) if (variant, key) not in memo]
+    if todo:
+        for i, vector in zip(todo, encode(todo)):
+            memo[variant, keys[i]] = vector
+    return np.stack([memo[variant, key] for key in keys])
+
+
+def choose(sets: dict[str, SetRuns], variants=VARIANTS, weights=WEIGHTS, gates=GATES) -> tuple[list[str], dict]:
+    """The printed lines (the selection rule's report, the leading settings, the pick against the query alone on
+    every set's test questions with paired tests) and the pick's record."""
+    from hopscotch.retriever.evaluation.metrics import compare_runs
+    from hopscotch.retriever.evaluation.selection import select_default
+    from hopscotch_experiments.ablations.ablation_runs import evaluate_ndcg
+    from hopscotch_experiments.agent_data.eval_sets import GUARDS, OBJECTIVE
+
+    objective = [n for n in OBJECTIVE if n in sets]
+    guards = [n for n in GUARDS if n in sets]
+    settings, candidates = {}, {}
     for v in variants:
         for w in weights:
             for gate in gates:
@@ -120,32 +135,36 @@ def choose(sets: dict[str, SetRuns], variants=VARIANTS, weights=WEIGHTS, gates=G
                     if label in settings:
                         continue
                     settings[label] = (v, w, gate, w_long)
-                    tune[label] = {n: r.mean(r.scores(v, w, gate, w_long), "tune") for n, r in sets.items()}
-    gains = {label: {n: t[n] - better[n] for n in voters} for label, t in tune.items()}
-    worst = {label: min(g.values()) for label, g in gains.items()}
-    mean = {label: sum(g.values()) / len(g) for label, g in gains.items()}
-    pick, _ = maximin(gains)
-    out = [f"dense defaults: voting sets {', '.join(voters)} (tune questions); gain = nDCG@10 minus the better input "
-           "on that set (the query alone, or the best variant alone)",
-           "| setting | worst tune gain | mean tune gain | " + " | ".join(voters) + " |",
-           "|---" * (len(voters) + 3) + "|",
-           "| query alone | | | " + " | ".join(f"{query[n]:.3f}" for n in voters) + " |",
-           "| best variant alone (w = 1) | | | " + " | ".join(f"{alone[n]:.3f}" for n in voters) + " |"]
-    for label in sorted(gains, key=lambda label: (-worst[label], -mean[label]))[:20]:
-        out.append(f"| {label}{' (pick)' if label == pick else ''} | {worst[label]:+.4f} | {mean[label]:+.4f} | "
-                   + " | ".join(f"{tune[label][n]:.3f} ({gains[label][n]:+.3f})" for n in voters) + " |")
-    out.append(f"maximin pick: {pick} (worst tune gain over the better input {worst[pick]:+.4f}, mean {mean[pick]:+.4f})")
+                    candidates[label] = {n: _per_query(r, r.scores(v, w, gate, w_long), "tune")
+                                         for n, r in sets.items() if n in objective + guards}
+    selection = select_default(candidates, candidates["query"], objective, guards)
+    out = [f"dense defaults: objective {', '.join(objective)}; guards {', '.join(guards)} (tune questions); "
+           "baseline of every guard: the query alone", *selection.lines(), "",
+           "| setting | objective | " + " | ".join(objective + guards) + " |",
+           "|---" * (len(objective + guards) + 2) + "|"]
+    mean = {label: {n: sum(v["ndcg@10"] for v in t.values()) / len(t) for n, t in by.items()}
+            for label, by in candidates.items()}
+    for j in list(selection.judged.values())[:20]:
+        out.append(f"| {'x ' if j.disqualified else ''}{j.name} | {j.objective:.4f} | "
+                   + " | ".join(f"{mean[j.name][n]:.3f} ({mean[j.name][n] - mean['query'][n]:+.3f})"
+                                for n in objective + guards) + " |")
     out.append("test questions (held out): the query alone -> the pick, paired randomisation test:")
-    v, w, gate, w_long = settings[pick]
+    v, w, gate, w_long = settings[selection.pick.name]
     for n, r in sets.items():
         base = evaluate_ndcg(r.run(v, 0.0, None, 0.0), r.es.qrels, r.es.test)
         chosen = evaluate_ndcg(r.run(v, w, gate, w_long), r.es.qrels, r.es.test)
         c = compare_runs(base, chosen, "ndcg@10")
-        out.append(f"  {n}{'' if n in voters else ' (call-level, no vote)'}: {c.mean_a:.4f} -> {c.mean_b:.4f} "
-                   f"(delta {c.delta:+.4f}, p = {c.p_randomization:.3f})")
+        role = "objective" if n in objective else "guard" if n in guards else "reported"
+        out.append(f"  {n} ({role}): {c.mean_a:.4f} -> {c.mean_b:.4f} (delta {c.delta:+.4f}, "
+                   f"p = {c.p_randomization:.3f})")
     return out, {"query_input": v, "late_fusion": w, "late_fusion_max_words": gate,
                  "late_fusion_long": None if gate is None else w_long,
-                 "worst_tune_gain": worst[pick], "mean_tune_gain": mean[pick]}
+                 "selection": selection.record()}
+
+
+def _per_query(runs: SetRuns, scores: dict[str, float], split: str) -> dict[str, dict[str, float]]:
+    qids = runs.es.tune if split == "tune" else runs.es.test
+    return {q: {"ndcg@10": scores[q]} for q in qids}
 
 
 def record(model: str, pick: dict) -> None:
@@ -155,6 +174,8 @@ def record(model: str, pick: dict) -> None:
     config = json.loads(path.read_text())
     for key in ("query_input", "late_fusion", "late_fusion_max_words", "late_fusion_long"):
         config[key] = pick[key]
+    if "selection" in pick:   # where the defaults came from: the rule, its sets and split
+        config["defaults_selection"] = pick["selection"]
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(config, indent=2) + "\n")
     tmp.replace(path)

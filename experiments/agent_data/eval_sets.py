@@ -18,6 +18,10 @@ trace. Driver: ``python scripts/agent_eval_sets.py`` prints each set's counts an
 * ``world_long``: a world no model trained on (seed 29, 3,000 docs, 300 questions) in long mode (``hopscotch
   world --long-reasoning``): 300-3,000 words of agent thinking per step, keyword-style queries, multi-section
   pages; relevant = each step's gold documents (exact from the graph). Tune: questions 1-100; test: 101-300.
+* the Tongyi-DeepResearch sets (:mod:`.tongyi_sets`): the held-out calls in the harness's shape (the call's
+  own turn of thinking: ``tongyi_turn``, ``tongyi_pages_turn``) and accumulated (``tongyi_question``,
+  ``tongyi_pages_question``), with question-level labels and new-evidence labels (``..._new``), and the
+  call-level sets below, which vote on nothing.
 * ``tongyi_utility``: the ``tongyi`` calls with UTILITY labels (``hopscotch.data_synth.utility_labels``): a
   returned document is relevant when the agent later used it (its distinctive content newly appears in the next
   steps' reasoning or the final answer); no retriever's ranking decides. Same splits as ``tongyi``.
@@ -32,109 +36,47 @@ trace. Driver: ``python scripts/agent_eval_sets.py`` prints each set's counts an
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from hopscotch_experiments.agent_data import tongyi_sets
+from hopscotch_experiments.agent_data.eval_set import EvalSet, finish_set, step_record
 from hopscotch_experiments.agent_data.musique_hops import musique_steps
 from hopscotch_experiments.agent_data.splits import WORLD, WORLD_LONG, data_dir, splits
-from hopscotch.retriever.io.common import atomic_write, read_jsonl, write_jsonl
-from hopscotch.retriever.io.queries import context_dict
 
-SET_NAMES = ("hotpotqa", "musique", "world", "world_long", "tongyi_question", "tongyi_pages_question",
-             "tongyi_utility", "tongyi", "tongyi_pages")
+__all__ = ["EvalSet", "step_record", "SET_NAMES", "TITLES", "LABELS", "BOUNDS", "CALL_LEVEL", "INDEX_NAMES",
+           "OBJECTIVE", "GUARDS", "build_sets", "write_sets"]
+
+SET_NAMES = ("hotpotqa", "musique", "world", "world_long", "tongyi_turn", "tongyi_pages_turn", "tongyi_question",
+             "tongyi_pages_question", "tongyi_turn_new", "tongyi_pages_turn_new", "tongyi_question_new",
+             "tongyi_pages_question_new", "tongyi_utility", "tongyi", "tongyi_pages")
+#: the sets a reasoning default is chosen on (:mod:`hopscotch.retriever.evaluation.selection`): real deep-research
+#: agent calls in the shape a harness sends (the call's own turn of thinking), question-level labels (what the
+#: team's held-out calls are judged by; new-evidence labels depend on what the recorded run's retriever had shown)
+OBJECTIVE = ("tongyi_turn", "tongyi_pages_turn")
 TITLES = {"hotpotqa": "HotpotQA IRCoT steps", "musique": "MuSiQue hops", "world": "world steps",
-          "world_long": "world, long reasoning and pages", "tongyi_question": "Tongyi, question-level labels",
-          "tongyi_pages_question": "Tongyi pages, question-level labels",
-          "tongyi_utility": "Tongyi, call-level utility labels (biased)",
-          "tongyi": "Tongyi long reasoning (pseudo-qrels)", "tongyi_pages": "Tongyi, long pages (pseudo-qrels)"}
+          "world_long": "world, long reasoning and pages"} | tongyi_sets.TITLES
 LABELS = {"hotpotqa": "gold supporting paragraphs (HotpotQA annotators)",
           "musique": "the hop's gold paragraph (MuSiQue annotators)",
           "world": "exact gold documents from the generator's graph",
-          "world_long": "exact gold documents from the generator's graph",
-          "tongyi_question": "QUESTION-LEVEL: every document any run of the question used anywhere in its trajectory "
-                             "(data_synth/utility_labels.py: question_qrels), whatever the call returned",
-          "tongyi_pages_question": "QUESTION-LEVEL, pages: the pages of the question's used chunks",
-          "tongyi_utility": "CALL-LEVEL utility: documents THIS call's query-only retriever returned and the agent "
-                            "later used (bounded by that retriever: a documented example of the bias)",
-          "tongyi": "PSEUDO-QRELS: every document the agent's own query-only retriever returned",
-          "tongyi_pages": "PSEUDO-QRELS: the pages of the agent's own query-only retriever's results"}
+          "world_long": "exact gold documents from the generator's graph"} | tongyi_sets.LABELS
 #: sets whose labels the call's own query-only retriever bounds (pseudo-qrels, call-level utility): they punish
 #: every use of the reasoning by construction and vote on no default
-CALL_LEVEL = {"tongyi", "tongyi_pages", "tongyi_utility"}
+CALL_LEVEL = tongyi_sets.CALL_LEVEL
+#: every other set that votes guards a default: a significant loss there disqualifies it
+GUARDS = tuple(n for n in SET_NAMES if n not in OBJECTIVE and n not in CALL_LEVEL)
 #: what bounds each set's labels or its pool (the pool bias cannot be removed, only named): the ablation header
 BOUNDS = {
     "hotpotqa": "labels: none (annotators); pool: HotpotQA's distractor paragraphs (its bigram TF-IDF retriever)",
     "musique": "labels: none (annotators); pool: MuSiQue's retrieved distractor paragraphs",
     "world": "labels: none (the generator's graph); pool: the whole generated corpus",
     "world_long": "labels: none (the generator's graph); pool: the whole generated corpus",
-    "tongyi_question": "labels: not the call's retriever (question-level); pool: what the Tongyi runs' three "
-                       "query-only dense retrievers (qwen3-0.6b, infly, contriever) returned to any call",
-    "tongyi_pages_question": "as tongyi_question, at page level (pool: the pages of those chunks)",
-    "tongyi_utility": "labels: BOUNDED by the call's own query-only retriever (only what it returned can be "
-                      "relevant); pool: as tongyi_question",
-    "tongyi": "labels: ARE the call's query-only retriever's output (pseudo-qrels)",
-    "tongyi_pages": "labels: ARE the call's query-only retriever's output, at page level (pseudo-qrels)",
-}
+} | tongyi_sets.BOUNDS
 #: sets searched over another set's corpus share its index
-INDEX_NAMES = {"tongyi_utility": "tongyi", "tongyi_question": "tongyi", "tongyi_pages_question": "tongyi_pages"}
+INDEX_NAMES = tongyi_sets.INDEX_NAMES
 
 
-@dataclass
-class EvalSet:
-    """Query records and qrels of one evaluation set; ``tune`` / ``test``: the qids of each split."""
-
-    name: str
-    corpus: Path
-    queries: list[dict]
-    qrels: dict[str, dict[str, int]]
-    tune: list[str]
-    test: list[str]
-    note: str = ""
-    counts: dict = field(default_factory=dict)
-    labels: str = ""        # where the relevance labels come from, in words (the ablation table's header)
-    votes: bool = True      # whether the set votes on defaults that involve reasoning (not for pseudo-qrels)
-    index_name: str = ""    # the ablation's index folder name (sets over one corpus share it); "" = name
-
-    def write(self, folder: Path) -> dict[str, Path]:
-        """``queries.jsonl``, ``qrels.tsv``, ``tune_qids.txt``, ``test_qids.txt`` under ``folder`` (atomically)."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        paths = {k: folder / f for k, f in (("queries", "queries.jsonl"), ("qrels", "qrels.tsv"),
-                                              ("tune", "tune_qids.txt"), ("test", "test_qids.txt"))}
-        write_jsonl(paths["queries"], self.queries)
-        with atomic_write(paths["qrels"]) as fh:
-            fh.write("query-id\tcorpus-id\tscore\n")
-            fh.writelines(f"{q}\t{d}\t{g}\n" for q, docs in self.qrels.items() for d, g in docs.items())
-        for key, qids in (("tune", self.tune), ("test", self.test)):
-            with atomic_write(paths[key]) as fh:
-                fh.writelines(q + "\n" for q in qids)
-        return paths
-
-
-def step_record(qid: str, step) -> dict:
-    """A query record of a trace step (or Query, or MuSiQue hop): its query, reasoning and other context fields."""
-    row = {"_id": qid, "text": step.query if hasattr(step, "query") else step.text,
-           "reasoning": step.reasoning or None}
-    row.update(context_dict(step))
-    return row
-
-
-def _finish(name: str, corpus: Path, by_question: dict[str, list[tuple[dict, dict]]], tune_q, test_q,
-            note: str) -> EvalSet:
-    queries, qrels, tune, test = [], {}, [], []
-    for split, qids in (("tune", tune_q), ("test", test_q)):
-        for question in qids:
-            for row, rel in by_question.get(question, ()):
-                if not row["text"].strip() or not rel:
-                    continue
-                queries.append(row)
-                qrels[row["_id"]] = rel
-                (tune if split == "tune" else test).append(row["_id"])
-    counts = {"tune_steps": len(tune), "test_steps": len(test),
-              "tune_questions": sum(1 for q in tune_q if by_question.get(q)),
-              "test_questions": sum(1 for q in test_q if by_question.get(q))}
-    return EvalSet(name, corpus, queries, qrels, tune, test, note, counts, LABELS.get(name, ""), name not in CALL_LEVEL)
+def _finish(name, corpus, by_question, tune_q, test_q, note) -> EvalSet:
+    return finish_set(name, corpus, by_question, tune_q, test_q, note, LABELS.get(name, ""), name not in CALL_LEVEL)
 
 
 def hotpotqa() -> EvalSet:
@@ -191,52 +133,6 @@ def world(work: Path) -> EvalSet:
                    f"questions {WORLD['train'] + 1}-{n}")
 
 
-def tongyi() -> EvalSet:
-    from hopscotch.data_synth.traces import read_traces
-
-    src = data_dir() / "qampari_tongyi"
-    path = src / "agent_search_steps.jsonl"
-    rows = dict(read_jsonl(path, "a Tongyi search step"))
-    by_question: dict[str, list] = {}
-    for step in read_traces([path], "tongyi"):
-        raw = rows[int(step.source.rsplit(":", 1)[1])]
-        docids = raw.get("retrieved_docids")
-        if step.failed or not isinstance(docids, list) or not docids:
-            continue
-        row = step_record(step.query_id, step)
-        by_question.setdefault(step.question_id, []).append((row, {str(d): 1 for d in docids}))
-    s = splits("qampari_tongyi")
-    return _finish("tongyi", src / "doc_snippets.jsonl", by_question, s["dev"], s["test"],
-                   "PSEUDO-QRELS: relevant = the documents the agent's own retriever returned for the call "
-                   "(distillation-style labels, not human judgements); search calls of the 7 held-out "
-                   "trajectories that returned documents, reasoning = all the thinking so far; tuned on the "
-                   "4 dev trajectories")
-
-
-def tongyi_pages(work: Path) -> EvalSet:
-    """The ``tongyi`` calls against pages rebuilt from the chunks (``<article>__<chunk>`` ids), written to
-    ``work/tongyi_pages/corpus.jsonl`` (derived from shared data; never copied into the project)."""
-    chunks = tongyi()
-    parts: dict[str, list[tuple[int, str]]] = {}
-    for _, row in read_jsonl(data_dir() / "qampari_tongyi" / "doc_snippets.jsonl", "a snippet {docid, text}"):
-        article, _, index = str(row["docid"]).partition("__")
-        text = row["text"]
-        if text.startswith("[") and "\n" in text:  # "[preview...]\n" header, then the chunk (title first)
-            text = text.split("\n", 1)[1]
-        parts.setdefault(article, []).append((int(index or 0), text))
-    corpus = Path(work) / "tongyi_pages" / "corpus.jsonl"
-    if not corpus.is_file():
-        corpus.parent.mkdir(parents=True, exist_ok=True)
-        write_jsonl(corpus, [{"_id": a, "title": "", "text": "\n".join(t for _, t in sorted(p))}
-                             for a, p in parts.items()])
-    qrels = {q: {d.partition("__")[0]: 1 for d in rel} for q, rel in chunks.qrels.items()}
-    note = ("PSEUDO-QRELS as `tongyi`, at page level: the same calls against 1,597 pages, each an article's "
-            "chunks joined in order (median 96 words, 262 pages over 160 words, the longest 2,550); relevant = "
-            "the pages holding the call's pseudo-qrel chunks")
-    return EvalSet("tongyi_pages", corpus, chunks.queries, qrels, chunks.tune, chunks.test, note, chunks.counts,
-                   LABELS["tongyi_pages"], False)
-
-
 def world_long(work: Path) -> EvalSet:
     """A world never trained on (seed 29), in long mode (``hopscotch world --long-reasoning``, built here the
     way that command builds it, with the same files): agent thinking of 300-3,000 words around keyword-style
@@ -258,84 +154,14 @@ def world_long(work: Path) -> EvalSet:
                    f"the graph; tuned on questions 1-{n}, tested on {n + 1}-{WORLD_LONG['questions']}")
 
 
-def tongyi_utility() -> EvalSet:
-    """The ``tongyi`` calls relabelled by use (:func:`hopscotch.data_synth.utility_labels.utility_qrels`): a
-    returned document is relevant when the agent's later reasoning or final answer newly names its distinctive
-    content (or cites its id); calls with no used document are dropped. Same splits and corpus as ``tongyi``."""
-    chunks = tongyi()
-    qrels, _ = _usage_labels(str(data_dir() / "qampari_tongyi"))
-    keep = {q for q in chunks.qrels if qrels.get(q)}
-    tune, test = [q for q in chunks.tune if q in keep], [q for q in chunks.test if q in keep]
-    queries = [row for row in chunks.queries if row["_id"] in keep]
-    note = ("UTILITY LABELS: the `tongyi` calls (all the thinking so far as reasoning, chunk corpus), relevant = the "
-            "returned documents whose distinctive names, rare words or numbers the agent newly wrote in its next 3 "
-            "steps' reasoning or its final answer, or whose id it cited (rule: data_synth/utility_labels.py; hand "
-            "audit 26/30: docs/utility_labels_audit.md); only calls with a used document")
-    counts = {"tune_steps": len(tune), "test_steps": len(test)}
-    return EvalSet("tongyi_utility", chunks.corpus, queries, {q: qrels[q] for q in chunks.qrels if q in keep}, tune, test, note, counts,
-                   LABELS["tongyi_utility"], False, INDEX_NAMES["tongyi_utility"])
-
-
-@functools.lru_cache(maxsize=2)
-def _usage_labels(src: str) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
-    """``(call-level, question-level)`` usage labels of the Tongyi steps under ``src``: the usage rule runs once a
-    process for the three sets built from it (``tongyi_utility`` and the two question-level ones)."""
-    from hopscotch.data_synth.utility_labels import questions_of, utility_qrels
-
-    folder = Path(src)
-    steps = folder / "agent_search_steps.jsonl"
-    calls, _ = utility_qrels(steps, folder / "doc_snippets.jsonl", folder / "runs" / "infly.jsonl")
-    return calls, questions_of(calls, steps)
-
-
-def _question_level(chunks: EvalSet) -> tuple[dict[str, dict[str, int]], list[str], list[str], list[dict]]:
-    """The ``tongyi`` calls relabelled with their question's used documents (``question_qrels``): qrels, tune and
-    test call ids and query records (calls of a question with no used document are dropped)."""
-    from hopscotch.data_synth.traces import read_traces
-
-    src = data_dir() / "qampari_tongyi"
-    _, by_question = _usage_labels(str(src))
-    question_of = {s.query_id: s.question_id for s in read_traces([src / "agent_search_steps.jsonl"], "tongyi")}
-    qrels = {q: dict(by_question[question_of[q]]) for q in chunks.qrels if by_question.get(question_of[q])}
-    tune, test = [q for q in chunks.tune if q in qrels], [q for q in chunks.test if q in qrels]
-    return qrels, tune, test, [row for row in chunks.queries if row["_id"] in qrels]
-
-
-def tongyi_question() -> EvalSet:
-    """The ``tongyi`` calls (same calls, same corpus) with QUESTION-LEVEL labels: relevant = every document that
-    any run of the question used anywhere in its trajectory (:func:`hopscotch.data_synth.utility_labels.
-    question_qrels`), never restricted to what the call returned."""
-    chunks = tongyi()
-    qrels, tune, test, queries = _question_level(chunks)
-    note = ("QUESTION-LEVEL LABELS: the `tongyi` calls (all the thinking so far as reasoning, chunk corpus), relevant "
-            "= every chunk that any of the question's runs used anywhere in its trajectory (the usage rule of "
-            "data_synth/utility_labels.py, unioned over the question: question_qrels; hand audit in "
-            "docs/utility_labels_audit.md), whatever this call returned; pool: the chunks the three query-only "
-            "retrievers returned to any call")
-    return EvalSet("tongyi_question", chunks.corpus, queries, qrels, tune, test, note,
-                   {"tune_steps": len(tune), "test_steps": len(test)}, LABELS["tongyi_question"], True,
-                   INDEX_NAMES["tongyi_question"])
-
-
-def tongyi_pages_question(work: Path) -> EvalSet:
-    """``tongyi_question`` at page level: the same calls against ``tongyi_pages``'s corpus, relevant = the pages
-    of the question's used chunks."""
-    pages = tongyi_pages(work)
-    qrels, tune, test, queries = _question_level(tongyi())
-    qrels = {q: {d.partition("__")[0]: 1 for d in rel} for q, rel in qrels.items()}
-    note = ("QUESTION-LEVEL LABELS as `tongyi_question`, at page level: the same calls against the 1,597 pages of "
-            "`tongyi_pages`; relevant = the pages holding the question's used chunks")
-    return EvalSet("tongyi_pages_question", pages.corpus, queries, qrels, tune, test, note,
-                   {"tune_steps": len(tune), "test_steps": len(test)}, LABELS["tongyi_pages_question"], True,
-                   INDEX_NAMES["tongyi_pages_question"])
-
-
 def build_sets(work: Path, names=SET_NAMES) -> dict[str, EvalSet]:
     """The sets ``names`` (derived files, such as the worlds and the page corpus, under ``work``)."""
-    builders = {"hotpotqa": hotpotqa, "musique": musique, "world": lambda: world(work), "tongyi": tongyi,
-                "tongyi_pages": lambda: tongyi_pages(work), "tongyi_utility": tongyi_utility,
-                "tongyi_question": tongyi_question, "tongyi_pages_question": lambda: tongyi_pages_question(work),
+    builders = {"hotpotqa": hotpotqa, "musique": musique, "world": lambda: world(work),
                 "world_long": lambda: world_long(work)}
+    builders |= {name: (lambda b: lambda: b(work))(b) for name, b in tongyi_sets.BUILDERS.items()}
+    unknown = [n for n in names if n not in builders]
+    if unknown:
+        raise ValueError(f"unknown evaluation sets {unknown}; known: {', '.join(SET_NAMES)}")
     return {name: builders[name]() for name in names}
 
 

@@ -11,8 +11,12 @@ With ``--reasoning`` the dense encoder sees ``{instruction}Reasoning: {text or '
 {query}``, ``text`` built from each query's context fields (``reasoning``, ``current_reasoning``,
 ``prior_queries``, ``prior_results``) by the query input variant: the trained model's own (recorded in its
 ``hopscotch_config.json``), else ``reasoning``; ``--query-input VARIANT`` overrides it (and implies
-``--reasoning``; ``--query-input query`` is the plain query). Without either, ``{instruction}{query}``. BM25 always
-matches the query text. With both ``--bm25`` and ``--index`` the lists are fused (``--fusion``; its default is chosen on the agent dev sets by the maximin rule).
+``--reasoning``; ``--query-input query`` is the plain query). Without either, ``{instruction}{query}``. With
+``--reasoning`` BM25 expands the query with terms of its reasoning (``--bm25-reasoning``, ``--bm25-query-weight``,
+``--bm25-terms``, ``--bm25-reasoning-weight``, ``--bm25-k3``: :mod:`hopscotch.retriever.searchers.bm25_expansion`);
+without it BM25 matches the query text alone. With both ``--bm25`` and ``--index`` the lists are fused
+(``--fusion``). Every reasoning default was chosen by the selection rule of
+:mod:`hopscotch.retriever.evaluation.selection` (real agent calls decide, other sets guard).
 ``--bm25-url`` in place of ``--bm25`` takes the BM25 list from a Pyserini-compatible REST endpoint (the cmass ClimbMix
 service, ``hopscotch serve``; :mod:`hopscotch.retriever.searchers.remote_bm25`).
 The searcher flags belong to the backends (:mod:`hopscotch.retriever.searchers.registry`); the backend is

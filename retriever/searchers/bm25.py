@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.docids import canonical_docid
 from hopscotch.retriever.model.query_template import parse_query
-from hopscotch.retriever.searchers.arg_types import positive_float
+from hopscotch.retriever.searchers.arg_types import positive_float, positive_int
 from hopscotch.retriever.searchers.base import (
     BaseSearcher,
     Ranked,
@@ -54,6 +54,9 @@ class BM25Options:
     corpus: str | os.PathLike | None = None
     bm25_reasoning: str | None = None
     bm25_query_weight: float | None = None
+    bm25_terms: int | None = None
+    bm25_reasoning_weight: float | None = None
+    bm25_k3: float | None = None
 
 
 @register_searcher("bm25")
@@ -85,6 +88,7 @@ class BM25Searcher(BaseSearcher):
         self.index = load_bm25_index(bm25) if isinstance(bm25, (str, os.PathLike)) else bm25
         self.docstore = docstore
         self.expansion = DEFAULT_BM25_EXPANSION if expansion is None else expansion
+        self._stats = None   # the index's term statistics, read on the first expanded query
         # bm25s retrieval is not documented as thread-safe; the disk backend's is (and runs without the GIL)
         self._lock = contextlib.nullcontext() if getattr(self.index, "thread_safe", False) else threading.Lock()
 
@@ -126,7 +130,7 @@ class BM25Searcher(BaseSearcher):
         if not options.bm25:
             raise UsageError("the bm25 searcher needs a BM25 index folder (--bm25)")
         return cls(options.bm25, docstore=docstore_of(options.index, options.corpus),
-                   expansion=expansion_of(options.bm25_reasoning, options.bm25_query_weight))
+                   expansion=expansion_of(options))
 
     def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
                      reasoning_aware: bool | Sequence[bool] = False) -> list[Ranked]:
@@ -143,7 +147,7 @@ class BM25Searcher(BaseSearcher):
                 queries[i] = parsed[0]
                 if not (aware[i] and reasonings[i]):
                     reasonings[i], aware[i] = parsed[1], parsed[1] is not None
-        parts = [self.expansion.text_parts(q, r) if a else None for q, r, a in zip(queries, reasonings, aware)]
+        parts = [self.expand(q, r) if a else None for q, r, a in zip(queries, reasonings, aware)]
         plain = [i for i, p in enumerate(parts) if p is None]
         out: list[Ranked] = [[] for _ in queries]
         with self._lock:
@@ -152,9 +156,22 @@ class BM25Searcher(BaseSearcher):
                     out[i] = hits
             expanded = [i for i, p in enumerate(parts) if p is not None]
             if expanded:
-                for i, hits in zip(expanded, self.index.search_weighted([parts[i] for i in expanded], k=k)):
+                # the raw bag as weighted texts (the index scores them); every other expansion as weighted terms
+                search = self.index.search_weighted if self.expansion.raw_bag else self.index.search_terms
+                for i, hits in zip(expanded, search([parts[i] for i in expanded], k=k)):
                     out[i] = hits
         return out
+
+    def expand(self, query: str, reasoning):
+        """The expanded form of ``query`` with ``reasoning`` (None: it stays plain): the raw bag's weighted texts
+        (:meth:`~hopscotch.retriever.searchers.bm25_expansion.BM25Expansion.text_parts`), else its weighted terms
+        (:meth:`~hopscotch.retriever.searchers.bm25_expansion.BM25Expansion.term_query`, over this index's term
+        statistics)."""
+        if self.expansion.raw_bag:
+            return self.expansion.text_parts(query, reasoning)
+        if self._stats is None:
+            self._stats = self.index.term_stats()
+        return self.expansion.term_query(query, reasoning, self._stats)
 
     @property
     def reasoning_input(self) -> str | None:
@@ -178,17 +195,40 @@ def add_expansion_options(parser) -> None:
     d = DEFAULT_BM25_EXPANSION
     add_option(parser, "--bm25-reasoning", metavar="VARIANT",
                help="reasoning-aware BM25 (with --reasoning): which reasoning text expands the query, a query input "
-                    f"variant counted in words (default {d.reasoning}, chosen on the dev sets; 'query': no "
-                    "expansion)")
+                    f"variant counted in words (default {d.reasoning}, chosen by the selection rule on the real agent dev "
+                    "sets; 'query': no expansion)")
     add_option(parser, "--bm25-query-weight", type=positive_float, metavar="W",
-               help=f"reasoning-aware BM25: how many times the query's terms count against the reasoning's "
-                    f"(default {d.query_weight:g}, chosen on the dev sets)")
+               help=f"reasoning-aware BM25: how many times the query's terms count (default {d.query_weight:g})")
+    add_option(parser, "--bm25-terms", type=positive_int, metavar="M",
+               help="reasoning-aware BM25: keep only the reasoning's M terms with the largest saturated tf x idf "
+                    f"(RM3-style feedback terms; default {_shown(d.terms, 'every term')})")
+    add_option(parser, "--bm25-reasoning-weight", type=positive_float, metavar="R",
+               help="reasoning-aware BM25: scale the reasoning terms' weights to R times the query's total weight "
+                    f"(default {_shown(d.weight, 'each occurrence counts 1')})")
+    add_option(parser, "--bm25-k3", type=positive_float, metavar="K",
+               help="reasoning-aware BM25: saturate the reasoning's term frequencies, (K + 1) tf / (K + tf) "
+                    f"(BM25's query-side k3; default {_shown(d.k3, 'raw frequencies')})")
 
 
-def expansion_of(variant: str | None, weight: float | None) -> BM25Expansion:
-    """``--bm25-reasoning VARIANT`` / ``--bm25-query-weight W`` (None: unset) over :data:`DEFAULT_BM25_EXPANSION`."""
-    d = DEFAULT_BM25_EXPANSION
-    return BM25Expansion.parse(variant or d.reasoning, d.query_weight if weight is None else weight)
+def _shown(value, unset: str) -> str:
+    return unset if value is None else f"{value:g}"
+
+
+#: the expansion's options (each backend with a BM25 half has them) -> :class:`BM25Expansion`'s parameters
+EXPANSION_OPTIONS = {"bm25_reasoning": "reasoning", "bm25_query_weight": "query_weight", "bm25_terms": "terms",
+                     "bm25_reasoning_weight": "weight", "bm25_k3": "k3"}
+
+
+def expansion_of(source) -> BM25Expansion:
+    """The expansion that options (a dataclass with :data:`EXPANSION_OPTIONS`' fields) or parsed flags (a mapping)
+    ask for: each one given replaces :data:`DEFAULT_BM25_EXPANSION`'s setting (None: unset)."""
+    get = source.get if isinstance(source, Mapping) else (lambda name: getattr(source, name, None))
+    settings = {param: getattr(DEFAULT_BM25_EXPANSION, param) for param in EXPANSION_OPTIONS.values()}
+    for option, param in EXPANSION_OPTIONS.items():
+        value = get(option)
+        if value is not None:
+            settings[param] = value
+    return BM25Expansion.parse(**settings)
 
 
 def docstore_of(index, corpus):

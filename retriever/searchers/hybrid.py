@@ -22,7 +22,7 @@ from hopscotch.retriever.io.runs import ranked
 from hopscotch.retriever.searchers.arg_types import finite_float, non_negative_float, positive_int
 from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option
 from hopscotch.retriever.searchers.rerank import add_rerank_options
-from hopscotch.retriever.searchers.bm25 import BM25Searcher, expansion_of
+from hopscotch.retriever.searchers.bm25 import EXPANSION_OPTIONS, BM25Searcher, expansion_of
 from hopscotch.retriever.searchers.dense import DenseOptions, DenseSearcher
 from hopscotch.retriever.searchers.fusion import (
     DEFAULT_ADAPTIVE,
@@ -55,7 +55,8 @@ TOKEN_ENV = "PYSERINI_API_TOKEN"
 class HybridOptions:
     """The ``hybrid`` backend's options: its BM25 half, a local index (``bm25``, a folder or a loaded index) or an
     endpoint (``bm25_url``, with ``bm25_token`` (None: ``$PYSERINI_API_TOKEN``) and ``remote_timeout``), and the
-    expansion's ``bm25_reasoning`` / ``bm25_query_weight``; its vector half's options (``vector``: a
+    expansion's options (``bm25_reasoning``, ``bm25_query_weight``, ``bm25_terms``, ``bm25_reasoning_weight``,
+    ``bm25_k3``: :data:`~hopscotch.retriever.searchers.bm25.EXPANSION_OPTIONS`); its vector half's options (``vector``: a
     :class:`~hopscotch.retriever.searchers.dense.DenseOptions` or a
     :class:`~hopscotch.retriever.searchers.multi_vector_index.MultiVectorSearchOptions`); the ``fusion`` (None: the
     learnt default) and ``depth``, candidates from each list."""
@@ -66,6 +67,9 @@ class HybridOptions:
     remote_timeout: float | None = None
     bm25_reasoning: str | None = None
     bm25_query_weight: float | None = None
+    bm25_terms: int | None = None
+    bm25_reasoning_weight: float | None = None
+    bm25_k3: float | None = None
     vector: Any = None
     fusion: FusionSettings | None = None
     depth: int = 100
@@ -245,9 +249,9 @@ class HybridSearcher(BaseSearcher):
         fusion = fusion_from_flags(flags)
         return cls.from_options(HybridOptions(
             bm25=flags.get("bm25"), bm25_url=url, bm25_token=flags.get("bm25_token"),
-            remote_timeout=flags.get("remote_timeout"), bm25_reasoning=flags.get("bm25_reasoning"),
-            bm25_query_weight=flags.get("bm25_query_weight"), fusion=fusion, depth=flags.get("depth", 100),
-            vector=DenseSearcher.component_options(flags, "hybrid")))
+            remote_timeout=flags.get("remote_timeout"), fusion=fusion, depth=flags.get("depth", 100),
+            vector=DenseSearcher.component_options(flags, "hybrid"),
+            **{option: flags.get(option) for option in EXPANSION_OPTIONS}))
 
     @classmethod
     def from_options(cls, options: HybridOptions) -> HybridSearcher:
@@ -256,7 +260,7 @@ class HybridSearcher(BaseSearcher):
         if (options.bm25 is None) == (options.bm25_url is None) or options.vector is None:
             raise UsageError("the hybrid searcher needs a BM25 index folder (--bm25) or endpoint (--bm25-url), not "
                              "both, and a dense index folder (--index)")
-        expansion = expansion_of(options.bm25_reasoning, options.bm25_query_weight)
+        expansion = expansion_of(options)
         remote = None
         if options.bm25_url:  # the endpoint checked (URL, weight, one probe) before the dense model loads
             token = options.bm25_token or os.environ.get(TOKEN_ENV) or None

@@ -95,6 +95,23 @@ def weighted_text(parts: Sequence[tuple[str, float]]) -> tuple[str, int]:
     return " ".join(w for word, n in zip(words, counts) for w in [word] * n if w), divisor
 
 
+#: a term query's weights are sent as repetitions in steps of 1 / TERM_REPEAT_STEPS of the smallest query-term weight
+TERM_REPEAT_STEPS = 4
+
+
+def term_text(query) -> tuple[str, int]:
+    """``(text, divisor)``: a term query (:class:`~hopscotch.retriever.searchers.bm25_expansion.TermQuery`) written
+    as one bag-of-words text: each term's word (as the text had it, so the endpoint's analyser makes the term again)
+    repeated ``round(weight x divisor)`` times (at least once), the divisor being :data:`TERM_REPEAT_STEPS`; the
+    scores divided by it approximate the weighted scores to a quarter of a query term's weight."""
+    divisor = TERM_REPEAT_STEPS
+    words = []
+    for term, weight in query.weights.items():
+        if weight > 0:
+            words.extend([query.words.get(term, term)] * max(1, round(weight * divisor)))
+    return " ".join(words), divisor
+
+
 class RemoteBM25Index:
     """The search calls of a :class:`~hopscotch.retriever.index.bm25.BM25Index` answered by an endpoint.
 
@@ -153,6 +170,20 @@ class RemoteBM25Index:
         (:func:`weighted_text`) and its scores scaled back."""
         return self._map([weighted_text(parts) for parts in queries], k)
 
+    def search_terms(self, queries: Sequence, k: int = 100) -> list[list[tuple[str, float]]]:
+        """Top-``k`` per term query (:class:`~hopscotch.retriever.searchers.bm25_expansion.TermQuery`), each sent as
+        one repeated-word text (:func:`term_text`) and its scores scaled back."""
+        return self._map([term_text(q) for q in queries], k)
+
+    def term_stats(self):
+        """What the expansion reads of this index: no document frequencies (an endpoint does not say), so the
+        reasoning's terms are chosen by saturated frequency alone; the analyser is the local default (English
+        Snowball stems, NLTK stopwords), as ``hopscotch bm25-index`` builds."""
+        from hopscotch.retriever.index.bm25.analyzer import Analyzer
+        from hopscotch.retriever.searchers.bm25_expansion import TermStats
+
+        return TermStats(Analyzer(), words=True)
+
     def get_document(self, docid: str) -> dict[str, Any] | None:
         """The endpoint's ``/v1/NAME/doc/DOCID`` as ``{docid, text[, title]}`` (None: unknown there)."""
         return self.client.get_document(docid)
@@ -177,7 +208,7 @@ def remote_index_from_flags(url: str, token: str | None, timeout: float | None, 
     """The endpoint of ``--bm25-url`` (``--bm25-token``, ``--remote-timeout``), checked before any model loads: the
     URL's form, ``--bm25-query-weight`` as repetitions (when the expansion is on), and one probe query."""
     index = RemoteBM25Index(url, token=token, timeout=DEFAULT_TIMEOUT if timeout is None else timeout)
-    if expansion.enabled:
+    if expansion.enabled and expansion.raw_bag:   # a term query is sent in quarter steps of a query term's weight
         repetitions([expansion.query_weight, 1.0])
     index.check()
     return index

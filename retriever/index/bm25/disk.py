@@ -25,7 +25,7 @@ RAM; here the postings stay on disk (memory-mapped, so only what queries touch i
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -40,6 +40,8 @@ ARRAYS = ("terms.hashes", "terms.max", "postings.indptr", "postings.rows", "post
 TERMS_TEXT, TERMS_OFFSETS = "terms.txt", "terms.offsets"
 #: rows a search window spans (:mod:`.kernel`)
 WINDOW = 8192
+#: terms whose document frequency an index remembers (:meth:`DiskBM25Index.document_frequencies`)
+DF_MEMO_TERMS = 1_000_000
 
 
 def default_threads() -> int:
@@ -84,6 +86,7 @@ class DiskBM25Index:
         self._terms_fh = open(self.folder / TERMS_TEXT, "rb")  # noqa: SIM115 - pread for the index's life
         self.docids = DocidTable(self.folder, self.num_docs)
         self.threads = default_threads() if threads is None else max(1, int(threads))
+        self._df_memo: dict[str, int] = {}
 
     # -- terms ------------------------------------------------------------------------------------
     def _term(self, term_id: int) -> str:
@@ -159,6 +162,38 @@ class DiskBM25Index:
                         threads: int | None = None) -> list[list[tuple[str, float]]]:
         """:meth:`search` for weighted queries (``(text, weight)`` parts: the reasoning-aware expansion)."""
         return self._run([self._query(self.term_weights(parts)) for parts in queries], k, threads)
+
+    def search_terms(self, queries: Sequence[Mapping[str, float]], k: int = 100, threads: int | None = None
+                     ) -> list[list[tuple[str, float]]]:
+        """:meth:`search` for queries given as analysed terms and their weights (``{term: weight}``: the
+        reasoning-aware expansion's term queries)."""
+        return self._run([self._query(dict(getattr(q, "weights", q))) for q in queries], k, threads)
+
+    def term_stats(self):
+        """What the reasoning-aware expansion reads of this index (analyser, document frequencies, size)."""
+        from hopscotch.retriever.index.bm25.term_stats import TermStats
+
+        return TermStats(self.analyzer, self.document_frequencies, self.num_docs)
+
+    def document_frequencies(self, terms: Sequence[str]) -> list[int]:
+        """How many documents hold each term (0 for a term the index lacks): its postings' count. Found by the terms'
+        64-bit hashes alone (a term of another spelling with the same hash is a 2^-64 chance; the search itself
+        checks the spelling), and remembered for the index's life (an agent's thinking repeats itself)."""
+        memo = self._df_memo   # shared by the search threads: read into a local table, never iterated
+        known = {t: memo.get(t) for t in dict.fromkeys(terms)}
+        todo = [t for t, df in known.items() if df is None]
+        if todo:
+            if len(memo) + len(todo) > DF_MEMO_TERMS:
+                memo.clear()
+            hashes = term_hashes(todo)
+            pos = np.searchsorted(self._hashes, hashes).clip(max=max(len(self._hashes) - 1, 0))
+            found = (np.asarray(self._hashes[pos]) == hashes) if len(self._hashes) else np.zeros(len(todo), bool)
+            df = np.zeros(len(todo), dtype=np.int64)
+            rows = pos[found]
+            df[found] = np.asarray(self._indptr[rows + 1]) - np.asarray(self._indptr[rows])
+            known.update(zip(todo, df.tolist()))
+            memo.update(zip(todo, df.tolist()))
+        return [known[t] for t in terms]
 
     # -- exact scores of given documents ----------------------------------------------------------
     def row(self, docid: str) -> int | None:

@@ -18,7 +18,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -236,10 +236,12 @@ class BM25Index:
         """:meth:`search` for weighted queries, each a sequence of ``(text, weight)`` (the reasoning-aware BM25
         query of :mod:`hopscotch.retriever.searchers.bm25_expansion`): top-``k`` ``(docid, score)``, best first
         (ties by row), documents scoring 0 left out."""
+        return self._top_weighted([self.term_weights(parts) for parts in queries], k)
+
+    def _top_weighted(self, queries: Sequence[dict[int, float]], k: int) -> list[list[tuple[str, float]]]:
         k = min(k, len(self.docids))
         out = []
-        for parts in queries:
-            weights = self.term_weights(parts)
+        for weights in queries:
             if not weights or k <= 0:
                 out.append([])
                 continue
@@ -247,6 +249,35 @@ class BM25Index:
             top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
             top = top[np.lexsort((top, -scores[top]))]
             out.append([(self.docids[j], float(scores[j])) for j in top if scores[j] > 0])
+        return out
+
+    def search_terms(self, queries: Sequence[Mapping[str, float]], k: int = 100, threads: int | None = None
+                     ) -> list[list[tuple[str, float]]]:
+        """:meth:`search_weighted` for queries given as analysed terms and their weights (``{term: weight}``, the
+        expansion's :class:`~hopscotch.retriever.searchers.bm25_expansion.TermQuery` weights); unknown terms and
+        weights <= 0 are left out."""
+        vocab = self.model.vocab_dict
+        weights = [getattr(q, "weights", q) for q in queries]
+        return self._top_weighted([{vocab[t]: float(w) for t, w in q.items() if w > 0 and t in vocab}
+                                   for q in weights], k)
+
+    @property
+    def num_docs(self) -> int:
+        return len(self.docids)
+
+    def term_stats(self):
+        """What the reasoning-aware expansion reads of this index (analyser, document frequencies, size)."""
+        from hopscotch.retriever.index.bm25.term_stats import TermStats
+
+        return TermStats(self.analyzer, self.document_frequencies, self.num_docs)
+
+    def document_frequencies(self, terms: Sequence[str]) -> list[int]:
+        """How many documents hold each term (0 for a term the index lacks)."""
+        vocab, indptr = self.model.vocab_dict, self.model.scores["indptr"]
+        out = []
+        for t in terms:
+            i = vocab.get(t)
+            out.append(0 if i is None else int(indptr[i + 1] - indptr[i]))
         return out
 
     def row(self, docid: str) -> int | None:

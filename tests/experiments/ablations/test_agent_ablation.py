@@ -36,3 +36,25 @@ def test_acceptance_says_which_checks_hold():
     assert lines[2].startswith("default hybrid --reasoning >= the same hybrid without it: YES (")
     assert "the better of BM25 and dense (base dense)" in lines[4] and lines[4].endswith(")")
     assert ": YES (" in lines[4] and "(base, tuned) >= the better of BM25 and dense (base dense): no (" in lines[5]
+
+
+def test_sets_over_one_index_share_runs_only_when_their_calls_carry_the_same_records(tmp_path):
+    """The Tongyi label variants of one input shape share one search; a shape that gives the same call another
+    reasoning (the turn against the accumulated thinking) gets a run of its own."""
+    import json
+
+    from hopscotch_experiments.agent_data.eval_set import EvalSet
+    from hopscotch_experiments.ablations.agent_ablation import shared_runs
+
+    def es(name, reasoning, qids):
+        queries = [{"_id": q, "text": "query " + q, "reasoning": reasoning} for q in qids]
+        return EvalSet(name, tmp_path / "c.jsonl", queries, {q: {"d": 1} for q in qids}, qids[:1], qids[1:],
+                       index_name="idx")
+
+    sets = {"turn": es("turn", "this turn", ["a", "b", "c"]), "turn_new": es("turn_new", "this turn", ["a", "c"]),
+            "acc": es("acc", "all of it", ["a", "b", "c"]), "acc_new": es("acc_new", "all of it", ["b"])}
+    prefix, spaths = shared_runs(tmp_path, sets, {})
+    assert prefix["turn"] == prefix["turn_new"] != prefix["acc"] == prefix["acc_new"]
+    rows = [json.loads(line) for line in spaths["acc"]["queries"].read_text().splitlines()]
+    assert {r["reasoning"] for r in rows} == {"all of it"} and len(rows) == 3
+    assert json.loads((tmp_path / "runs" / "names.json").read_text()) == prefix

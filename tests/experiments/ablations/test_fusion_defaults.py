@@ -1,11 +1,11 @@
-"""The maximin fusion defaults (:mod:`hopscotch_experiments.ablations.fusion_defaults`) over a tiny ablation cache:
-per-set deltas against the better component, and the report's lines."""
+"""The fusion defaults by the selection rule (:mod:`hopscotch_experiments.ablations.fusion_defaults`) over a tiny
+ablation cache: the components, the rule's report and the pick's paired tests."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from hopscotch_experiments.ablations.fusion_defaults import deltas, grid, report, table
+from hopscotch_experiments.ablations.fusion_defaults import grid, report, table
 
 
 def _cache(work: Path) -> None:
@@ -26,21 +26,19 @@ def _cache(work: Path) -> None:
             (work / "runs" / file).write_text("\n".join(lines) + "\n")
 
 
-def test_deltas_are_against_each_sets_better_component(tmp_path):
+def test_components_are_each_sets_lists(tmp_path):
     _cache(tmp_path)
     scores, components, _, _, by_label = table(tmp_path, "tune", ["a", "b"], grid()[:3])
     assert set(components) == {"a", "b"} and components["a"]["bm25"] == 1.0 and components["b"]["dense"] == 1.0
-    assert components["a"]["dense"] < 1.0 and len(by_label) == 3
-    d = deltas(scores, components)
-    assert all(d[label][n] == scores[label][n] - 1.0 for label in d for n in ("a", "b"))
+    assert components["a"]["dense"] < 1.0 and len(by_label) == 3 and set(scores[next(iter(scores))]) == {"a", "b"}
 
 
-def test_report_prints_the_table_the_maximin_picks_and_the_paired_tests(tmp_path):
+def test_report_prints_the_rule_the_table_and_the_paired_tests(tmp_path):
     _cache(tmp_path)
-    lines = report(tmp_path, "tune", ["a", "b"], top=3)
+    lines = report(tmp_path, "tune", ["a", "b"], top=3, objective=["a"], guards=["b"])
     assert lines[0] == "better component per set (tune): a bm25 1.000, b dense 1.000"
-    assert lines[1] == "| setting | worst delta | tune mean | a | b |"
-    assert any(line.startswith("maximin interp: ") for line in lines)
-    assert any(line.startswith("maximin over every setting: ") for line in lines)
-    assert lines[-3].startswith("paired tests of the default `--fusion` (")
-    assert lines[-2].startswith("  a: ") and lines[-1].startswith("  b: ")
+    assert any(line.startswith("selection rule: objective: mean tune ndcg@10 over the real agent sets a") for line in lines)
+    assert any(line.startswith("pick: ") for line in lines) and any("guard b: delta" in line for line in lines)
+    assert any(line.startswith("| setting | objective | a | b |") for line in lines)
+    assert lines[-3].startswith("the pick (")
+    assert lines[-2].startswith("  a: ") and lines[-1].startswith("  b: ") and "p = " in lines[-1]

@@ -49,7 +49,7 @@ def test_render_and_json():
     summary = tu.summarize(_measured(use_tune=30))
     text = tu.render(summary, "python scripts/agent_trajectory_use.py --data D")
     assert "trajectory-use labels WIN on dev" in text and "| untrained MiniLM | query only |" in text
-    assert "Tongyi, question-level labels (40)" in text and text.count("| trained, trajectory-use labels |") == 4
+    assert "Tongyi, accumulated thinking, question-level labels (40)" in text and text.count("| trained, trajectory-use labels |") == 4
     data = json.loads(json.dumps(tu.to_json(summary)))
     assert data["table"]["tune|top3|reasoning|hotpotqa"]["mean"] == summary["table"]["tune", "top3", "reasoning",
                                                                                      "hotpotqa"]["mean"]

@@ -65,3 +65,47 @@ def test_write_puts_the_four_files(tmp_path):
     lines = paths["qrels"].read_text().splitlines()
     assert lines[0] == "query-id\tcorpus-id\tscore" and len(lines) == 1 + sum(len(v) for v in es.qrels.values())
     assert len(paths["queries"].read_text().splitlines()) == len(es.queries)
+
+
+def test_tongyi_shapes_and_label_rules(tmp_path):
+    """The harness's shape gives each call its own turn of thinking (none after a rejected call) and nothing else; the
+    accumulated shape all the thinking so far; new-evidence labels drop what the trajectory was shown before."""
+    from hopscotch_experiments.agent_data import tongyi_sets
+
+    sets = build_sets(tmp_path, ["tongyi_turn", "tongyi_question", "tongyi_turn_new", "tongyi_pages_turn"])
+    turn, acc, new, pages = (sets[n] for n in ("tongyi_turn", "tongyi_question", "tongyi_turn_new",
+                                                "tongyi_pages_turn"))
+    for es in sets.values():
+        _check(es, "qampari_tongyi")
+        assert es.votes and es.index_name in ("tongyi", "tongyi_pages")
+    assert turn.qrels == acc.qrels and turn.tune == acc.tune and pages.tune == turn.tune
+    history = tongyi_sets.trajectory_history(str(tongyi_sets._steps_path()))
+    by_id = {r["_id"]: r for r in acc.queries}
+    after_rejected = 0
+    for row in turn.queries:
+        assert set(row) == {"_id", "text", "reasoning"}
+        full = by_id[row["_id"]]
+        if history[row["_id"]][0]:
+            after_rejected += 1
+            assert row["reasoning"] is None
+        else:
+            assert row["reasoning"] == (full.get("current_reasoning") or None)
+            assert row["reasoning"] is None or full["reasoning"].endswith(row["reasoning"])
+    assert after_rejected > 0 and sum(len((r["reasoning"] or "").split()) for r in turn.queries) * 10 < sum(
+        len(r["reasoning"].split()) for r in acc.queries)
+    # new evidence: the question's documents the trajectory had not been shown before the call
+    assert set(new.qrels) <= set(turn.qrels) and any(len(new.qrels[q]) < len(turn.qrels[q]) for q in new.qrels)
+    for q, rel in new.qrels.items():
+        shown = history[q][1]
+        assert set(rel) <= set(turn.qrels[q]) and not set(rel) & shown
+        assert set(turn.qrels[q]) - set(rel) <= shown
+    # pages: the question's chunks' pages
+    assert all(set(pages.qrels[q]) == {d.partition("__")[0] for d in turn.qrels[q]} for q in pages.qrels)
+
+
+def test_objective_and_guards_split_the_voting_sets():
+    voting = {n for n in SET_NAMES if n not in eval_sets.CALL_LEVEL}
+    assert set(eval_sets.OBJECTIVE) | set(eval_sets.GUARDS) == voting
+    assert not set(eval_sets.OBJECTIVE) & set(eval_sets.GUARDS)
+    assert eval_sets.OBJECTIVE == ("tongyi_turn", "tongyi_pages_turn")
+    assert all(n in TITLES and n in eval_sets.LABELS and n in eval_sets.BOUNDS for n in SET_NAMES)

@@ -112,3 +112,106 @@ def test_cli_flags_reach_the_searcher(index, tmp_path, cli):
                        "--bm25-reasoning", "reasoning_tail:x")
     assert code == 2 and "--bm25-reasoning" in err
     assert not (tmp_path / "y.trec").exists()
+
+
+# -- term selection, saturation, normalised weight ------------------------------------------------------------
+LONG = ("Gummo Gummo Gummo was set in Xenia, Ohio. The tornado hit Xenia. Gummo again, and the film's director "
+        "Harmony Korine. The film the film the film.")
+
+
+def test_term_query_selects_saturates_and_normalises(index):
+    stats = index.term_stats()
+    df = dict(zip(["gummo", "xenia", "film", "tornado"], stats.frequencies(["gummo", "xenia", "film", "tornado"])))
+    assert df["film"] > df["gummo"] >= 1 and df["xenia"] == 2
+    raw = BM25Expansion.parse("reasoning", 2.0, k3=None, terms=None, weight=None)
+    assert raw.raw_bag and not BM25Expansion.parse("reasoning", terms=3).raw_bag
+    # saturation: (k3 + 1) tf / (k3 + tf) in place of tf (gummo 4 times, k3 1.2: 2.2 * 4 / 5.2)
+    sat = BM25Expansion.parse("reasoning", 1.0, k3=1.2).term_query("director", LONG, stats)
+    assert sat.weights["gummo"] == pytest.approx(2.2 * 4 / 5.2) and sat.weights["director"] == pytest.approx(
+        1.0 + 2.2 / 2.2)   # the query's own term plus its one occurrence in the text
+    # selection: the top 2 by saturated tf x idf; an unknown word ("harmony"? in d0: known) never outranks its idf
+    top = BM25Expansion.parse("reasoning", 1.0, terms=2, k3=1.2).term_query("director", LONG, stats)
+    chosen = set(top.weights) - {"director"}
+    import math
+
+    from hopscotch.retriever.index.bm25.term_stats import idf
+    counts = stats.analyzer.counts(LONG)
+    score = {t: 2.2 * n / (1.2 + n) * idf(f, stats.num_docs) for t, n in counts.items()
+             if (f := stats.frequencies([t])[0]) > 0}
+    assert chosen == set(sorted(score, key=lambda t: -score[t])[:2]) and len(chosen) == 2
+    assert all(math.isfinite(w) and w > 0 for w in top.weights.values())
+    # normalised weight: the text's terms sum to R x the query's total weight
+    norm = BM25Expansion.parse("reasoning", 1.0, terms=3, weight=2.5).term_query("film director", LONG, stats)
+    extra = sum(w for t, w in norm.weights.items()) - 2.0   # the query: two terms of weight 1 ...
+    assert extra == pytest.approx(2.5 * 2.0)                  # ... and the text's terms, 2.5 x 2
+    # a term unknown to the index is never selected
+    odd = BM25Expansion.parse("reasoning", 1.0, terms=5).term_query("film", "zzqx zzqx zzqx Xenia", stats)
+    assert "zzqx" not in odd.weights and "xenia" in odd.weights
+    # words: what an endpoint is sent for each term (kept only for an index that analyses text itself)
+    import dataclasses
+
+    assert top.words == {}
+    worded = BM25Expansion.parse("reasoning", 1.0, terms=3, weight=2.5).term_query(
+        "film directors", LONG, dataclasses.replace(stats, words=True))
+    assert worded.words["director"] == "directors" and worded.words.get("xenia") == "xenia"
+    assert worded.weights == pytest.approx(BM25Expansion.parse("reasoning", 1.0, terms=3, weight=2.5).term_query(
+        "film directors", LONG, stats).weights)
+    assert BM25Expansion.parse("reasoning", terms=3).term_query("film", "   ", stats) is None
+    for bad, flag in ((dict(terms=0), "--bm25-terms"), (dict(terms=2.5), "--bm25-terms"),
+                      (dict(weight=0), "--bm25-reasoning-weight"), (dict(k3=-1), "--bm25-k3")):
+        with pytest.raises(UsageError, match=flag):
+            BM25Expansion.parse("reasoning", 1.0, **bad)
+
+
+def test_raw_bag_term_query_scores_as_the_weighted_texts(index):
+    """The raw bag through term_query scores exactly as text_parts through the index (one rule, two spellings)."""
+    e = BM25Expansion.parse("reasoning", 3.0)
+    q = e.term_query(QUERY, REASONING, index.term_stats())
+    a = index.search_terms([q], k=6)[0]
+    b = index.search_weighted([e.text_parts(QUERY, REASONING)], k=6)[0]
+    assert [d for d, _ in a] == [d for d, _ in b] and [s for _, s in a] == pytest.approx([s for _, s in b])
+
+
+def test_term_expansion_is_the_same_on_both_backends(tmp_path):
+    from hopscotch.retriever.index.bm25 import load_bm25_index
+    from hopscotch.retriever.index.bm25.disk_build import DiskBuildOptions, build_disk_index
+
+    docs = [Document(d, "", t) for d, t in DOCS]
+    build_disk_index(docs, tmp_path / "disk", "fp", DiskBuildOptions(batch_docs=2, merge_postings=10, block=2,
+                                                                     workers=1))
+    mem, disk = BM25Index.build(docs, show_progress=False), load_bm25_index(tmp_path / "disk")
+    assert mem.term_stats().frequencies(["xenia", "gummo", "nope"]) == disk.term_stats().frequencies(
+        ["xenia", "gummo", "nope"]) == [2.0, 2.0, 0.0]
+    e = BM25Expansion.parse("reasoning", 1.0, terms=4, weight=3.0, k3=1.2)
+    a = BM25Searcher(mem, expansion=e).search_batch([QUERY, "draft"], 6, [LONG, REASONING], reasoning_aware=True)
+    b = BM25Searcher(disk, expansion=e).search_batch([QUERY, "draft"], 6, [LONG, REASONING], reasoning_aware=True)
+    for x, y in zip(a, b):
+        assert [d for d, _ in x] == [d for d, _ in y] and [s for _, s in x] == pytest.approx([s for _, s in y],
+                                                                                           rel=1e-5)
+
+
+def test_remote_term_text_repeats_words_by_weight():
+    from hopscotch.retriever.searchers.bm25_expansion import TermQuery
+    from hopscotch.retriever.searchers.remote_bm25 import TERM_REPEAT_STEPS, term_text
+
+    text, divisor = term_text(TermQuery({"film": 1.0, "xenia": 0.5, "gummo": 0.1, "zero": 0.0},
+                                        {"film": "films", "xenia": "Xenia"}))
+    assert divisor == TERM_REPEAT_STEPS == 4
+    assert text.split() == ["films"] * 4 + ["Xenia"] * 2 + ["gummo"]   # at least once; no word for weight 0
+
+
+def test_cli_term_flags_reach_the_searcher(index, tmp_path, cli):
+    import json
+
+    folder = tmp_path / "bm25"
+    index.save(folder)
+    queries = tmp_path / "q.jsonl"
+    queries.write_text(json.dumps({"_id": "q1", "text": QUERY, "reasoning": LONG}) + "\n")
+    out = tmp_path / "terms.trec"
+    code, _, err = cli("search", "--bm25", folder, "--queries", queries, "--k", 3, "--out", out, "--reasoning",
+                       "--bm25-reasoning", "reasoning", "--bm25-terms", "3", "--bm25-reasoning-weight", "2",
+                       "--bm25-k3", "1.2")
+    assert code == 0, err
+    expected = BM25Searcher(index, expansion=BM25Expansion.parse("reasoning", 1.0, terms=3, weight=2.0, k3=1.2)
+                            ).search_batch([QUERY], 3, [LONG], reasoning_aware=True)[0]
+    assert [line.split()[2] for line in out.read_text().splitlines()] == [d for d, _ in expected]

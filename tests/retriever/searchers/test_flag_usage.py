@@ -22,7 +22,7 @@ from hopscotch.retriever.errors import UsageError
 
 RERANK = {"rerank_model", "rerank_depth", "rerank_cache", "rerank_late_fusion", "rerank_windows",
           "rerank_first_weight"}
-EXPANSION = {"bm25_reasoning", "bm25_query_weight"}
+EXPANSION = {"bm25_reasoning", "bm25_query_weight", "bm25_terms", "bm25_reasoning_weight", "bm25_k3"}
 DENSE = {"model", "instruction", "query_input", "late_fusion", "late_fusion_max_words", "late_fusion_long",
          "nprobe", "ef_search", "refine", "first_windows_only", "dim", "faiss_name"}
 MULTI_VECTOR = {"model", "query_input", "late_fusion", "nprobe", "mv_candidates"}
@@ -91,6 +91,9 @@ def flag_argv(dest: str, name: str, w) -> list:
     return {"corpus": ["--corpus", w["corpus"]],
             "bm25_reasoning": ["--bm25-reasoning", "reasoning_tail:16"],
             "bm25_query_weight": ["--bm25-query-weight", "3"],
+            "bm25_terms": ["--bm25-terms", "20"],
+            "bm25_reasoning_weight": ["--bm25-reasoning-weight", "2"],
+            "bm25_k3": ["--bm25-k3", "1.2"],
             "model": ["--model", w["mv_model"] if multi else w["sv_model"]],
             "instruction": ["--instruction", "Q: "],
             "query_input": ["--query-input", "reasoning"],

@@ -204,7 +204,7 @@ def test_remote_bm25_half_fuses_as_the_local_one(world, which, fusion):
 
 
 def test_the_expansion_is_sent_as_repeated_text(world):
-    """Weight 7 (the default): the query seven times, then the reasoning text; 2.5: the query five times, the text
+    """The default weight (8): the query eight times, then the reasoning text; 2.5: the query five times, the text
     twice, scores halved, and still the local list; a weight that is no small fraction is refused up front."""
     from hopscotch.retriever.searchers.bm25_expansion import DEFAULT_BM25_EXPANSION
 
@@ -215,7 +215,7 @@ def test_the_expansion_is_sent_as_repeated_text(world):
     remote.search_batch([query], K, [reasoning], reasoning_aware=True)
     sent = [p["query"] for _, p in pys.requests]
     tail = DEFAULT_BM25_EXPANSION.expansion_text(query, reasoning)
-    assert sent == [" ".join([query] * 7 + [tail])]
+    assert DEFAULT_BM25_EXPANSION.query_weight == 8 and sent == [" ".join([query] * 8 + [tail])]
 
     local = build_searcher("hybrid", bm25=world["bm25"], index=world["index"], encoder=remote.dense.encoder,
                            bm25_query_weight=2.5)
