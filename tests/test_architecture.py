@@ -4,12 +4,14 @@ down a fixed order of layers, and the module import graph has no cycle.
 Layers, bottom first (a module may import its own layer and the layers below it):
 
     kernels < errors < text < io < model, evaluation < training, index < searchers < serving
-            < audit < data_synth < commands, cli
+            < audit < data_synth < commands, cli < hopscotch (the front door)
             < experiments: agent_data, kernel_checks < ablations < benchmarks
 
 ``data_synth`` sits above ``retriever``'s library layers, the audits included (it uses formats, BM25, encoding,
 the text rules and the audits' report) and below the CLI, so the CLI's imports of ``data_synth`` are the one
 arrow from ``retriever`` to ``data_synth`` (:func:`test_the_retriever_library_never_imports_data_synth`).
+The front door (``hopscotch/__init__.py``: ``from hopscotch import build_searcher, train, ...``) tops the package:
+it may name anything below it, and nothing in the package imports it.
 The experiments (the folder ``experiments/``, imported as ``hopscotch_experiments``: a distribution of its
 own, not part of the ``hopscotch`` wheel) sit above the whole package and import it like any user; nothing
 in the package imports them. Inside them the agent experiments' data (``agent_data``) and the kernel test
@@ -31,7 +33,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the folders of the installed package (pyproject.toml) -> their import names
-PACKAGES = {"retriever": "hopscotch.retriever", "kernels": "hopscotch.kernels", "data_synth": "hopscotch.data_synth"}
+PACKAGES = {"hopscotch": "hopscotch", "retriever": "hopscotch.retriever", "kernels": "hopscotch.kernels",
+            "data_synth": "hopscotch.data_synth"}
 #: the experiments' folder (experiments/pyproject.toml, outside the wheel) -> its import name
 EXPERIMENTS = {"experiments": "hopscotch_experiments"}
 LAYERS = [
@@ -46,6 +49,7 @@ LAYERS = [
     ("hopscotch.retriever.audit",),
     ("hopscotch.data_synth",),
     ("hopscotch.retriever.commands", "hopscotch.retriever.cli", "hopscotch.retriever"),
+    ("hopscotch",),  # the front door: hopscotch/__init__.py (every longer prefix above wins)
     ("hopscotch_experiments", "hopscotch_experiments.agent_data", "hopscotch_experiments.kernel_checks"),
     ("hopscotch_experiments.ablations",),
     ("hopscotch_experiments.benchmarks",),
@@ -81,7 +85,9 @@ def _imports(module: str, path: Path) -> set[str]:
                 anchor = module.split(".") if is_package else module.split(".")[:-1]
                 anchor = anchor[: len(anchor) - (node.level - 1)]
                 base = ".".join(anchor + ([base] if base else []))
-            targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
+            targets = [f"{base}.{alias.name}" for alias in node.names]
+            if not all(t in MODULES for t in targets):  # names of the module ``base`` itself, not its submodules
+                targets.append(base)  # (``from hopscotch import kernels`` is hopscotch.kernels, not the front door)
         for target in targets:
             while target and target not in MODULES:
                 target = target.rpartition(".")[0]
@@ -106,6 +112,7 @@ def _layer(module: str) -> int:
 
 def test_every_module_is_found():
     assert "hopscotch.retriever.cli" in MODULES and "hopscotch.kernels.reference" in MODULES
+    assert "hopscotch" in MODULES and _layer("hopscotch") > _layer("hopscotch.retriever.cli")
     assert "hopscotch_experiments.ablations.agent_ablation" in MODULES
     assert "hopscotch_experiments.kernel_checks.accuracy" in MODULES
     assert len(PACKAGE_MODULES) > 60
