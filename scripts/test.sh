@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Fresh machine -> install, then run the test suite (extra arguments go to pytest).
+# Fresh machine -> install, then run the test suite. Arguments go to pytest: without a path it runs every test
+# (pyproject.toml's testpaths), with one it runs that file or test only:
+#   bash scripts/test.sh tests/retriever/searchers/test_fusion.py -k rrf
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$ROOT/scripts/setup.sh"
@@ -9,4 +11,4 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled TOKENIZERS_PA
 # folder would shadow Hugging Face's `kernels` package, which transformers (>= 5.25) imports; Hopscotch's own
 # kernels are installed as hopscotch.kernels
 export PYTHONSAFEPATH=1
-exec "$ROOT/.venv/bin/python" -m pytest tests -q "$@"
+exec "$ROOT/.venv/bin/python" -m pytest -q "$@"
