@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _collected(*args: str) -> list[str]:
-    proc = subprocess.run(["bash", str(ROOT / "scripts" / "test.sh"), "--collect-only", "-q", *args],
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "test.sh"), "--collect-only", *args],
                           capture_output=True, text=True, check=False, timeout=600)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-2000:]
     return [line for line in proc.stdout.splitlines() if "::" in line]
