@@ -12,6 +12,7 @@ of the repository and, for the rest, to what that module defines or imports at i
 from __future__ import annotations
 
 import ast
+import os
 import re
 from functools import cache
 from pathlib import Path
@@ -35,9 +36,14 @@ PLACEHOLDER = re.compile(r"[*<>{}$|\[\]]|\.\.\.|\b[A-Z]+\b")
 
 @cache
 def repo_files() -> tuple[str, ...]:
-    skip = {".git", ".venv", "__pycache__"}
-    return tuple(p.relative_to(ROOT).as_posix() for p in ROOT.rglob("*")
-                 if p.is_file() and not skip & set(p.relative_to(ROOT).parts) and ".egg-info" not in str(p))
+    """Every file of the checkout (no .git, .venv, caches or build metadata), relative to the root."""
+    found = []
+    for folder, dirs, names in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if d not in (".git", ".venv", "__pycache__", ".pytest_cache")
+                   and not d.endswith(".egg-info")]
+        rel = Path(folder).relative_to(ROOT)
+        found += [(rel / name).as_posix() for name in names]
+    return tuple(found)
 
 
 def path_exists(text: str) -> bool | None:
