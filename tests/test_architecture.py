@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -71,11 +72,17 @@ PACKAGE_MODULES = _modules(PACKAGES)  # what the wheel installs
 MODULES = {**PACKAGE_MODULES, **_modules(EXPERIMENTS)}  # every module the layering rules hold for
 
 
+@cache
+def _tree(path: Path) -> ast.Module:
+    """The parsed source of ``path``, parsed once for all the rules (they only read it)."""
+    return ast.parse(path.read_text(), str(path))
+
+
 def _imports(module: str, path: Path) -> set[str]:
     """Every Hopscotch module ``module`` imports, wherever the import statement stands."""
     is_package = path.name == "__init__.py"
     out = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(_tree(path)):
         targets = []
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
@@ -139,7 +146,7 @@ def test_the_retriever_library_never_imports_data_synth():
 def _function_defs(name: str) -> list[str]:
     """Every ``def name`` / ``def _name`` (module level, in a class or nested) of the package, as ``file:line``."""
     return sorted(f"{path.relative_to(ROOT)}:{node.lineno}" for path in MODULES.values()
-                  for node in ast.walk(ast.parse(path.read_text()))
+                  for node in ast.walk(_tree(path))
                   if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.lstrip("_") == name)
 
 
@@ -174,7 +181,7 @@ def test_the_rules_are_not_written_again_under_other_names():
     (a comparison with them, or a recipe ``Literal`` of them) stand in one place each."""
     loopback, backend = [], []
     for path in MODULES.values():
-        tree = ast.parse(path.read_text())
+        tree = _tree(path)
         values = _backend_names(tree)
         for node in ast.walk(tree):
             where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
@@ -300,7 +307,7 @@ def test_library_modules_never_set_environment_variables():
     for module, path in MODULES.items():
         if module.startswith(("hopscotch.retriever.commands", "hopscotch.retriever.cli")):
             continue
-        tree = ast.parse(path.read_text())
+        tree = _tree(path)
         mains = [(fn.lineno, fn.end_lineno) for fn in ast.walk(tree)
                  if isinstance(fn, ast.FunctionDef) and fn.name == "main"]
         for node in ast.walk(tree):
@@ -403,10 +410,7 @@ SCRIPT_NAMES = {p.stem for p in SCRIPTS}
 DRIVER_NAMES = {"main", "parse_args", "build_parser", "run"}   # every driver has its own; not package helpers
 
 
-def _tree(path: Path) -> ast.Module:
-    return ast.parse(path.read_text(), str(path))
-
-
+@cache
 def _package_functions() -> dict[str, str]:
     """Public module-level function names of the package -> the first module that defines one."""
     found: dict[str, str] = {}
@@ -501,7 +505,7 @@ def _namespace_readers() -> set[tuple[str, str]]:
     for module, path in MODULES.items():
         if module.startswith(NAMESPACE_EDGE):
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _reads_a_namespace(node):
                 found.add((path.relative_to(ROOT).as_posix(), node.name))
     return found
