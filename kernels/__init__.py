@@ -17,12 +17,16 @@ p_mask=None)``; see :mod:`hopscotch.kernels.exclusion` for the two encodings of 
 
 Importing this package is cheap: it imports neither torch nor triton until a name is used.
 
-Example::
-
-    from hopscotch import kernels
-
-    loss_fn = kernels.select_infonce_loss(q.device)
-    loss = loss_fn(q, p, labels, temperature=0.02, exclude=(q_pos_ids, p_ids))
+>>> import torch
+>>> from hopscotch import kernels
+>>> q, p = torch.randn(2, 8), torch.randn(6, 8)              # 2 queries, 6 passages
+>>> loss_fn = kernels.select_infonce_loss(q.device)          # the reference on a CPU
+>>> loss_fn is kernels.reference_infonce_loss
+True
+>>> q_pos_ids, p_ids = torch.tensor([10, 12]), torch.tensor([10, 11, 12, 13, 10, 14])   # document ids
+>>> loss = loss_fn(q, p, torch.tensor([0, 2]), temperature=0.02, exclude=(q_pos_ids, p_ids))
+>>> loss.shape, bool(loss.isfinite())
+(torch.Size([]), True)
 """
 
 from __future__ import annotations

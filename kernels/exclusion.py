@@ -15,12 +15,11 @@ In both encodings the positive itself, ``j == labels[i]``, is never excluded: a 
 passage is excluded except its positive has log-sum-exp equal to the positive's score, so its loss
 is exactly 0 and its gradient is 0.
 
-Example::
-
-    from hopscotch.kernels.exclusion import normalize_exclude
-
-    spec = normalize_exclude((q_doc_hash, p_doc_hash), labels, num_queries=4, num_passages=32)
-    spec.mode  # 'ids'
+>>> import torch
+>>> from hopscotch.kernels.exclusion import normalize_exclude
+>>> q_doc_hash, p_doc_hash = torch.tensor([11, 12]), torch.tensor([11, 13, 12, 11])
+>>> normalize_exclude((q_doc_hash, p_doc_hash), torch.tensor([0, 2]), num_queries=2, num_passages=4).mode
+'ids'
 """
 
 from __future__ import annotations

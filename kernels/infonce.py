@@ -20,7 +20,7 @@ the kernels are redefined when the variable changes, even after ``import triton`
 tensors fall back to :func:`hopscotch.kernels.reference.infonce_loss` with a one-time warning, by the rule
 of :func:`hopscotch.kernels.select.choose_impl`.
 
-Example::
+Example (not run: it needs CUDA)::
 
     import torch
     from hopscotch import kernels

@@ -24,7 +24,7 @@ On CPU the kernels run in Triton's interpreter while ``TRITON_INTERPRET=1`` is s
 it CPU tensors fall back to the reference with a one-time warning, as :func:`hopscotch.kernels.infonce_loss`
 (both by :func:`hopscotch.kernels.select.choose_impl`).
 
-Example::
+Example (not run: it needs CUDA)::
 
     import torch
     from hopscotch import kernels

@@ -43,17 +43,16 @@ The reference builds the ``[B, N, Lq, Lp]`` token-similarity tensor (and autogra
 gradient), so its memory grows as ``B N Lq Lp``; :func:`hopscotch.kernels.maxsim_infonce_loss` is
 the fused kernel that never does.
 
-Example::
-
-    import torch
-    from hopscotch.kernels.maxsim_reference import group_labels, maxsim_infonce_loss
-
-    q = torch.nn.functional.normalize(torch.randn(4, 32, 128), dim=-1).requires_grad_()
-    p = torch.nn.functional.normalize(torch.randn(8, 180, 128), dim=-1).requires_grad_()
-    q_mask = torch.ones(4, 32, dtype=torch.bool)
-    p_mask = torch.arange(180) < torch.randint(20, 181, (8, 1))   # ragged passages
-    loss = maxsim_infonce_loss(q, p, group_labels(4, 2), 1.0, q_mask=q_mask, p_mask=p_mask)
-    loss.backward()
+>>> import torch
+>>> from hopscotch.kernels.maxsim_reference import group_labels, maxsim_infonce_loss
+>>> q = torch.nn.functional.normalize(torch.randn(4, 32, 128), dim=-1).requires_grad_()
+>>> p = torch.nn.functional.normalize(torch.randn(8, 180, 128), dim=-1).requires_grad_()
+>>> q_mask = torch.ones(4, 32, dtype=torch.bool)
+>>> p_mask = torch.arange(180) < torch.randint(20, 181, (8, 1))   # ragged passages
+>>> loss = maxsim_infonce_loss(q, p, group_labels(4, 2), 1.0, q_mask=q_mask, p_mask=p_mask)
+>>> loss.backward()
+>>> q.grad.shape, p.grad.shape
+(torch.Size([4, 32, 128]), torch.Size([8, 180, 128]))
 """
 
 from __future__ import annotations

@@ -4,16 +4,15 @@ It builds the whole ``[B, N]`` score matrix, so its memory grows as ``B x N``; u
 small batches, and as ground truth. :func:`hopscotch.kernels.infonce_loss` computes the same value and
 gradients tile by tile on a GPU.
 
-Example::
-
-    import torch
-    from hopscotch.kernels.reference import infonce_loss
-
-    q = torch.nn.functional.normalize(torch.randn(4, 64), dim=-1).requires_grad_()
-    p = torch.nn.functional.normalize(torch.randn(32, 64), dim=-1).requires_grad_()
-    labels = torch.arange(4) * 8                      # query i's positive is passage 8 i
-    loss = infonce_loss(q, p, labels, temperature=0.05)
-    loss.backward()
+>>> import torch
+>>> from hopscotch.kernels.reference import infonce_loss
+>>> q = torch.nn.functional.normalize(torch.randn(4, 64), dim=-1).requires_grad_()
+>>> p = torch.nn.functional.normalize(torch.randn(32, 64), dim=-1).requires_grad_()
+>>> labels = torch.arange(4) * 8                      # query i's positive is passage 8 i
+>>> loss = infonce_loss(q, p, labels, temperature=0.05)
+>>> loss.backward()
+>>> q.grad.shape, p.grad.shape
+(torch.Size([4, 64]), torch.Size([32, 64]))
 """
 
 from __future__ import annotations

@@ -12,11 +12,10 @@ is ``impl``), and the fused losses themselves when they are called on tensors th
   warning per loss;
 * ``"reference"``: the reference.
 
-Example::
+``choose_impl("cpu", "fused")`` is ``'reference'`` and a warning (``'fused'`` under ``TRITON_INTERPRET=1``):
 
-    choose_impl("cuda:0")            # 'fused'
-    choose_impl("cpu")               # 'reference'
-    choose_impl("cpu", "fused")      # 'reference' and a warning; 'fused' under TRITON_INTERPRET=1
+>>> choose_impl("cuda:0"), choose_impl("cpu")
+('fused', 'reference')
 """
 
 from __future__ import annotations

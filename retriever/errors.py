@@ -16,10 +16,8 @@ class UsageError(HopscotchError):
 class FormatError(HopscotchError, ValueError):
     """A malformed input line: names the file, the 1-based line number and what was expected.
 
-    Example::
-
-        FormatError("queries.jsonl", 12, "a JSON object with '_id' and 'text'")
-        # -> queries.jsonl:12: expected a JSON object with '_id' and 'text'
+    >>> str(FormatError("queries.jsonl", 12, "a JSON object with '_id' and 'text'"))
+    "queries.jsonl:12: expected a JSON object with '_id' and 'text'"
     """
 
     def __init__(self, path: str | os.PathLike, line: int | None, expected: str, got: str | None = None):

@@ -50,7 +50,7 @@ quiet "${PIP[@]}" install -c "$WORK/constraints.txt" kernels retriever
 step "build Hopscotch wheel from the working tree ($REPO)"
 mkdir -p "$WORK/src"
 # A copy, so that the build writes its build/ and *.egg-info there, not into the repository.
-tar -C "$REPO" --exclude=__pycache__ --exclude='*.pyc' -cf - pyproject.toml README.md retriever kernels data_synth \
+tar -C "$REPO" --exclude=__pycache__ --exclude='*.pyc' -cf - pyproject.toml README.md hopscotch retriever kernels data_synth \
   | tar -C "$WORK/src" -xf -
 # Build isolation, as a user's `pip install`: a fresh setuptools from pyproject's [build-system].
 quiet "${PIP[@]}" wheel --no-deps -w "$WORK/dist" "$WORK/src"
@@ -61,7 +61,8 @@ names = zipfile.ZipFile(sys.argv[1]).namelist()
 tops = sorted({n.split("/")[0] for n in names})
 bad = [t for t in tops if t != "hopscotch" and not t.endswith(".dist-info")]
 assert not bad, f"the wheel ships top-level names beside hopscotch/: {bad}"
-for need in ("hopscotch/kernels/__init__.py", "hopscotch/retriever/cli.py", "hopscotch/data_synth/__init__.py"):
+for need in ("hopscotch/__init__.py", "hopscotch/kernels/__init__.py", "hopscotch/retriever/cli.py",
+             "hopscotch/data_synth/__init__.py"):
     assert need in names, f"{need} missing from the wheel"
 print(f"  wheel top level: {tops}")
 EOF
@@ -98,6 +99,8 @@ from hopscotch.kernels import infonce_loss, reference_infonce_loss
 assert under(hopscotch.kernels, venv_site), f"not the installed wheel: {hopscotch.kernels.__file__}"
 assert md.version("hopscotch") and Path(md.distribution("hopscotch").locate_file("")).resolve() == venv_site
 print(f"  hopscotch {md.version('hopscotch')}: {hopscotch.kernels.__file__}")
+from hopscotch import build_searcher, train  # the front door, from the wheel
+assert under(sys.modules["hopscotch"], venv_site) and build_searcher.__module__.startswith("hopscotch.retriever")
 
 import torch
 g = torch.Generator().manual_seed(0)

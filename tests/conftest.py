@@ -11,6 +11,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("WANDB_MODE", "disabled")
+# under pytest-xdist (scripts/test.sh runs the whole suite on 2 workers) each worker takes its share of the cores for
+# torch's and FAISS's thread pools (and the subprocesses it starts inherit it): two workers of two threads each on two
+# cores spend their time waiting for each other
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    _share = (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, _share)))
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,6 +28,14 @@ def shared_data_path() -> Path | None:
         if cand.is_dir():
             return cand
     return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """Files holding a test marked ``slow`` run first (a stable sort: the order within a file, and among the other
+    files, is kept), so that when pytest-xdist hands whole files to its workers (scripts/test.sh) the long ones start
+    early and the workers end together instead of one finishing a long file alone."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
 
 
 @pytest.fixture(scope="session")

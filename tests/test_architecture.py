@@ -4,12 +4,14 @@ down a fixed order of layers, and the module import graph has no cycle.
 Layers, bottom first (a module may import its own layer and the layers below it):
 
     kernels < errors < text < io < model, evaluation < training, index < searchers < serving
-            < audit < data_synth < commands, cli
+            < audit < data_synth < commands, cli < hopscotch (the front door)
             < experiments: agent_data, kernel_checks < ablations < benchmarks
 
 ``data_synth`` sits above ``retriever``'s library layers, the audits included (it uses formats, BM25, encoding,
 the text rules and the audits' report) and below the CLI, so the CLI's imports of ``data_synth`` are the one
 arrow from ``retriever`` to ``data_synth`` (:func:`test_the_retriever_library_never_imports_data_synth`).
+The front door (``hopscotch/__init__.py``: ``from hopscotch import build_searcher, train, ...``) tops the package:
+it may name anything below it, and nothing in the package imports it.
 The experiments (the folder ``experiments/``, imported as ``hopscotch_experiments``: a distribution of its
 own, not part of the ``hopscotch`` wheel) sit above the whole package and import it like any user; nothing
 in the package imports them. Inside them the agent experiments' data (``agent_data``) and the kernel test
@@ -25,13 +27,15 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import cache
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the folders of the installed package (pyproject.toml) -> their import names
-PACKAGES = {"retriever": "hopscotch.retriever", "kernels": "hopscotch.kernels", "data_synth": "hopscotch.data_synth"}
+PACKAGES = {"hopscotch": "hopscotch", "retriever": "hopscotch.retriever", "kernels": "hopscotch.kernels",
+            "data_synth": "hopscotch.data_synth"}
 #: the experiments' folder (experiments/pyproject.toml, outside the wheel) -> its import name
 EXPERIMENTS = {"experiments": "hopscotch_experiments"}
 LAYERS = [
@@ -46,6 +50,7 @@ LAYERS = [
     ("hopscotch.retriever.audit",),
     ("hopscotch.data_synth",),
     ("hopscotch.retriever.commands", "hopscotch.retriever.cli", "hopscotch.retriever"),
+    ("hopscotch",),  # the front door: hopscotch/__init__.py (every longer prefix above wins)
     ("hopscotch_experiments", "hopscotch_experiments.agent_data", "hopscotch_experiments.kernel_checks"),
     ("hopscotch_experiments.ablations",),
     ("hopscotch_experiments.benchmarks",),
@@ -67,11 +72,17 @@ PACKAGE_MODULES = _modules(PACKAGES)  # what the wheel installs
 MODULES = {**PACKAGE_MODULES, **_modules(EXPERIMENTS)}  # every module the layering rules hold for
 
 
+@cache
+def _tree(path: Path) -> ast.Module:
+    """The parsed source of ``path``, parsed once for all the rules (they only read it)."""
+    return ast.parse(path.read_text(), str(path))
+
+
 def _imports(module: str, path: Path) -> set[str]:
     """Every Hopscotch module ``module`` imports, wherever the import statement stands."""
     is_package = path.name == "__init__.py"
     out = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(_tree(path)):
         targets = []
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
@@ -81,7 +92,9 @@ def _imports(module: str, path: Path) -> set[str]:
                 anchor = module.split(".") if is_package else module.split(".")[:-1]
                 anchor = anchor[: len(anchor) - (node.level - 1)]
                 base = ".".join(anchor + ([base] if base else []))
-            targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
+            targets = [f"{base}.{alias.name}" for alias in node.names]
+            if not all(t in MODULES for t in targets):  # names of the module ``base`` itself, not its submodules
+                targets.append(base)  # (``from hopscotch import kernels`` is hopscotch.kernels, not the front door)
         for target in targets:
             while target and target not in MODULES:
                 target = target.rpartition(".")[0]
@@ -106,6 +119,7 @@ def _layer(module: str) -> int:
 
 def test_every_module_is_found():
     assert "hopscotch.retriever.cli" in MODULES and "hopscotch.kernels.reference" in MODULES
+    assert "hopscotch" in MODULES and _layer("hopscotch") > _layer("hopscotch.retriever.cli")
     assert "hopscotch_experiments.ablations.agent_ablation" in MODULES
     assert "hopscotch_experiments.kernel_checks.accuracy" in MODULES
     assert len(PACKAGE_MODULES) > 60
@@ -132,7 +146,7 @@ def test_the_retriever_library_never_imports_data_synth():
 def _function_defs(name: str) -> list[str]:
     """Every ``def name`` / ``def _name`` (module level, in a class or nested) of the package, as ``file:line``."""
     return sorted(f"{path.relative_to(ROOT)}:{node.lineno}" for path in MODULES.values()
-                  for node in ast.walk(ast.parse(path.read_text()))
+                  for node in ast.walk(_tree(path))
                   if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.lstrip("_") == name)
 
 
@@ -167,7 +181,7 @@ def test_the_rules_are_not_written_again_under_other_names():
     (a comparison with them, or a recipe ``Literal`` of them) stand in one place each."""
     loopback, backend = [], []
     for path in MODULES.values():
-        tree = ast.parse(path.read_text())
+        tree = _tree(path)
         values = _backend_names(tree)
         for node in ast.walk(tree):
             where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
@@ -293,7 +307,7 @@ def test_library_modules_never_set_environment_variables():
     for module, path in MODULES.items():
         if module.startswith(("hopscotch.retriever.commands", "hopscotch.retriever.cli")):
             continue
-        tree = ast.parse(path.read_text())
+        tree = _tree(path)
         mains = [(fn.lineno, fn.end_lineno) for fn in ast.walk(tree)
                  if isinstance(fn, ast.FunctionDef) and fn.name == "main"]
         for node in ast.walk(tree):
@@ -396,10 +410,7 @@ SCRIPT_NAMES = {p.stem for p in SCRIPTS}
 DRIVER_NAMES = {"main", "parse_args", "build_parser", "run"}   # every driver has its own; not package helpers
 
 
-def _tree(path: Path) -> ast.Module:
-    return ast.parse(path.read_text(), str(path))
-
-
+@cache
 def _package_functions() -> dict[str, str]:
     """Public module-level function names of the package -> the first module that defines one."""
     found: dict[str, str] = {}
@@ -494,7 +505,7 @@ def _namespace_readers() -> set[tuple[str, str]]:
     for module, path in MODULES.items():
         if module.startswith(NAMESPACE_EDGE):
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _reads_a_namespace(node):
                 found.add((path.relative_to(ROOT).as_posix(), node.name))
     return found

@@ -175,6 +175,7 @@ def _qrels(tmp_path: Path) -> Path:
 
 
 # -- case 14: another world (seed) in a used demo folder ------------------------------------------------
+@pytest.mark.slow  # three small demos
 def test_a_demo_rerun_with_another_seed_reports_the_new_worlds_numbers(tiny_bert_dir, tmp_path, capsys):
     from hopscotch.retriever.commands.demo_pipeline import run_demo
 

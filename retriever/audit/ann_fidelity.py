@@ -23,7 +23,7 @@ k, the real queries' recall is below the documents' by more than ``max_gap``, or
 Only the index's main rows are audited; the extra passage windows of an index built with ``--windows`` are
 left out (their FAISS index is trained the same way).
 
-Example::
+Example (not run: it needs a dense index)::
 
     report = audit_ann_fidelity("idx", "queries.jsonl", reasoning=True, faiss_name="IVF256_Flat.shards", nprobe=1)
     print(report.summary_text())

@@ -16,7 +16,7 @@ save's dtype when it was not float32) fails the audit (exit 2). For each failing
 re-encoded with one setting changed at a time (:mod:`hopscotch.retriever.audit.model_diagnosis`) and the change
 that reproduces the loader's vectors is named, beside the folder files that declare a differing setting.
 
-Example::
+Example (not run: it needs a trained model folder)::
 
     report = audit_model("runs/agent/final")
     report.verdict, report.details["paths"]["sentence-transformers"]["diagnosis"]

@@ -19,7 +19,7 @@ Truncation and shuffling change ``reasoning`` and ``current_reasoning`` and keep
 Verdict: when swapping the reasoning does not lower the metric significantly (delta >= 0 or p >= ``alpha``),
 the report says the model ignores the reasoning (``warning``); otherwise ``ok``.
 
-Example::
+Example (not run: it needs an index and labelled queries)::
 
     searcher = build_searcher("dense", index="idx", model="out/final")
     report = audit_perturbation(searcher, list(read_queries("q.jsonl")), read_qrels("qrels.tsv"))

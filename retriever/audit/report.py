@@ -1,12 +1,15 @@
 """What every audit returns: a verdict, a one-screen summary and the details, written as JSON.
 
-Example::
+A command writes the report, prints its summary and exits with ``report.exit_code`` (2 on "fail", else 0):
 
-    report = AuditReport("contamination", "fail", ["5 of 40 eval questions appear in the training tuples"],
-                         {"per_set": {...}, "examples": [...]})
-    report.write("reports/contamination.json")
-    print(report.summary_text())
-    sys.exit(report.exit_code)            # 2 on "fail", else 0
+>>> report = AuditReport("contamination", "fail", ["5 of 40 eval questions appear in the training tuples"],
+...                      {"per_set": {"dev": 5}})
+>>> report.write("reports/contamination.json")
+>>> report.exit_code
+2
+>>> print(report.summary_text())
+audit contamination: FAIL
+...5 of 40 eval questions appear in the training tuples...
 """
 
 from __future__ import annotations

@@ -11,11 +11,17 @@ its default), never a second declaration.
 * :func:`add_device_flag`: ``--device``, the torch device of an encoder (``index``, ``audit model``; checked
   by :func:`~hopscotch.retriever.commands.flag_types.check_device`).
 
-Example::
-
-    add_output_flags(p, "TREC run file to write", required=True, what="run file")   # --out, --overwrite
-    add_output_flags(p, "write the report as JSON here", flag="--json", dest="json_out", what="--json file")
-    add_k_flag(p, default=100, help="documents per query")
+>>> import argparse
+>>> p = argparse.ArgumentParser()
+>>> add_output_flags(p, "TREC run file to write", required=True, what="run file")   # --out, --overwrite
+>>> add_k_flag(p, default=100, help="documents per query")
+>>> args = p.parse_args(["--out", "run.trec", "--k", "10"])
+>>> args.out, args.overwrite, args.k
+('run.trec', False, 10)
+>>> report = argparse.ArgumentParser()                  # eval, compare, eval-agent: --json, --overwrite
+>>> add_output_flags(report, "write the report as JSON here", flag="--json", dest="json_out", what="--json file")
+>>> report.parse_args(["--json", "metrics.json"]).json_out
+'metrics.json'
 """
 
 from __future__ import annotations

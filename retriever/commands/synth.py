@@ -1,7 +1,7 @@
 """``hopscotch synth``: DR-Synth training tuples from QA data + agent traces (see docs/data_synth.md), or, with
 ``--mode trajectory-use``, tuples from what an agent went on to use (docs/training.md, "Trajectory-use labels").
 
-Example::
+Example (command line, not run)::
 
     hopscotch synth --qa ../shared/data/hotpotqa_ircot --traces ../shared/data/hotpotqa_ircot/cot_steps.jsonl \\
         --out out/hotpot_tuples.jsonl --reranker lexical --workers 2 --preview 3

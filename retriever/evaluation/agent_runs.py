@@ -22,7 +22,7 @@ The ``hopscotch`` protocol, per run:
 Judgements come from the records (``judge_result.correct``, ``correct``, ...) or, with ``judgements=``,
 from a judge's output. Docids of runs and qrels pass through ``canonical_docid``.
 
-Example::
+Example (not run: it needs a folder of agent runs)::
 
     report = evaluate_agent_runs("runs/", read_qrels("qrels.txt"))
     report["evidence_recall"], report["search_calls_per_question"], report["accuracy"]

@@ -4,10 +4,13 @@ Metrics are computed by ``pytrec_eval`` (trec_eval's C code). Names are lower ca
 ``recall@100``, ``mrr@10``, ``map@100``, ``p@10``. A query that has relevant documents but no line in
 the run scores 0 (trec_eval's ``-c``); queries without a relevant document are not evaluated.
 
-Example::
+A run and qrels are what ``read_run("run.trec")`` and ``read_qrels("qrels.tsv")`` return:
 
-    result = evaluate(read_run("run.trec"), read_qrels("qrels.tsv"), ["ndcg@10", "recall@100"])
-    result.mean["ndcg@10"], result.per_query["q1"]["recall@100"], result.ci95["ndcg@10"]
+>>> run = {"q1": {"d1": 2.0, "d2": 1.0}, "q2": {"d3": 1.0, "d4": 0.5}}
+>>> qrels = {"q1": {"d1": 1}, "q2": {"d4": 1}}
+>>> result = evaluate(run, qrels, ["ndcg@10", "recall@100"])
+>>> round(result.mean["ndcg@10"], 4), result.per_query["q2"]["recall@100"], round(result.ci95["ndcg@10"], 4)
+(0.8155, 1.0, 2.3447)
 """
 
 from __future__ import annotations

@@ -19,11 +19,15 @@ Without qrels only the qrels-free parts are scored (calls, documents retrieved, 
 Evidence is every qrels document of grade >= 1; docids pass through
 :func:`~hopscotch.retriever.io.docids.canonical_docid`.
 
-Example::
+Each call's ranking is under its id (``read_run("calls.trec")``), the evidence under the question's:
 
-    calls = [ReplayCall("q1", 1, "who directed Gummo"), ReplayCall("q1", 2, "Harmony Korine films")]
-    report = replay_report(calls, read_run("calls.trec"), read_qrels("qrels.tsv"), k=10)
-    report["metrics"]["evidence_recall"], report["discovery_curve"]["evidence_recall"]
+>>> calls = [ReplayCall("q1", 1, "who directed Gummo"), ReplayCall("q1", 2, "Harmony Korine films")]
+>>> [call.id for call in calls]
+['q1#1', 'q1#2']
+>>> run = {"q1#1": {"d1": 2.0, "d7": 1.0}, "q1#2": {"d2": 1.5}}
+>>> report = replay_report(calls, run, {"q1": {"d1": 1, "d2": 1}}, k=10)
+>>> report["metrics"]["evidence_recall"]["mean"], report["discovery_curve"]["evidence_recall"]
+(1.0, [0.5, 1.0])
 """
 
 from __future__ import annotations

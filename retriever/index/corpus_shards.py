@@ -6,11 +6,13 @@ first (parquet: from the file's metadata; JSONL: non-blank lines, no JSON parsin
 in ``corpus_counts.json``, and rank ``r`` of ``W`` takes shards ``[r * S // W, (r + 1) * S // W)``: it opens
 only the files that overlap its block, so each rank parses about ``1 / W`` of the corpus.
 
-Example::
+A corpus folder is read as ``counts = file_row_counts("climbmix/", cache="idx/corpus_counts.json")``, then
+``for shard, docs, size in iter_shards("climbmix/", 1_000_000, block, counts): ...``; the blocks of the ranks:
 
-    counts = file_row_counts("climbmix/", cache="idx/corpus_counts.json")
-    block = rank_block(num_shards(sum(counts), 1_000_000), rank=3, world_size=8)
-    for shard, docs, size in iter_shards("climbmix/", 1_000_000, block, counts): ...
+>>> num_shards(2_500_000, 1_000_000)
+3
+>>> rank_block(num_shards(8_000_000, 1_000_000), rank=3, world_size=8), rank_block(3, rank=1, world_size=2)
+(range(3, 4), range(1, 3))
 """
 
 from __future__ import annotations

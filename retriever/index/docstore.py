@@ -5,7 +5,7 @@ line offsets (``shard_XXXXX.offsets.npy``), so a row is one ``pread``. A docid i
 ``lookup/hashes.npy`` (sorted 64-bit BLAKE2b hashes of every docid) and ``lookup/rows.npy`` (the global
 row of each), searched by bisection on memory maps: 16 bytes per document on disk, nothing in RAM.
 
-Example::
+Example (not run: it needs an index folder)::
 
     store = DocStore("index_dir")
     store.get("ic00017")          # Document(docid='ic00017', title=..., text=...) or None

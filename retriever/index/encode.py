@@ -18,7 +18,7 @@ and writes the manifest (``index.json``) and the docid lookup table. With ``--wi
 the windows of its own shards' long documents, and rank 0 gathers them into ``windows/``
 (:mod:`hopscotch.retriever.index.windows`).
 
-Example::
+Example (not run here: docs/python.md runs it on a small corpus)::
 
     from hopscotch.retriever.index.encode import EncodeOptions, encode_corpus
     result = encode_corpus("corpus.jsonl", "minilm", "index_dir",

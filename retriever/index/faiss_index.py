@@ -19,7 +19,7 @@ approximate hits exactly against the float16 vectors of the shards (FAISS ``Inde
 copy loaded on first use: 2 bytes per dimension per document of RAM). faiss-gpu is used
 when installed (``pip install hopscotch[gpu]``) and a GPU is visible; CPU otherwise.
 
-Example::
+Example (not run here: docs/python.md builds a Flat index)::
 
     build_faiss_index("index_dir", "OPQ64,IVF4096,PQ64", layout="shards")
     index = ShardedFaissIndex.load("index_dir")

@@ -6,11 +6,11 @@ are counted): the spec must parse, an IVF must have at least one list, and the v
 must be enough for its k-means: one per IVF list and ``2**nbits`` (256) per PQ codebook at the very least;
 FAISS wants :data:`POINTS_PER_CENTROID` a centroid for good centroids (fewer is allowed, with a note).
 
-Example::
-
-    check_spec("IVF4096,PQ64", dim=384, num_docs=100)
-    # UsageError: FAISS spec 'IVF4096,PQ64' needs at least 4096 training vectors (one per IVF list; FAISS
-    # recommends 39 a list: 159,744); the corpus has 100 documents: use fewer lists, e.g. IVF2
+>>> check_spec("IVF4096,PQ64", dim=384, num_docs=100)
+Traceback (most recent call last):
+    ...
+hopscotch.retriever.errors.UsageError: FAISS spec 'IVF4096,PQ64' needs at least 4096 training vectors (one per IVF
+list; FAISS recommends 39 a list: 159,744); the corpus has 100 documents: use fewer lists, e.g. IVF2
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 model, options and the ``encode_config.json`` fingerprints); the documents' folder and the ``windows/`` folder
 are finished the same way.
 
-Example::
+Example (not run: it needs an encoding job)::
 
     meta = finished_meta(job, num_docs) or finalize_index(job, num_docs)
 """

@@ -18,7 +18,7 @@ Shard ``i`` holds the corpus documents at positions ``[i * shard_size, i * shard
 global row of a document is ``shard * shard_size + local_row``. Everything is read through
 memory maps: a 553M-document index never needs its ids or texts in RAM.
 
-Example::
+Example (not run: it needs an index folder)::
 
     meta = IndexMeta.load("index_dir")
     emb = load_shard_embeddings("index_dir", 0)          # memory-mapped float16

@@ -3,10 +3,12 @@
 The per-vector cost of a FAISS spec is read from an empty ``faiss.index_factory`` index (code size, IVF
 list count, OPQ matrix, HNSW links), so any spec FAISS accepts can be planned.
 
-Example::
-
-    plan = plan_index(553_000_000, 384, "OPQ64,IVF262144,PQ64", PlanOptions(shard_size=1_000_000))
-    print(plan.format())
+>>> plan = plan_index(553_000_000, 384, "OPQ64,IVF262144,PQ64", PlanOptions(shard_size=1_000_000))
+>>> print(plan.format())
+plan: 553,000,000 documents, dim 384, spec 'OPQ64,IVF262144,PQ64', 553 shards of 1,000,000 (shards layout)
+disk: 661.1 GiB
+  float16 shard embeddings                           395.5 GiB
+...
 """
 
 from __future__ import annotations

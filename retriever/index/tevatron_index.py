@@ -7,7 +7,7 @@ the docid lookup, ``index.json`` and the FAISS index ``spec``. Vectors are kept 
 :func:`export_tevatron` writes one pickle per shard of a finished index (``PREFIX.<shard>.pkl``: float32 reps,
 docid list). ``hopscotch index --import-tevatron / --export-tevatron`` checks its outputs, then calls these.
 
-Example::
+Example (not run: it needs Tevatron's pickles)::
 
     result = import_tevatron("corpus.*.pkl", "index_dir", corpus="corpus.jsonl", spec="Flat")
     result.meta.num_docs, result.pickles

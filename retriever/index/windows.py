@@ -9,7 +9,7 @@ form a second index folder, ``index_dir/windows/`` (same layout, no docstore), w
 (:func:`best_per_document`), so a document whose evidence sits 2,000 tokens in is found by that window.
 Documents that fit one window add nothing; an index of short passages has no ``windows/`` folder.
 
-Example::
+Example (not run: it needs a tokenizer and long documents)::
 
     spec = WindowSpec(max_windows=64, stride=128, max_length=160)
     view = TailWindows(tokenizer, spec)

@@ -60,11 +60,16 @@ class RunWriter:
     (:func:`~hopscotch.retriever.io.atomic.check_target`: a device node, FIFO, socket, folder or unwritable
     parent is a :class:`UsageError` before any searching).
 
-    Example::
+    A searcher's hits are written as they come (``for qid, hits in iter_search(searcher, queries, k=100)``):
 
-        with RunWriter("bm25.trec", tag="bm25") as out:
-            for qid, hits in iter_search(searcher, queries, k=100):
-                out.write(qid, hits)          # {docid: score} or [(docid, score), ...]
+    >>> with RunWriter("bm25.trec", tag="bm25") as out:
+    ...     out.write("q1", {"d1": 2.5, "d2": 1.25})      # {docid: score}
+    ...     out.write("q2", [("d3", 0.5)])                # or [(docid, score), ...]
+    >>> print(open("bm25.trec").read())
+    q1 Q0 d1 1 2.500000 bm25
+    q1 Q0 d2 2 1.250000 bm25
+    q2 Q0 d3 1 0.500000 bm25
+    <BLANKLINE>
     """
 
     def __init__(self, path: str | os.PathLike, tag: str = "hopscotch", k: int | None = None):

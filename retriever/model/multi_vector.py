@@ -31,7 +31,7 @@ Late fusion (:func:`late_fusion_scores`): a reasoning-aware query encoded twice,
 (``q_r``) and alone (``q_q``), scores ``w * MaxSim(q_r, d) / |q_r| + (1 - w) * MaxSim(q_q, d) / |q_q|``: each
 MaxSim over its number of query vectors, so a long reasoning does not outvote the query by its length.
 
-Example::
+Example (not run: it builds and saves a model)::
 
     model = build_multi_vector_model("minilm", dim=128)
     q = model.encode_queries(["who directed Gummo"], ["The film came out in 1997."])   # [Tensor (n, 128)]

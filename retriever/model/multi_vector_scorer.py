@@ -13,7 +13,7 @@ documents decompressed from the index), so a rerank and a full-index search of t
   (``mix_plain``) so that all queries score on one scale.
 * A document given as several windows scores as its best window (MaxP).
 
-Example::
+Example (not run: it needs a multi-vector model)::
 
     scorer = MultiVectorScorer("out/colbert", mix=QueryMix(0.5))
     pairs = scorer.query_vectors(["who directed Gummo"], ["The film came out in 1997."], [True])

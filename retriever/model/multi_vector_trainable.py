@@ -12,7 +12,7 @@ the real tokens less the skiplist), straight from sentence-transformers' own mod
 ``encode_document`` do. Query texts come from :meth:`MultiVectorModel.format_queries` (the query input variants,
 one per query for a training mixture), document texts from :meth:`MultiVectorModel.format_documents`.
 
-Example::
+Example (not run: it builds and saves a model)::
 
     model = TrainableMultiVector(build_multi_vector_model("minilm"), EncoderConfig(temperature=1.0))
     q, p, t = model(queries=model.tokenize_queries(["who directed Gummo"], ["It came out in 1997."]),

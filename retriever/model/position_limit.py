@@ -14,10 +14,8 @@ its Transformer module, found through ``modules.json``), without loading any wei
 The tokenizer's ``model_max_length`` and sentence-transformers' ``max_seq_length`` are not limits: they are
 defaults (sentence-transformers saves its default ``max_seq_length`` in the tokenizer config too).
 
-Example::
-
-    model_position_limit("minilm")            # 512
-    model_position_limit("runs/agentir/final")
+>>> model_position_limit("minilm")          # or a model folder: model_position_limit("runs/agentir/final")
+512
 """
 
 from __future__ import annotations

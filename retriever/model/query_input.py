@@ -28,11 +28,14 @@ query length). :func:`reasoning_text` builds ``text`` for a variant from a step'
 for ``reasoning_focus``, the query; the trainer's collator, the dense encoder and searcher and DR-Synth
 all go through it.
 
-Example::
+Without a tokenizer (``reasoning_text(variant, context, tokenizer)``), tokens are whitespace words:
 
-    variant = QueryInput.parse("reasoning_tail:64")
-    text = reasoning_text(variant, {"reasoning": long_thinking}, tokenizer)
-    focused = reasoning_text("reasoning_focus:64", {"reasoning": long_thinking}, tokenizer, query="Gummo director")
+>>> QueryInput.parse("reasoning_tail:4")
+QueryInput(kind='reasoning_tail', tail=4)
+>>> reasoning_text("reasoning_tail:4", {"reasoning": "The film came out in 1997 and Korine directed it."})
+'and Korine directed it.'
+>>> reasoning_text("query", {"reasoning": "The film came out in 1997."}) is None
+True
 """
 
 from __future__ import annotations

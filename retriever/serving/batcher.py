@@ -1,6 +1,6 @@
 """The micro-batcher: concurrent single-query searches become batched ``search_batch`` calls.
 
-Example::
+Example (not run: it needs a searcher)::
 
     batcher = QueryBatcher(searcher, max_batch=64, max_wait=0.002)
     ranked = batcher.search("who directed Gummo", k=10)          # blocking

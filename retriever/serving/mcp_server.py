@@ -21,7 +21,7 @@ Transports: ``stdio``, ``sse`` (BrowseComp-Plus's default) and ``streamable-http
 functions run on worker threads; the searcher is not assumed thread-safe). The SDK is the optional
 dependency ``mcp`` (``pip install 'hopscotch[serve]'``); this module imports it only when a server is built.
 
-Example::
+Example (not run: it needs an index and the mcp package)::
 
     server = build_mcp_server(build_searcher("bm25", bm25="idx/bm25", corpus="corpus.jsonl"),
                               MCPOptions(k=5, snippet_max_tokens=-1))

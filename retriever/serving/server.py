@@ -18,7 +18,7 @@ request body, 503 too many requests in flight. The layers: :mod:`.batcher` (the 
 :mod:`.service` (request logic), :mod:`.app` (HTTP), :mod:`.protocol` (connections and timeouts).
 Requests arriving together are batched into one encoder call by a :class:`QueryBatcher` per index.
 
-Example::
+Example (not run: it needs a dense index)::
 
     server = make_server({"default": DenseSearcher("index_dir")}, port=8000, token="s3cret")
     server.serve_forever()                  # or serve_in_thread(server); server.shutdown_and_close()

@@ -6,11 +6,10 @@ found in ``"... in St Louis, Missouri"`` and ``"35"`` is not found in ``"1935"``
 Answers that say nothing about a passage are ignored: ``yes`` / ``no`` (HotpotQA comparison questions)
 and answers that normalize to nothing.
 
-Example::
-
-    from hopscotch.retriever.text.answers import AnswerMatcher
-    m = AnswerMatcher(["Chief of Protocol"])
-    m.contained_in("She served as Chief of Protocol of the United States.")  # True
+>>> from hopscotch.retriever.text.answers import AnswerMatcher
+>>> m = AnswerMatcher(["Chief of Protocol"])
+>>> m.contained_in("She served as Chief of Protocol of the United States.")
+True
 """
 
 from __future__ import annotations

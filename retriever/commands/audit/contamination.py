@@ -1,6 +1,6 @@
 """``hopscotch audit contamination``: training data against evaluation sets; and the check ``train --eval-sets`` runs.
 
-Example::
+Example (command line, not run)::
 
     hopscotch audit contamination --tuples out/data/ --eval dev=../shared/data/hotpotqa_ircot \\
         --eval world=sets/world::world/corpus.jsonl [--max-contaminated 0] [--report contamination.json]

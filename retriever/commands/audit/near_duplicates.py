@@ -1,6 +1,6 @@
 """``hopscotch audit near-duplicates``: MinHash-LSH duplicate groups of a corpus (cmass's format).
 
-Example::
+Example (command line, not run)::
 
     hopscotch audit near-duplicates --corpus corpus.jsonl --out groups.jsonl [--state groups.state] \\
         [--threshold 0.8] [--chunk-size 50000] [--report near_duplicates.json]

@@ -20,7 +20,7 @@ trained with is refused, naming both, unless ``overwrite`` (``index --overwrite`
 again): the rule of :func:`~hopscotch.retriever.index.shard_files.check_encode_config` for
 the encode settings, so an index is never recompressed in place by a rerun that only meant to resume.
 
-Example::
+Example (not run: it needs an encoded multi-vector index folder)::
 
     meta = build_multi_vector_index("index_dir", IndexMeta.load("index_dir"), MultiVectorOptions(nbits=2))
     meta.multi_vector["num_tokens"], meta.multi_vector["bytes_per_token"]

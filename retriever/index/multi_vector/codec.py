@@ -10,12 +10,19 @@ is computed on.
 The centroids are FAISS k-means over a sample of the corpus's token vectors; their number defaults to
 ColBERTv2's ``2 ** floor(log2(16 * sqrt(tokens)))`` (:func:`default_num_centroids`).
 
-Example::
+An index trains ``num_centroids=1024`` or more on its token vectors and saves the codec with it
+(``codec.save("index_dir/mv")``, ``ResidualCodec.load("index_dir/mv")``); on 512 random unit vectors:
 
-    codec = ResidualCodec.train(sample, num_centroids=1024, nbits=2, seed=13)
-    codes, packed = codec.compress(vectors)            # int32 [T], uint8 [T, dim * nbits / 8]
-    approx = codec.decompress(codes, packed)           # float32 [T, dim], unit length
-    codec.save("index_dir/mv"); ResidualCodec.load("index_dir/mv")
+>>> import numpy as np
+>>> sample = np.random.default_rng(0).standard_normal((512, 16)).astype("float32")
+>>> sample /= np.linalg.norm(sample, axis=1, keepdims=True)
+>>> codec = ResidualCodec.train(sample, num_centroids=8, nbits=2, seed=13)
+>>> codes, packed = codec.compress(sample[:5])        # int32 [T], uint8 [T, dim * nbits / 8]
+>>> codes.shape, codes.dtype, packed.shape, packed.dtype
+((5,), dtype('int32'), (5, 4), dtype('uint8'))
+>>> approx = codec.decompress(codes, packed)          # float32 [T, dim], unit length
+>>> approx.shape, bool(np.allclose(np.linalg.norm(approx, axis=1), 1, atol=1e-5))
+((5, 16), True)
 """
 
 from __future__ import annotations

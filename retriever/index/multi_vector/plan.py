@@ -9,9 +9,11 @@ in RAM and reads codes and residuals through the page cache, so a search is
 fast only while the compressed tokens fit in RAM: past ``ram_gib`` the plan says to rerank a first stage instead
 (``search --rerank-model``), which costs nothing per corpus document.
 
-Example::
-
-    print(plan_multi_vector(5_000_000, 128, tokens_per_doc=160, nbits=2).format())
+>>> print(plan_multi_vector(5_000_000, 128, MultiVectorPlanOptions(tokens_per_doc=160, nbits=2)).format())
+plan: 5,000,000 documents, dim 128, spec 'multi-vector 2-bit', 5 shards of 1,000,000 (shards layout)
+disk: 222.5 GiB
+  compressed tokens (36 B a token: id + 2-bit residual)    26.8 GiB
+...
 """
 
 from __future__ import annotations

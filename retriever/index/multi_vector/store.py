@@ -13,7 +13,7 @@ e.g. with :meth:`hopscotch.retriever.searchers.rerank.MultiVectorReranker.scores
 mapped; the per-document token offsets (8 bytes a document), each document's distinct centroids (4 bytes each) and
 the inverted file are held in RAM.
 
-Example::
+Example (not run: it needs a multi-vector index folder)::
 
     store = MultiVectorStore("index_dir")
     rows, approx = store.candidates(query_tokens, nprobe=4, candidates=256)

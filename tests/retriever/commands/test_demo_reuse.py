@@ -46,6 +46,7 @@ def models(tiny_bert_dir, tmp_path_factory) -> tuple[Path, Path]:
     return a, b
 
 
+@pytest.mark.slow  # four small demos
 def test_a_rerun_reuses_what_is_unchanged_and_never_shows_an_older_models_numbers(models, tmp_path, capsys):
     a, b = models
     out = tmp_path / "demo"

@@ -21,6 +21,7 @@ def hopscotch(*argv, cwd: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=1800)
 
 
+@pytest.mark.slow  # three processes: index, search, serve
 def test_relative_model_path_index_searches_and_serves_from_another_directory(small_world, tiny_bert_dir, tmp_path):
     work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
     shutil.copytree(tiny_bert_dir, work / "models" / "tiny")
