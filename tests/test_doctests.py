@@ -33,7 +33,7 @@ UNMARKED_LEFT = {
     "data_synth/pipeline.py", "data_synth/qa.py", "data_synth/traces.py", "data_synth/trajectory_use.py",
     "data_synth/utility_labels.py", "retriever/index/bm25/__init__.py", "retriever/index/bm25/analyzer.py",
     "retriever/index/bm25/memory.py", "retriever/index/bm25/plan.py", "retriever/searchers/__init__.py",
-    "retriever/searchers/arg_types.py", "retriever/searchers/bm25_expansion.py", "retriever/searchers/fusion.py",
+    "retriever/searchers/arg_types.py", "retriever/searchers/fusion.py",
     "retriever/searchers/fusion_tuning.py", "retriever/searchers/multi_vector_index.py",
     "retriever/searchers/registry.py", "retriever/searchers/rerank.py", "retriever/training/evaluation.py",
     "retriever/training/loss.py",

@@ -18,7 +18,7 @@ traffic gains, as a maximin over all sets did; but a setting that loses signific
 default for a user whose traffic looks like them. A loss within the noise, or smaller than 0.01, is no reason to
 give up a gain on real traffic.
 
-Example::
+Example:
 
     >>> base = {"agent": {"a": {"ndcg@10": 0.2}, "b": {"ndcg@10": 0.4}}, "guard": {f"q{i}": {"ndcg@10": 0.8}
     ...         for i in range(40)}}

@@ -29,7 +29,7 @@ gained a little more on the current-turn calls but lost significantly on MuSiQue
 so they are options, not the default. Flags: ``--bm25-reasoning VARIANT``, ``--bm25-query-weight W``, ``--bm25-terms M``,
 ``--bm25-reasoning-weight R``, ``--bm25-k3 K`` on every backend with a BM25 half (bm25, hybrid).
 
-Example::
+Example:
 
     >>> from hopscotch.retriever.index.bm25.analyzer import Analyzer
     >>> from hopscotch.retriever.index.bm25.term_stats import TermStats

@@ -1,6 +1,6 @@
 """What a query expansion reads of a BM25 index: its analyser, each term's document frequency, its size.
 
-Example::
+Example:
 
     >>> from hopscotch.retriever.index.bm25.analyzer import Analyzer
     >>> stats = TermStats(Analyzer(), {"gummo": 3}, 1000)
