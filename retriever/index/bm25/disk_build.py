@@ -37,6 +37,7 @@ from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.index.bm25.analyzer import Analyzer, term_keys
 from hopscotch.retriever.index.bm25.disk_merge import RUN_ARRAYS, RUNS_DIR, release_memory, run_path
 from hopscotch.retriever.index.bm25.docids import DocidAppender, finish_lookup
+from hopscotch.retriever.index.bm25.manifest import LAYOUT
 from hopscotch.retriever.io.corpus import Document
 from hopscotch.retriever.model.query_template import format_document
 
@@ -265,7 +266,7 @@ def build_disk_index(docs: Iterable[Document], out: str | Path, fingerprint: str
     num_terms = finish_tables(work, state)
     release_memory()
     finish_lookup(work, corpus_name)
-    meta = {"backend": "disk", "k1": options.k1, "b": options.b, "stemmer": options.stemmer,
+    meta = {"backend": "disk", "layout": LAYOUT, "k1": options.k1, "b": options.b, "stemmer": options.stemmer,
             "stopwords": options.stopwords, "num_docs": state["num_docs"], "num_terms": num_terms,
             "num_postings": state["num_postings"], "avgdl": state["avgdl"], "block": options.block,
             "analyzer": Analyzer(options.stemmer, options.stopwords).describe(), "fingerprint": fingerprint,

@@ -128,15 +128,22 @@ class DocidTable(Sequence):
             row += self._n
         if not 0 <= row < self._n:
             raise IndexError(row)
-        start, end = int(self._offsets[row]), int(self._offsets[row + 1])
-        return self._text[start:end - 1].decode("utf-8")
+        return self.many([row])[0]
 
     def many(self, rows) -> list[str]:
-        """The docids of ``rows`` (a sequence of row numbers, each in range)."""
+        """The docids of ``rows`` (a sequence of row numbers, each in range); a line the offsets do not frame (a
+        damaged table the checks on open did not sample) is a one-line UsageError."""
         rows = np.asarray(rows, dtype=np.int64)
         text = self._text
-        return [text[a:b - 1].decode("utf-8")
-                for a, b in zip(self._offsets[rows].tolist(), self._offsets[rows + 1].tolist())]
+        try:
+            out = [text[a:b - 1].decode("utf-8") if b > a else None
+                   for a, b in zip(self._offsets[rows].tolist(), self._offsets[rows + 1].tolist())]
+        except UnicodeDecodeError:
+            out = [None]
+        if None in out:
+            raise UsageError(f"{self.folder / OFFSETS_FILE}: its offsets do not frame the lines of {DOCIDS_FILE}; "
+                             "rebuild the index with 'hopscotch bm25-index --overwrite'")
+        return out
 
     def __iter__(self) -> Iterator[str]:
         with open(self.folder / DOCIDS_FILE, encoding="utf-8") as fh:
