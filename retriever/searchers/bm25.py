@@ -188,7 +188,8 @@ def add_expansion_options(parser) -> None:
 def expansion_of(variant: str | None, weight: float | None) -> BM25Expansion:
     """``--bm25-reasoning VARIANT`` / ``--bm25-query-weight W`` (None: unset) over :data:`DEFAULT_BM25_EXPANSION`."""
     d = DEFAULT_BM25_EXPANSION
-    return BM25Expansion.parse(variant or d.reasoning, d.query_weight if weight is None else weight)
+    return BM25Expansion.parse(d.reasoning if variant is None else variant,  # '': refused by the parse, not the default
+                               d.query_weight if weight is None else weight)
 
 
 def docstore_of(index, corpus):
