@@ -4,7 +4,7 @@ fails at load with one line naming the file, never later with an IndexError insi
 
 Checks: ``codec.json`` (``nbits`` one of :data:`~.codec.NBITS`, ``cutoffs`` / ``values`` of
 ``2**nbits - 1`` / ``2**nbits`` finite numbers), ``centroids.npy`` (finite float ``[C, dim]``), each shard's
-``codes.npy`` (integers in ``[0, C)``, one per token), ``residuals.npy`` (``uint8 [T, dim * nbits / 8]``), its
+``codes.npy`` (integers in ``[0, C)``, one per token), ``residuals.npy`` (``uint8 [T, ceil(dim * nbits / 8)]``), its
 ``doclens.npy`` (non-negative, summing to the shard's tokens), ``doc_centroids.npy`` / ``doc_centroid_counts.npy``
 (ids in ``[0, C)``, one count per document, summing to the ids), and the inverted file (``ivf_offsets.npy`` of
 ``C + 1`` non-decreasing offsets ending at ``len(ivf.npy)``, rows in ``[0, documents)``). Value ranges are
@@ -92,7 +92,7 @@ def check_shard(files: dict[str, Path], arrays: dict[str, np.ndarray], num_centr
         raise bad(files["codes"], f"expected {tokens:,} token codes (the sum of the document lengths in "
                                   f"{files['doclens']}), got shape {codes.shape}")
     check_range(files["codes"], codes, 0, num_centroids, "token codes")
-    width = dim * nbits // 8
+    width = -(-dim * nbits // 8)  # the last byte padded (packbits)
     if residuals.dtype != np.uint8 or residuals.shape != (tokens, width):
         raise bad(files["residuals"], f"expected uint8 residuals [{tokens:,}, {width}], got {residuals.dtype} "
                                       f"{residuals.shape}")
