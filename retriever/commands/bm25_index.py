@@ -159,6 +159,9 @@ def run_plan(args) -> int:
 
     if args.out:
         raise UsageError("--plan builds nothing: drop --out")
+    if args.workers is not None:
+        raise UsageError("--workers: --plan sizes one analysing process (each worker adds its own batch's RAM): "
+                         "drop it")
     docs, figures = args.docs, None
     if args.corpus:
         stemmer, stopwords = _settings(args)
@@ -170,5 +173,5 @@ def run_plan(args) -> int:
             docs = count_documents(args.corpus)
     if docs is None:
         raise UsageError("--plan needs --docs N (or --corpus to count)")
-    print(format_bm25_plan(docs, args.avg_doc_bytes, figures))
+    print(format_bm25_plan(docs, args.avg_doc_bytes, figures, args.batch_docs, args.merge_postings))
     return 0

@@ -127,3 +127,17 @@ def test_an_empty_instruction_is_a_value(paths, small_world_index, cli, tmp_path
     code, _, err = cli("search", "--queries", paths["q"], "--index", small_world_index, "--out", tmp_path / "r.trec",
                        "--instruction", "")
     assert code == 0, err
+
+
+@pytest.mark.parametrize("flags", [["--k", "10"], ["--snippet-max-tokens", "64"], ["--snippet-tokenizer", "minilm"],
+                                   ["--no-get-document"]], ids=lambda f: f[0])
+def test_a_rest_service_refuses_the_mcp_tools_flags(paths, cli, flags):
+    code, _, err = cli("serve", "--bm25-index", paths["bm25"], "--corpus", paths["corpus"], "--port", "0", *flags)
+    assert code == 2 and f"{flags[0]} applies to the MCP tools (--mcp) only" in err and err.count("\n") == 1, err
+
+
+def test_a_bm25_plan_takes_the_disk_builds_batch_and_refuses_workers(cli):
+    code, out, err = cli("bm25-index", "--plan", "--docs", "1000000", "--batch-docs", "1000")
+    assert code == 0 and "runs: a batch of 1,000 documents" in out, err
+    code, _, err = cli("bm25-index", "--plan", "--docs", "1000000", "--workers", "3")
+    assert code == 2 and "--workers: --plan sizes one analysing process" in err, err
