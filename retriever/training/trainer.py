@@ -290,10 +290,11 @@ def _given_text(value: str) -> str:
 
 
 def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    # train.py's own parser refuses an empty path here; 'hopscotch train' (a parser given) refuses every empty value
+    given = _given_text if parser is None else None
     parser = parser or argparse.ArgumentParser(prog="train.py", description=__doc__.split("\n")[0])
-    parser.add_argument("--recipe", required=True, type=_given_text, help="recipe YAML (recipes/*.yaml)")
-    parser.add_argument("--output", required=True, type=_given_text,
-                        help="run folder; the model lands in OUTPUT/final")
+    parser.add_argument("--recipe", required=True, type=given, help="recipe YAML (recipes/*.yaml)")
+    parser.add_argument("--output", required=True, type=given, help="run folder; the model lands in OUTPUT/final")
     parser.add_argument("--resume", action="store_true",
                         help="continue from the newest OUTPUT/checkpoint-* (refused when the recipe, data, base "
                              "model, code or launch differ from OUTPUT/train_manifest.json)")
