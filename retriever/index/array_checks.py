@@ -64,9 +64,13 @@ def load_json(path: Path, rebuild: str):
         raise damaged(path, f"not readable JSON ({str(exc)[:120]})", rebuild) from None
 
 
-def blocks(a: np.ndarray, full: int = FULL_CHECK):
+def blocks(a: np.ndarray, full: int | None = FULL_CHECK):
     """``a`` whole, or :data:`SAMPLE_BLOCKS` evenly spaced blocks of it (the first and last included) when it is
-    larger than ``full``."""
+    larger than ``full`` (None: always whole, in pieces of ``FULL_CHECK``)."""
+    if full is None:
+        for start in range(0, max(len(a), 1), FULL_CHECK):
+            yield np.asarray(a[start:start + FULL_CHECK])
+        return
     if a.size <= full:
         yield np.asarray(a)
         return
@@ -76,21 +80,23 @@ def blocks(a: np.ndarray, full: int = FULL_CHECK):
         yield np.asarray(a[start:start + step])
 
 
-def check_range(path: Path, a: np.ndarray, low: int, high: int, what: str, rebuild: str) -> None:
-    """Integers of ``a`` in ``[low, high)``."""
+def check_range(path: Path, a: np.ndarray, low: int, high: int, what: str, rebuild: str,
+                full: int | None = FULL_CHECK) -> None:
+    """Integers of ``a`` in ``[low, high)`` (``full``: as :func:`blocks`)."""
     if not np.issubdtype(a.dtype, np.integer):
         raise damaged(path, f"{what} must be integers, got dtype {a.dtype}", rebuild)
-    for block in blocks(a):
+    for block in blocks(a, full):
         if block.size and (int(block.min()) < low or int(block.max()) >= high):
             raise damaged(path, f"{what} out of range: values {int(block.min())}..{int(block.max())}, expected "
                                 f"{low}..{high - 1}", rebuild)
 
 
-def check_finite(path: Path, a: np.ndarray, what: str, rebuild: str, non_negative: bool = False) -> None:
-    """Floats of ``a`` finite (and ``>= 0`` when ``non_negative``)."""
+def check_finite(path: Path, a: np.ndarray, what: str, rebuild: str, non_negative: bool = False,
+                 full: int | None = FULL_CHECK) -> None:
+    """Floats of ``a`` finite (and ``>= 0`` when ``non_negative``; ``full``: as :func:`blocks`)."""
     if not np.issubdtype(a.dtype, np.floating):
         raise damaged(path, f"{what} must be floats, got dtype {a.dtype}", rebuild)
-    for block in blocks(a):
+    for block in blocks(a, full):
         if not np.isfinite(block).all():
             raise damaged(path, f"{what} holds NaN or infinite values", rebuild)
         if non_negative and block.size and float(block.min()) < 0:
