@@ -26,6 +26,8 @@ from hopscotch.retriever.io.fingerprint import digest, file_fingerprint, manifes
 from hopscotch.retriever.io.queries import Query
 
 METRICS = ["ndcg@10", "recall@100"]
+#: the trained model's document length (training, its folder, its index): the world's documents all fit
+DOCUMENT_TOKENS = 128
 STAGES_FILE = "demo_manifest.json"
 WORLD_FILES = ("corpus.jsonl", "queries.jsonl", "qrels.tsv", "traces.jsonl")
 
@@ -172,13 +174,14 @@ def train_model(tuples: Path, out: Path, max_steps: int, model: str = "minilm", 
     run_dir = out / "model"
     recipe = Path(__file__).resolve().parents[2] / "recipes" / "minilm_hotpot.yaml"
     record = {"tuples": file_fingerprint(tuples), "model": model_record(model), "steps": max_steps,
-              "recipe": file_fingerprint(recipe) if recipe.exists() else None}
+              "recipe": file_fingerprint(recipe) if recipe.exists() else None, "document_tokens": DOCUMENT_TOKENS}
     if stages is not None and stages.enter("train", record, [run_dir]) and (run_dir / "train_summary.json").is_file():
         print(f"reusing the trained model {run_dir / 'final'}")
         return run_dir / "final"
-    overrides = [f"data.train={tuples}", f"model.name={model}", f"train.max_steps={max_steps}", "model.passage_max_len=64",
-                 "model.query_max_len=128", "train.batch_size=16", "train.encode_chunk_size=16",
-                 "train.save_every=10", "train.lr=1e-4", "eval.every=0"]
+    # documents trained, saved and indexed at 128 tokens: every document of the world fits (the longest ~100)
+    overrides = [f"data.train={tuples}", f"model.name={model}", f"train.max_steps={max_steps}",
+                 f"model.passage_max_len={DOCUMENT_TOKENS}", "model.query_max_len=128", "train.batch_size=16",
+                 "train.encode_chunk_size=16", "train.save_every=10", "train.lr=1e-4", "eval.every=0"]
     final = train(str(recipe) if recipe.exists() else None, run_dir, overrides, resume=True)
     from hopscotch.retriever.training.checkpoint import checkpoints
 

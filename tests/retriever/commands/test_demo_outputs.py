@@ -10,7 +10,7 @@ import shlex
 
 import pytest
 
-from hopscotch.retriever.commands.demo_pipeline import run_demo
+from hopscotch.retriever.commands.demo_pipeline import DOCUMENT_TOKENS, run_demo
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +28,9 @@ def test_the_trained_model_has_one_document_length(demo):
     final = out / "model" / "final"
     trained = json.loads((final / "hopscotch_config.json").read_text())
     st = json.loads((final / "sentence_bert_config.json").read_text())
-    assert st["max_seq_length"] == trained["passage_max_len"] == 64  # the demo trains documents at 64 tokens
-    assert st.get("document_length", 64) == 64 and st.get("query_length", 128) == trained["query_max_len"]
+    assert st["max_seq_length"] == trained["passage_max_len"] == DOCUMENT_TOKENS
+    assert st.get("document_length", DOCUMENT_TOKENS) == DOCUMENT_TOKENS
+    assert st.get("query_length", trained["query_max_len"]) == trained["query_max_len"]
     assert IndexMeta.load(out / "dense-trained").max_length == trained["passage_max_len"]
 
 
