@@ -36,6 +36,7 @@ from hopscotch.retriever.index.array_checks import (
     check_pointers,
     check_range,
     damaged,
+    finite_number,
     load_json,
     load_vector,
     whole_number,
@@ -174,6 +175,9 @@ def _check_terms_postings(path: dict[str, Path], a: dict[str, np.ndarray], lo: i
         raise _bad(path["postings.rows"], f"rows must ascend within each term (posting {p:,})")
     impacts = np.asarray(a["postings.impacts"][first:last])
     check_finite(path["postings.impacts"], impacts, "impacts", REBUILD, non_negative=True)
+    if (impacts == 0).any():  # BM25 gives every posting a positive score (idf > 0, tf >= 1)
+        raise _bad(path["postings.impacts"], f"impacts must be positive (posting {first + int(np.argmax(impacts == 0)):,} "
+                                             "is 0)")
     df = np.diff(ptr)
     live = np.flatnonzero(df)
     nblocks = (df + block - 1) // block
@@ -234,6 +238,9 @@ def check_bm25s_folder(folder: Path, meta: dict) -> dict:
                    + (f", got {', '.join(sorted(set(params) - known))}" if isinstance(params, dict) else ""))
     if params.get("num_docs") != docs:
         raise _bad(path["params"], f"'num_docs' is {params.get('num_docs')!r}, the manifest says {docs:,}")
+    numbers = [k for k in ("k1", "b", "delta") if k in params and not finite_number(params[k])]
+    if numbers:
+        raise _bad(path["params"], f"'{numbers[0]}' must be a finite number, got {params[numbers[0]]!r}")
     method = params.get("method", "lucene")
     if method not in BM25S_METHODS:
         raise _bad(path["params"], f"'method' must be one of {', '.join(BM25S_METHODS)}, got {method!r}")

@@ -97,8 +97,11 @@ def check_meta(path: Path, meta) -> None:
                           REBUILD)
     from hopscotch.retriever.index.bm25.analyzer import check_analyzer_names
 
+    for key in ("stemmer", "stopwords"):
+        if isinstance(meta[key], str) and meta[key].lower() == "none":  # the flags' spelling, not the manifest's
+            raise damaged(path, f"'{key}': null means none here, not {meta[key]!r}", REBUILD)
     recorded = isinstance(analyzer, dict) and analyzer.get("stopword_list") is not None
     try:  # a recorded stopword list is the one used (and checking the name would import bm25s: about a second)
         check_analyzer_names(meta["stemmer"], None if recorded else meta["stopwords"])
-    except ValueError as exc:
-        raise damaged(path, str(exc), REBUILD) from None
+    except ValueError as exc:  # the flags' message, in the manifest's terms
+        raise damaged(path, str(exc).replace("or 'none'", "or null"), REBUILD) from None

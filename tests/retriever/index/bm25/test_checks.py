@@ -119,6 +119,9 @@ DISK_DAMAGE = {
     "impacts NaN": (lambda f: _array(f, "postings.impacts.npy", lambda a: np.where(np.arange(len(a)) == 9, np.nan, a)
                                      .astype(np.float32)), "postings.impacts.npy"),
     "impacts scaled": (lambda f: _array(f, "postings.impacts.npy", lambda a: a * 2), "blocks.max.npy"),
+    "impacts zeroed": (lambda f: [_array(f, n, lambda a: a * 0) for n in ("postings.impacts.npy", "blocks.max.npy",
+                                                                          "terms.max.npy")], "postings.impacts.npy"),
+    "stemmer 'none'": (lambda f: _meta(f, stemmer="none"), "hopscotch_bm25.json"),
     "hashes unsorted": (lambda f: _array(f, "terms.hashes.npy", lambda a: a[::-1]), "terms.hashes.npy"),
     "a pickle": (lambda f: np.save(f / "doclens.npy", np.array([object()] * 3), allow_pickle=True), "doclens.npy"),
 }
@@ -133,6 +136,8 @@ BM25S_DAMAGE = {
     "vocabulary a list": (lambda f: (f / "vocab.index.json").write_text("[1, 2]"), "vocab.index.json"),
     "params unknown key": (lambda f: (f / "params.index.json").write_text(json.dumps(
         {**json.loads((f / "params.index.json").read_text()), "speed": 9})), "params.index.json"),
+    "params k1 a string": (lambda f: (f / "params.index.json").write_text(json.dumps(
+        {**json.loads((f / "params.index.json").read_text()), "k1": "1.5"})), "params.index.json"),
     "params num_docs differ": (lambda f: (f / "params.index.json").write_text(json.dumps(
         {**json.loads((f / "params.index.json").read_text()), "num_docs": 7})), "params.index.json"),
     "short docid list": (lambda f: (f / "docids.txt").write_text(
