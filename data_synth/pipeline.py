@@ -35,7 +35,7 @@ from hopscotch.data_synth.qa import QASource, load_qa
 from hopscotch.data_synth.trace_step import TraceStep
 from hopscotch.data_synth.traces import question_only_steps, read_traces, unique_steps
 from hopscotch.data_synth.worker import QuestionWorker
-from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.errors import HopscotchError, UsageError
 from hopscotch.retriever.index.bm25 import BM25Index
 from hopscotch.retriever.io.common import atomic_write, write_json
 from hopscotch.retriever.io.corpus import Document, load_corpus_dict
@@ -217,11 +217,17 @@ def synthesize(inputs: SynthInputs, out: str | os.PathLike = "tuples.jsonl", con
     store = PartStore(out)
     manifest = _manifest(config, inputs, groups, qa, corpus, traces)
     _check_resume(store, manifest, config.fresh)
+    started = store.folder.exists()
     store.open(manifest, fresh=config.fresh)
     tasks = [(i, qid, s) for i, (qid, s) in enumerate(groups) if not store.done(i, qid)]
     if tasks:
-        documents = load_corpus_dict(corpus)
-        index = inputs.load_bm25(corpus, documents, config.show_progress)
+        try:
+            documents = load_corpus_dict(corpus)
+            index = inputs.load_bm25(corpus, documents, config.show_progress)
+        except HopscotchError:  # a refused input (a damaged --bm25-index, a bad corpus line): no work files behind
+            if not started:
+                store.remove()
+            raise
         same = None
         if inputs.duplicate_groups is not None:
             from hopscotch.retriever.io.qrels import read_duplicate_groups

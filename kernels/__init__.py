@@ -31,6 +31,42 @@ True
 
 from __future__ import annotations
 
+if __name__ == "kernels":  # pragma: no cover - exercised in subprocesses (tests/test_entry_points.py)
+    # This folder imported under the top-level name ``kernels``: the clone root is on sys.path (``python train.py``,
+    # ``accelerate launch train.py``, ``python -c`` or ``python -m`` typed in the clone root). That name is Hugging
+    # Face's kernels package (transformers imports it); Hopscotch's kernels are ``hopscotch.kernels``. So the import
+    # gets Hugging Face's package (the import system returns what a module leaves in sys.modules under its name), or
+    # fails as it would without this folder.
+    import importlib.machinery as _machinery
+    import importlib.util as _util
+    import os as _os
+    import sys as _sys
+
+    def _foreign_kernels():
+        here = _os.path.realpath(_os.path.dirname(_os.path.abspath(__file__)))
+        root = _os.path.dirname(here)
+        path = [p for p in _sys.path if _os.path.realpath(p or _os.curdir) != root]
+        for finder in _sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if find is None:
+                continue
+            spec = find("kernels", path if finder is _machinery.PathFinder else None)
+            if spec is not None and not (spec.origin or "").startswith(here + _os.sep):
+                return spec
+        return None
+
+    _spec = _foreign_kernels()
+    if _spec is None:
+        del _sys.modules[__name__]
+        raise ModuleNotFoundError("No module named 'kernels'", name="kernels")
+    _module = _util.module_from_spec(_spec)
+    _sys.modules[__name__] = _module
+    try:
+        _spec.loader.exec_module(_module)
+    except BaseException:
+        _sys.modules.pop(__name__, None)
+        raise
+
 __all__ = ["infonce_loss", "reference_infonce_loss", "select_infonce_loss", "maxsim_infonce_loss",
            "reference_maxsim_infonce_loss", "select_maxsim_infonce_loss"]
 

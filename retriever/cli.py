@@ -27,6 +27,16 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse's own errors: one line, exit 2
         self.exit(2, f"{self.prog}: error: {message}\n")
 
+    def _get_values(self, action, arg_strings):
+        """An empty (or blank) value is refused for every flag and positional, unless its action allows one
+        (``action.allow_empty``: an instruction prefix may be empty)."""
+        if not getattr(action, "allow_empty", False) and action.nargs != 0 and not isinstance(
+                action, argparse._SubParsersAction):
+            if any(isinstance(s, str) and not s.strip() for s in arg_strings):
+                name = "/".join(action.option_strings) or action.metavar or action.dest
+                self.error(f"argument {name}: expected a value, got an empty string")
+        return super()._get_values(action, arg_strings)
+
 
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version

@@ -7,6 +7,7 @@ A thin driver of :mod:`hopscotch_experiments.agent_data.training_traces` (what e
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -14,10 +15,9 @@ from hopscotch_experiments.agent_data.training_traces import write_training_trac
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python scripts/agent_data.py OUT_DIR", file=sys.stderr)
-        return 2
-    out = Path(argv[0])
+    parser = argparse.ArgumentParser(prog="python scripts/agent_data.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", metavar="OUT_DIR", help="folder to write the trace files into")
+    out = Path(parser.parse_args(argv).out)
     for name, n in write_training_traces(out).items():
         print(f"{out / name}: {n} steps")
     return 0

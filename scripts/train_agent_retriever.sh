@@ -59,7 +59,6 @@ shift
 cd "$ROOT"
 bash "$ROOT/scripts/setup.sh"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE="${WANDB_MODE:-disabled}" TOKENIZERS_PARALLELISM=false
-export PYTHONSAFEPATH=1   # the checkout root never on sys.path: its kernels/ would shadow Hugging Face's kernels
 export HOPSCOTCH_DATA="${HOPSCOTCH_DATA:-$ROOT/../shared/data}"
 PY="$ROOT/.venv/bin/python"
 HOP="$ROOT/.venv/bin/hopscotch"

@@ -61,16 +61,14 @@ def build_world(seed: int = 13, docs: int = 2000, questions: int = 200) -> World
 def write_world(world: World, out: str | Path) -> dict:
     """Write ``corpus.jsonl``, ``queries.jsonl``, ``qrels.tsv``, ``traces.jsonl`` and ``world.json``."""
     from hopscotch.data_synth.trace_readers import write_trace_file
-    from hopscotch.retriever.io.common import atomic_write, write_json, write_jsonl
+    from hopscotch.retriever.io.common import write_json, write_jsonl
+    from hopscotch.retriever.io.qrels import write_qrels
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     write_jsonl(out / "corpus.jsonl", world.documents)
     write_jsonl(out / "queries.jsonl", ({k: v for k, v in q.items() if k != "gold_docids"} for q in world.questions))
-    with atomic_write(out / "qrels.tsv") as fh:
-        fh.write("query-id\tcorpus-id\tscore\n")
-        for q in world.questions:
-            fh.writelines(f"{q['_id']}\t{d}\t1\n" for d in q["gold_docids"])
+    write_qrels(out / "qrels.tsv", {q["_id"]: {d: 1 for d in q["gold_docids"]} for q in world.questions})
     write_trace_file(out / "traces.jsonl", world.traces)
     stats = {"seed": world.seed, "entities": len(world.entities), "documents": len(world.documents),
              "questions": len(world.questions), "trace_steps": len(world.traces),

@@ -7,8 +7,9 @@ time, with the settings it used. ``hopscotch audit model M`` re-encodes them thr
 * ``hopscotch``: the search and index path (:class:`~hopscotch.retriever.model.dense_encoder.DenseEncoder`, the
   query text rendered from the folder's settings as the dense searcher renders it, a separate query tower);
 * ``hopscotch-reload``: ``DualEncoder.from_pretrained(M)`` (training, resuming, WiSE-FT), trained folders only;
-* ``sentence-transformers``: plain ``SentenceTransformer(M)`` (no remote code) and ``encode`` of the golden input
-  texts with the model's ``query`` / ``document`` prompts;
+* ``sentence-transformers``: plain ``SentenceTransformer(M)`` (no remote code) and ``encode_query`` /
+  ``encode_document`` of the golden input texts with the model's ``query`` / ``document`` prompts (as the model
+  card says; each cuts at the length the folder declares for it);
 * ``service``: a running ``hopscotch serve`` (``url``): not checked, the service has no embedding endpoint;
 
 and compares each with the stored vectors: a max absolute difference above ``tol`` (1e-5; the precision of the
@@ -142,7 +143,9 @@ def _st_vectors(path: str, probes: list[dict], settings: dict, device: str) -> t
         name = kind if kind in (st.prompts or {}) else None
         if name is None and prefix:
             notes.append(f"the folder's sentence-transformers config has no {kind!r} prompt")
-        vecs = st.encode(texts, prompt_name=name, convert_to_numpy=True, show_progress_bar=False)
+        # encode_query / encode_document (sentence-transformers >= 5), as the model card says: each at its length
+        encode = getattr(st, f"encode_{kind}", None) or st.encode
+        vecs = encode(texts, prompt_name=name, convert_to_numpy=True, show_progress_bar=False)
         for j, i in enumerate(rows):
             out[i] = np.asarray(vecs[j], np.float32)
     return np.stack(out), notes

@@ -73,13 +73,17 @@ def _backend(args) -> str:
     from hopscotch.retriever.index.bm25.memory import AUTO_DISK_DOCS, auto_backend
     from hopscotch.retriever.io.corpus import read_corpus
 
-    if args.backend == "bm25s":
-        given = [flag for dest, flag in DISK_FLAGS.items() if getattr(args, dest) is not None]
-        if given:
-            raise UsageError(f"{given[0]} applies to the disk backend only: drop it, or use --backend disk")
+    given = [flag for dest, flag in DISK_FLAGS.items() if getattr(args, dest) is not None]
+    if args.backend == "bm25s" and given:
+        raise UsageError(f"{given[0]} applies to the disk backend only: drop it, or use --backend disk")
     if args.backend != "auto":
         return args.backend
-    return auto_backend(sum(1 for _ in islice(read_corpus(args.corpus, unique=False), AUTO_DISK_DOCS)))
+    counted = sum(1 for _ in islice(read_corpus(args.corpus, unique=False), AUTO_DISK_DOCS))
+    backend = auto_backend(counted)
+    if backend == "bm25s" and given:
+        raise UsageError(f"{given[0]} applies to the disk backend only, and --backend auto builds bm25s for this "
+                         f"corpus ({counted:,} documents, below {AUTO_DISK_DOCS:,}): drop it, or use --backend disk")
+    return backend
 
 
 def run(args) -> int:
@@ -96,11 +100,11 @@ def run(args) -> int:
     stemmer, stopwords = _settings(args)
     guard = check_outputs(vars(args), outputs=[Output(Path(args.out), folder=True)],
                           inputs=named_inputs(args.corpus, CORPUS_FILES), ignore=tuple(DISK_FLAGS))
+    backend = _backend(args)  # before anything else: a flag the backend ignores is refused
     if not args.overwrite and _up_to_date(args.out, guard.fingerprint):
         guard.finish()
         print(f"bm25 index {args.out} is up to date (built from the same corpus and flags); nothing to do")
         return 0
-    backend = _backend(args)
     t0 = time.perf_counter()
     if backend == "disk":
         num_docs = _build_disk(args, stemmer, stopwords, guard.fingerprint)
@@ -155,6 +159,9 @@ def run_plan(args) -> int:
 
     if args.out:
         raise UsageError("--plan builds nothing: drop --out")
+    if args.workers is not None:
+        raise UsageError("--workers: --plan sizes one analysing process (each worker adds its own batch's RAM): "
+                         "drop it")
     docs, figures = args.docs, None
     if args.corpus:
         stemmer, stopwords = _settings(args)
@@ -166,5 +173,5 @@ def run_plan(args) -> int:
             docs = count_documents(args.corpus)
     if docs is None:
         raise UsageError("--plan needs --docs N (or --corpus to count)")
-    print(format_bm25_plan(docs, args.avg_doc_bytes, figures))
+    print(format_bm25_plan(docs, args.avg_doc_bytes, figures, args.batch_docs, args.merge_postings))
     return 0

@@ -2,7 +2,10 @@
 
 Split: the world's first ``train_fraction`` of questions feed DR-Synth and training; the rest are held
 out. Two held-out evaluation sets: the questions themselves, and every search step of their agent
-traces (query + reasoning, graded against the step's own gold documents).
+traces (query + reasoning, graded against the step's own gold documents), written to ``OUT/eval/`` (queries and
+qrels) with the runs in ``OUT/runs/``, so that the ``hopscotch eval`` commands the demo prints rebuild its table.
+The trained model keeps one document length (the recipe's ``passage_max_len``, what its folder tells
+sentence-transformers and what its index is built at), and only its final folder is kept.
 
 Reuse: ``OUT/demo_manifest.json`` (:class:`Stages`) records, per stage, what it is run from: the demo's
 settings, the content fingerprints of its input files and the model folder's files. A stage whose record
@@ -23,6 +26,8 @@ from hopscotch.retriever.io.fingerprint import digest, file_fingerprint, manifes
 from hopscotch.retriever.io.queries import Query
 
 METRICS = ["ndcg@10", "recall@100"]
+#: the trained model's document length (training, its folder, its index): the world's documents all fit
+DOCUMENT_TOKENS = 128
 STAGES_FILE = "demo_manifest.json"
 WORLD_FILES = ("corpus.jsonl", "queries.jsonl", "qrels.tsv", "traces.jsonl")
 
@@ -109,10 +114,12 @@ def build_indexes(world_dir: Path, out: Path, model: str, name: str, stages: Sta
     if not stages.enter("bm25", {"corpus": corpus}, [bm25_dir]) or not (bm25_dir / "docids.txt").exists():
         BM25Index.build(read_corpus(world_dir / "corpus.jsonl"), show_progress=False).save(bm25_dir)
     dense_dir = out / name
-    record = {"corpus": corpus, "corpus_path": str((world_dir / "corpus.jsonl").resolve()), "model": model_record(model)}
+    record = {"corpus": corpus, "corpus_path": str((world_dir / "corpus.jsonl").resolve()),
+              "model": model_record(model), "max_length": "the model's passage length"}
     stages.enter(name, record, [dense_dir])  # unchanged: encode_corpus resumes or finds the index done
+    # max_length None: the model's own passage length (a trained model's, else 256), as `hopscotch index` takes it
     result = encode_corpus(world_dir / "corpus.jsonl", model, dense_dir,
-                           EncodeOptions(shard_size=1000, max_length=256, reasoning_aware=True))
+                           EncodeOptions(shard_size=1000, max_length=None, reasoning_aware=True))
     if result.meta is not None and not result.meta.faiss:
         build_faiss_index(dense_dir, spec="Flat", show_progress=False)
     print(f"{name}: sharded index in {dense_dir}")
@@ -167,16 +174,52 @@ def train_model(tuples: Path, out: Path, max_steps: int, model: str = "minilm", 
     run_dir = out / "model"
     recipe = Path(__file__).resolve().parents[2] / "recipes" / "minilm_hotpot.yaml"
     record = {"tuples": file_fingerprint(tuples), "model": model_record(model), "steps": max_steps,
-              "recipe": file_fingerprint(recipe) if recipe.exists() else None}
+              "recipe": file_fingerprint(recipe) if recipe.exists() else None, "document_tokens": DOCUMENT_TOKENS}
     if stages is not None and stages.enter("train", record, [run_dir]) and (run_dir / "train_summary.json").is_file():
         print(f"reusing the trained model {run_dir / 'final'}")
         return run_dir / "final"
-    overrides = [f"data.train={tuples}", f"model.name={model}", f"train.max_steps={max_steps}", "model.passage_max_len=64",
-                 "model.query_max_len=128", "train.batch_size=16", "train.encode_chunk_size=16",
-                 "train.save_every=10", "train.lr=1e-4", "eval.every=0"]
+    # documents trained, saved and indexed at 128 tokens: every document of the world fits (the longest ~100)
+    overrides = [f"data.train={tuples}", f"model.name={model}", f"train.max_steps={max_steps}",
+                 f"model.passage_max_len={DOCUMENT_TOKENS}", "model.query_max_len=128", "train.batch_size=16",
+                 "train.encode_chunk_size=16", "train.save_every=10", "train.lr=1e-4", "eval.every=0"]
     final = train(str(recipe) if recipe.exists() else None, run_dir, overrides, resume=True)
+    from hopscotch.retriever.training.checkpoint import checkpoints
+
+    for done in checkpoints(run_dir):  # a finished run keeps only its final model (checkpoints: a killed one's resume)
+        shutil.rmtree(done)
     print(f"trained model -> {final}")
     return Path(final)
+
+
+def write_eval_sets(sets: dict, out: Path) -> dict[str, tuple[Path, Path]]:
+    """The held-out sets as files ``hopscotch eval`` reads: ``OUT/eval/SET.queries.jsonl`` (the steps with their
+    reasoning) and ``OUT/eval/SET.qrels.tsv``; returns ``{set: (queries, qrels)}``."""
+    from hopscotch.retriever.io.qrels import write_qrels
+    from hopscotch.retriever.io.queries import write_queries
+
+    paths = {}
+    for name, (queries, qrels) in sets.items():
+        paths[name] = (out / "eval" / f"{name}.queries.jsonl", out / "eval" / f"{name}.qrels.tsv")
+        paths[name][0].parent.mkdir(parents=True, exist_ok=True)
+        write_queries(paths[name][0], queries)
+        write_qrels(paths[name][1], qrels)
+    return paths
+
+
+def eval_commands(results: dict, files: dict[str, tuple[Path, Path]], out: Path, comparisons: list[str]) -> list[str]:
+    """The ``hopscotch eval`` commands that give each cell of the table (and each paired test) from the files the
+    demo wrote."""
+    metrics = ",".join(METRICS)
+    lines = []
+    for set_name, system in results:
+        lines.append(f"hopscotch eval --run {out / 'runs' / f'{set_name}.{system}.trec'} --qrels "
+                     f"{files[set_name][1]} --metrics {metrics}")
+    for pair in comparisons:
+        a, b = pair.split(" vs ")
+        if ("steps", a) in results and ("steps", b) in results:
+            lines.append(f"hopscotch eval --run {out / 'runs' / f'steps.{a}.trec'} --compare "
+                         f"{out / 'runs' / f'steps.{b}.trec'} --qrels {files['steps'][1]} --metrics ndcg@10")
+    return lines
 
 
 def format_results(results: dict, sets: dict, comparisons: list[str]) -> str:
@@ -216,7 +259,9 @@ def run_demo(out: Path, docs: int, questions: int, seed: int, model: str, stage,
     qids = [q.qid for q in read_queries(world_dir / "queries.jsonl")]
     n_train = int(len(qids) * train_fraction)
     sets = eval_sets(world_dir, qids[n_train:])
-    print(f"held out: {len(sets['questions'][0])} questions, {len(sets['steps'][0])} search steps")
+    files = write_eval_sets(sets, out)
+    print(f"held out: {len(sets['questions'][0])} questions, {len(sets['steps'][0])} search steps "
+          f"(queries and qrels in {out / 'eval'})")
     stage(f"2/6 BM25 index + sharded dense index ({model})")
     bm25_dir, base_dir = build_indexes(world_dir, out, model, "dense-base", stages)
     stage("3/6 search: BM25, dense, hybrid")
@@ -241,6 +286,8 @@ def run_demo(out: Path, docs: int, questions: int, seed: int, model: str, stage,
                                 "hybrid-trained+reasoning": (hybrid_t, True, ["bm25", "dense-trained"])},
                                sets, out, stages, searched))
     write_json(out / "results.json", {f"{s}/{n}": r.mean for (s, n), r in results.items()})
-    return format_results(results, sets, ["dense-base vs dense-base+reasoning",
-                                          "dense-base+reasoning vs dense-trained+reasoning",
-                                          "dense-trained vs dense-trained+reasoning"])
+    comparisons = ["dense-base vs dense-base+reasoning", "dense-base+reasoning vs dense-trained+reasoning",
+                   "dense-trained vs dense-trained+reasoning"]
+    commands = eval_commands(results, files, out, comparisons)
+    return (format_results(results, sets, comparisons) + "\n\nthe table from the files, cell by cell (and the "
+            "paired tests):\n" + "\n".join(f"  {c}" for c in commands))

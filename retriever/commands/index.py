@@ -29,7 +29,13 @@ import time
 from pathlib import Path
 
 from hopscotch.retriever.commands.flag_types import non_negative_float, non_negative_int, positive_float, positive_int
-from hopscotch.retriever.commands.index_plan import check_index_flags, index_dim, layout_of, model_dim
+from hopscotch.retriever.commands.index_plan import (
+    check_export_kind,
+    check_index_flags,
+    index_dim,
+    layout_of,
+    model_dim,
+)
 
 
 def register(sub) -> None:
@@ -128,6 +134,7 @@ def run(args) -> int:
     from hopscotch.retriever.commands.flag_types import check_device, clamp_max_length
     from hopscotch.retriever.errors import UsageError
 
+    check_export_kind(args)  # Tevatron pickles hold one vector a document: not in a plan, not of token vectors
     if args.plan:
         from hopscotch.retriever.commands.index_plan import run_plan
 
@@ -208,6 +215,7 @@ def _build(args) -> bool:
     from hopscotch.retriever.index.faiss_index import build_faiss_index
     from hopscotch.retriever.index.faiss_spec import check_spec, is_auto
     from hopscotch.retriever.index.multi_vector.build import MultiVectorOptions
+    from hopscotch.retriever.io.progress import rate_text
 
     if not is_auto(args.spec):  # a spec that cannot work, before hours of encoding ('auto' is fixed by the count)
         check_spec(args.spec, dim=args.dim, train_size=args.train_size)
@@ -219,7 +227,7 @@ def _build(args) -> bool:
         window_stride=args.window_stride, truncate_dim=args.dim,
         multi_vector=MultiVectorOptions(nbits=args.nbits, num_centroids=args.mv_centroids)))
     print(f"rank {result.rank}/{result.world_size}: encoded {len(result.encoded_shards)} shards "
-          f"({result.encoded_docs:,} documents, {result.docs_per_second:,.0f} docs/s), "
+          f"({result.encoded_docs:,} documents, {rate_text(result.docs_per_second)} docs/s), "
           f"{len(result.skipped_shards)} already done"
           + (f"; windows of {len(result.window_parts)} shards ({result.encoded_windows:,} windows)"
              if result.window_parts else ""), file=sys.stderr)

@@ -68,7 +68,7 @@ def check_index_flags(args) -> None:
     it applies to, or a plan-only one in a build: one line naming it), then fill in the defaults of those not
     given. The kind is the ``--model``'s (a build; a plan), ``--multi-vector``'s (a plan without ``--model``), or
     single-vector (``--import-tevatron``'s pickles; a plan without either); an export of an existing index has
-    none."""
+    the ``--out`` index's."""
     from hopscotch.retriever.errors import UsageError
 
     given = [f for f in INDEX_FLAGS if _given(getattr(args, f.dest, None))]
@@ -100,6 +100,24 @@ def _kind(args) -> tuple[str | None, str]:
             (SINGLE, "this --plan is of a single-vector index (add --multi-vector, or give a multi-vector --model, "
                      "to plan a token index)")
     return None, ""
+
+
+def check_export_kind(args) -> None:
+    """``--export-tevatron`` writes one vector a document (Tevatron's encode pickles): refused in a plan and for a
+    multi-vector model or index, whose vectors are per token."""
+    from hopscotch.retriever.errors import UsageError
+    from hopscotch.retriever.searchers.multi_vector_index import is_multi_vector_index
+
+    if not getattr(args, "export_tevatron", None):
+        return
+    if args.plan:
+        raise UsageError("--export-tevatron writes an index's embeddings; --plan builds nothing: drop one of them")
+    subject = (f"{args.model} is a multi-vector model" if args.model and _is_multi_vector(args.model) else
+               f"{args.out} is a multi-vector index" if not args.model and args.out and is_multi_vector_index(args.out)
+               else None)
+    if subject:
+        raise UsageError(f"--export-tevatron writes one vector a document (Tevatron's encode pickles); {subject} "
+                         "(token vectors): drop it")
 
 
 def layout_of(args) -> str:

@@ -82,7 +82,7 @@ def register(sub) -> None:
                     "or --url)")
     for name in searcher_names():
         SEARCHERS[name].parse_args(p)  # --bm25, --index, --model, --query-input, --fusion, --url, --rerank-model, ...
-    p.set_defaults(func=run, depth=1000)  # hybrid candidate depth as in hopscotch search
+    p.set_defaults(func=run)
 
 
 def _trajectories(args):
@@ -271,7 +271,7 @@ def run(args) -> int:
         check_replays_comparable(early, other["manifest"], "this replay", path)
     if getattr(args, "query_input", None):
         args.reasoning = True  # as in hopscotch search: the dense searcher makes 'query' plain
-    searcher = searcher_from_args(args)  # with --rerank-model: a RerankedSearcher over the backend (.first)
+    searcher = searcher_from_args(args, reasoning=bool(args.reasoning))  # --rerank-model: a RerankedSearcher
     query_input = _query_input(searcher, args.reasoning)
     label = args.label or (searcher.name if query_input in ("query", None) else f"{searcher.name} ({query_input})")
     out_dir = Path(args.out)

@@ -50,7 +50,7 @@ def register(sub) -> None:
     p.add_argument("--tag", default="hopscotch", help="run tag (6th TREC column)")
     # --searcher-type, --bm25, --index, --model, --fusion, ... (each backend's own), --rerank-model, --rerank-depth, ...
     add_searcher_arguments(p)
-    p.set_defaults(func=run, depth=1000)  # deeper hybrid candidate lists for offline runs than for serving
+    p.set_defaults(func=run)
 
 
 def run(args) -> int:
@@ -61,6 +61,7 @@ def run(args) -> int:
     from hopscotch.retriever.io.progress import progress
     from hopscotch.retriever.io.queries import read_queries
     from hopscotch.retriever.io.runs import RunWriter
+    from hopscotch.retriever.model.query_template import parse_query
     from hopscotch.retriever.searchers import iter_search, searcher_from_args
 
     if args.k <= 0 or args.batch_size <= 0:
@@ -77,7 +78,9 @@ def run(args) -> int:
                                   for q in queries):
         print(f"hopscotch search: note: no query in {args.queries} has a 'reasoning' (or other context) field; "
               "every query is encoded with 'Reasoning: Empty'", file=sys.stderr)
-    searcher = searcher_from_args(args)  # with --rerank-model: the first stage's top --rerank-depth by MaxSim
+    # without --reasoning only a query written in the reasoning template carries one (BM25 reads it back)
+    reads = True if args.reasoning else (None if any(parse_query(q.text) for q in queries) else False)
+    searcher = searcher_from_args(args, reasoning=reads)  # with --rerank-model: the top --rerank-depth by MaxSim
     k = clamp_k("search", args.k, searcher)
     vector = searcher.vector_stage  # under a reranker, the first stage's; a hybrid's vector half
     if args.reasoning and vector is not None:

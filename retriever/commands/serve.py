@@ -79,15 +79,16 @@ def _add_mcp_flags(parser) -> None:
     ``--snippet-max-tokens`` stay plain integers, checked when the server starts
     (:class:`~hopscotch.retriever.serving.mcp_server.MCPOptions`: ``--k 0: give at least 1``)."""
     from hopscotch.retriever.commands.arg_groups import add_k_flag
-    from hopscotch.retriever.serving.mcp_server import DEFAULT_SNIPPET_TOKENIZER, MCP_PATH, TRANSPORTS
+    from hopscotch.retriever.serving.mcp_server import DEFAULT_SNIPPET_TOKENIZER, MCP_PATH, TRANSPORTS, MCPOptions
 
     g = parser.add_argument_group("MCP (--mcp)")
     g.add_argument("--mcp", action="store_true", help="serve MCP tools search and get_document instead of REST")
     g.add_argument("--transport", choices=TRANSPORTS, help="MCP transport (implies --mcp; default sse); the HTTP "
                                                            f"ones listen at http://HOST:PORT{MCP_PATH}")
-    add_k_flag(g, type=int, default=5, help="MCP: hits per search (default 5)")
-    g.add_argument("--snippet-max-tokens", type=int, default=512,
-                   help="MCP: tokens of each hit's text shown as its snippet (default 512; -1: whole text)")
+    add_k_flag(g, type=int, help=f"MCP: hits per search (default {MCPOptions.k})")
+    g.add_argument("--snippet-max-tokens", type=int,
+                   help=f"MCP: tokens of each hit's text shown as its snippet (default {MCPOptions.snippet_max_tokens}; "
+                        "-1: whole text)")
     g.add_argument("--snippet-tokenizer",
                    help="MCP: tokenizer that counts snippet tokens: a folder, minilm, or a hub name in the local "
                         f"Hugging Face cache (default {DEFAULT_SNIPPET_TOKENIZER}, as BrowseComp-Plus, when it is "
@@ -140,6 +141,11 @@ def _setup_logging(args) -> None:
             logging.getLogger(name).setLevel(logging.INFO)
 
 
+#: the MCP tools' flags (``--mcp``): a REST service, which takes ``hits=`` per request, has no use for them
+MCP_ONLY = {"k": "--k", "snippet_max_tokens": "--snippet-max-tokens", "snippet_tokenizer": "--snippet-tokenizer",
+            "no_get_document": "--no-get-document"}
+
+
 def build_server(args):
     """The bound (not yet serving) REST server ``args`` describe (its searcher built by the registry, reranked
     with ``--rerank-model``); UsageError for a bad flag or a busy port."""
@@ -159,6 +165,10 @@ def build_server(args):
         raise UsageError(str(exc).replace("_", "-")) from None
     if args.max_batch < 1:
         raise UsageError(f"--max-batch {args.max_batch}: give at least 1")
+    given = [flag for dest, flag in MCP_ONLY.items() if getattr(args, dest, None) not in (None, False)]
+    if given:
+        raise UsageError(f"{given[0]} applies to the MCP tools (--mcp) only, not to the REST service (whose requests "
+                         "give hits=): add --mcp, or drop it")
     _check_documents(args)
     warn_if_open(args.host, args.token)
     searcher = searcher_from_args(args, local_only=True)
@@ -176,7 +186,8 @@ def run(args) -> int:
 
     args.token = resolve_token(args)
     if args.mcp or args.transport:  # MCP: --mcp or a --transport
-        tools = MCPOptions(k=args.k, snippet_max_tokens=args.snippet_max_tokens, get_document=not args.no_get_document)
+        given = {"k": args.k, "snippet_max_tokens": args.snippet_max_tokens}
+        tools = MCPOptions(**{k: v for k, v in given.items() if v is not None}, get_document=not args.no_get_document)
         serve = MCPServeOptions(transport=args.transport, host=args.host, port=args.port, token=args.token,
                                 verbose=args.verbose, snippet_tokenizer=args.snippet_tokenizer, tools=tools)
         return run_mcp(serve, lambda: searcher_from_args(args, local_only=True))

@@ -90,7 +90,7 @@ def register(sub) -> None:
                           "reads only 'query') trains on the reasoning")
     out.add_argument("--query-instruction", default="", metavar="TEXT",
                      help="with --query-format agentir: a prefix of that string (default none: Tevatron adds "
-                          "AgentIR's instruction itself through its --query_prefix)")
+                          "AgentIR's instruction itself through its --query_prefix)").allow_empty = True
     lab = p.add_argument_group("labelling")
     lab.add_argument("--reranker", default="lexical", choices=RERANKER_CHOICES, help="the oracle (default lexical)")
     lab.add_argument("--depth", type=positive_int, default=50, help="candidate window length (default 50)")

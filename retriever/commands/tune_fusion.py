@@ -29,8 +29,9 @@ def register(sub) -> None:
 
     p = sub.add_parser("tune-fusion", help="tune BM25 + dense fusion on dev queries, report on held-out ones",
                        description="Grid-search interpolation and RRF of a BM25 run and a dense run on a dev split "
-                                   "of the queries, guarded never to lose to the better component on dev; report "
-                                   "the held-out queries and write the chosen settings as JSON.")
+                                   "of the queries, guarded never to lose to the better component on dev (unless "
+                                   "--min-gain is negative); report the held-out queries and write the chosen "
+                                   "settings as JSON.")
     p.add_argument("--sparse", required=True, help="BM25 TREC run (deep, e.g. --k 1000)")
     p.add_argument("--dense", required=True, help="dense TREC run over the same queries")
     add_qrels_options(p)
@@ -58,7 +59,8 @@ def register(sub) -> None:
                    help=f"the least share of the judged queries each run must answer (default {MIN_COVERAGE:g}; "
                         "below it is an error, not a score of zeros)")
     p.add_argument("--min-gain", type=finite_float, default=0.0,
-                   help="a fusion must beat the better component on dev by more than this (default 0)")
+                   help="a fusion must beat the better component on dev by more than this (default 0; a negative "
+                        "margin takes a fusion up to that much below it, and the report says it is below)")
     p.set_defaults(func=run)
 
 

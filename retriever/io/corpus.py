@@ -157,6 +157,25 @@ def read_corpus(path: str | os.PathLike, unique: bool = True) -> Iterator[Docume
             yield doc
 
 
+def locate_documents(path: str | os.PathLike, positions) -> dict[int, tuple[Path, int | None]]:
+    """``{position: (file, line)}`` of the documents at 0-based ``positions`` of a corpus in reading order (parquet:
+    the 1-based row for the line), read up to the last of them (for messages: a repeated docid a build found by
+    position)."""
+    wanted = set(positions)
+    out: dict[int, tuple[Path, int | None]] = {}
+    if not wanted:
+        return out
+    last, position = max(wanted), 0
+    for shard, f in corpus_files(path):
+        for lineno, _ in _numbered_docs(f, shard):
+            if position in wanted:
+                out[position] = (f, lineno)
+            if position >= last:
+                return out
+            position += 1
+    return out
+
+
 def count_documents(path: str | os.PathLike) -> int:
     """Count documents without keeping them (constant memory; repeated docids are not looked for)."""
     return sum(1 for _ in read_corpus(path, unique=False))

@@ -46,6 +46,17 @@ def live_bars(show: bool = True, stream: IO[str] | None = None) -> bool:
         return False
 
 
+def rate_text(value: float) -> str:
+    """A rate with at least two significant digits: ``0.073``, ``1.2``, ``12``, ``4,257`` (never ``0`` for 0.07)."""
+    import math
+
+    if not math.isfinite(value) or value <= 0:
+        return "0"
+    if value >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.{max(0, 1 - math.floor(math.log10(value)))}f}"
+
+
 def _plural(unit: str, n: int) -> str:
     if n == 1 or not unit:
         return unit
@@ -123,7 +134,7 @@ class Progress:
         line = f"{self.desc + ': ' if self.desc else ''}{done:,} {_plural(self.unit, done)} in {seconds:.1f} s"
         extra = []
         if done and seconds > 0:
-            extra.append(f"{done / seconds:,.0f} {_plural(self.unit, 2)}/s")
+            extra.append(f"{rate_text(done / seconds)} {_plural(self.unit, 2)}/s")
         if self.initial and self.total is not None:
             extra.append(f"{self.n:,}/{self.total:,} in all")
         if self._postfix:

@@ -50,6 +50,17 @@ class _QrelsBuilder:
             docs[docid] = grade
 
 
+def write_qrels(path: str | os.PathLike, qrels: Mapping[str, Mapping[str, int]]) -> None:
+    """Write ``{qid: {docid: grade}}`` as a BEIR TSV (``query-id corpus-id score`` with its header; atomically),
+    which :func:`read_qrels` reads back."""
+    from hopscotch.retriever.io.common import atomic_write
+
+    with atomic_write(path) as fh:
+        fh.write("query-id\tcorpus-id\tscore\n")
+        for qid, docs in qrels.items():
+            fh.writelines(f"{qid}\t{docid}\t{int(grade)}\n" for docid, grade in docs.items())
+
+
 def _read_tabular(path: Path) -> Qrels:
     out = _QrelsBuilder()
     for lineno, line in iter_lines(path):

@@ -124,3 +124,17 @@ def read_queries(path: str | os.PathLike) -> Iterator[Query]:
         context = parse_context_fields(obj, p, lineno)
         extra = {k: v for k, v in obj.items() if k not in (*QID_KEYS, *QTEXT_KEYS, *CONTEXT_KEYS)}
         yield Query(qid, check_text(text, p, lineno, "a query text"), extra=extra, **context)
+
+
+def write_queries(path: str | os.PathLike, queries) -> None:
+    """Write queries as the JSONL :func:`read_queries` reads back: ``{_id, text[, reasoning, context fields]}`` a
+    line (atomically)."""
+    from hopscotch.retriever.io.common import write_jsonl
+
+    def row(q: Query) -> dict:
+        out = {"_id": q.qid, "text": q.text}
+        if q.reasoning is not None:
+            out["reasoning"] = q.reasoning
+        return {**out, **context_dict(q)}
+
+    write_jsonl(path, (row(q) for q in queries))

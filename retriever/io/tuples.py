@@ -129,6 +129,10 @@ def tuple_source_files(source: str | os.PathLike, what: str = "data.train",
     return [p]
 
 
+#: names that are files, never Hugging Face dataset ids (``runs/tuples.jsonl`` is shaped like ``org/name``)
+_FILE_SUFFIXES = (".jsonl", ".json", ".gz", ".parquet", ".tsv", ".csv", ".txt")
+
+
 def _hf_rows(name: str) -> Iterable[tuple[int, dict]]:
     if os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1":
         raise UsageError(f"data.train: {name!r} is not a local file and the Hugging Face hub is offline "
@@ -136,7 +140,12 @@ def _hf_rows(name: str) -> Iterable[tuple[int, dict]]:
     import datasets
 
     name, _, split = name.partition(":")
-    for i, row in enumerate(datasets.load_dataset(name, split=split or "train"), start=1):
+    try:
+        rows = datasets.load_dataset(name, split=split or "train")
+    except Exception as exc:  # noqa: BLE001 - the hub's many failures (offline, unknown, gated, bad split): one line
+        raise UsageError(f"data.train: {name!r} is no local file, and the Hugging Face hub gave no dataset of that "
+                         f"name ({type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''})") from None
+    for i, row in enumerate(rows, start=1):
         yield i, dict(row)
 
 
@@ -167,7 +176,7 @@ def read_training_tuples(sources: str | os.PathLike | Sequence[str | os.PathLike
         if Path(source).exists():
             for f in tuple_source_files(source):
                 tuples.extend(parse(obj, f, n) for n, obj in read_jsonl(f, "a training tuple object"))
-        elif re.fullmatch(r"[\w.-]+/[\w.-]+(:\w+)?", source):
+        elif re.fullmatch(r"[\w.-]+/[\w.-]+(:\w+)?", source) and not source.endswith(_FILE_SUFFIXES):
             tuples.extend(parse(obj, source, n) for n, obj in _hf_rows(source))
         else:
             raise UsageError(f"data.train: {source}: no such file or folder")

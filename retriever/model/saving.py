@@ -5,7 +5,7 @@ Layout (the classic sentence-transformers files, which every sentence-transforme
     path/
       config.json, model.safetensors, tokenizer files   # the backbone, LoRA merged in
       modules.json                                      # Transformer -> Pooling -> Normalize
-      sentence_bert_config.json                         # max_seq_length
+      sentence_bert_config.json                         # max_seq_length (the passage length), query_length
       1_Pooling/config.json                             # cls | mean | lasttoken
       2_Normalize/                                      # when the model L2-normalises
       config_sentence_transformers.json                 # prompts: {"query": instruction, "document": prefix}
@@ -196,10 +196,25 @@ def ship_query_tokenizer(folder: Path, tokenizer, query: dict) -> bool:
     return True
 
 
+def task_lengths(query_max_len: int, passage_max_len: int) -> dict[str, int]:
+    """``sentence_bert_config.json``'s per-task lengths (``query_length`` for ``encode_query``, ``document_length``
+    for ``encode_document``) where the installed sentence-transformers reads them (v6), else nothing (an older
+    one would refuse the keys)."""
+    try:
+        from sentence_transformers.base.modules.transformer import Transformer
+    except ImportError:
+        return {}
+    keys = getattr(Transformer, "config_keys", ())
+    if "query_length" not in keys or "document_length" not in keys:
+        return {}
+    return {"query_length": int(query_max_len), "document_length": int(passage_max_len)}
+
+
 def save_tower(backbone, tokenizer, folder: Path, pooling: str, normalize: bool, max_seq_length: int,
-               prompts: dict[str, str], query: dict | None = None) -> bool:
+               prompts: dict[str, str], query: dict | None = None, lengths: dict[str, int] | None = None) -> bool:
     """One backbone + tokenizer + the sentence-transformers module files in ``folder``; with ``query``
-    (``instruction``, ``query_max_len``, ``query_input``) also the query tokenizer. True when it was shipped."""
+    (``instruction``, ``query_max_len``, ``query_input``) also the query tokenizer. ``max_seq_length``: what
+    ``encode`` cuts at; ``lengths``: :func:`task_lengths`. True when the query tokenizer was shipped."""
     if hasattr(backbone, "get_base_model"):  # peft
         backbone.get_base_model().save_pretrained(folder, state_dict=merged_state_dict(backbone))
     else:
@@ -211,7 +226,8 @@ def save_tower(backbone, tokenizer, folder: Path, pooling: str, normalize: bool,
         modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"})
         (folder / "2_Normalize").mkdir(exist_ok=True)
     _write_json(folder / "modules.json", modules)
-    _write_json(folder / "sentence_bert_config.json", {"max_seq_length": max_seq_length, "do_lower_case": False})
+    _write_json(folder / "sentence_bert_config.json", {"max_seq_length": max_seq_length, "do_lower_case": False,
+                                                        **(lengths or {})})
     pool = {"word_embedding_dimension": int(backbone.config.hidden_size)}
     pool.update({flag: name == pooling for name, flag in _ST_POOLING.items()})
     pool.update({"pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False,
@@ -241,13 +257,15 @@ def save_model(model, path: str | os.PathLike, training: dict | None = None) -> 
     c = model.config
     try:
         prompts = {"query": c.instruction, "document": c.passage_prefix}
-        max_len = max(c.query_max_len, c.passage_max_len)
         query = {"instruction": c.instruction, "query_max_len": c.query_max_len, "query_input": str(c.query_variant())}
-        shipped = save_tower(model.passage_backbone, model.tokenizer, tmp, c.pooling, c.normalize, max_len, prompts,
-                             query)
+        # one document length: what the model trained its passages at is what sentence-transformers cuts them at
+        # (encode, encode_document); encode_query takes the query length (task_lengths)
+        lengths = task_lengths(c.query_max_len, c.passage_max_len)
+        shipped = save_tower(model.passage_backbone, model.tokenizer, tmp, c.pooling, c.normalize, c.passage_max_len,
+                             prompts, query, lengths if c.shared_towers else None)
         if not c.shared_towers:
             save_tower(model.query_backbone, model.tokenizer, tmp / "query_encoder", c.pooling, c.normalize,
-                       max_len, prompts, query)
+                       c.query_max_len, prompts, query)
         saved = model.config_dict()
         saved["lora"] = {}  # the adapters are merged into the saved weights
         _write_json(tmp / HOPSCOTCH_CONFIG, saved)
@@ -356,9 +374,10 @@ p = passages.encode_document(["<title> <text>"])
 
 {remote}
 
-Without `trust_remote_code`, `SentenceTransformer("{qpath}")` gives the same passage vectors, and the same query
-vectors for query texts that fit {qlen} tokens (`encode_query` adds the instruction); a longer text is cut from
-the right, losing the query: shorten its reasoning from the left first. Fill the reasoning slot per the variant.
+Without `trust_remote_code`, `SentenceTransformer("{qpath}")` gives the same passage vectors (`encode_document`,
+or `encode`: cut at {plen} tokens, the length the model was trained with), and the same query vectors for query
+texts that fit {qlen} tokens (`encode_query` adds the instruction); a longer text is cut from the right, losing the
+query: shorten its reasoning from the left first. Fill the reasoning slot per the variant.
 """
 
 

@@ -163,8 +163,9 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
     @classmethod
     def parse_args(cls, parser) -> None:
         add_encoder_options(parser)
-        add_option(parser, "--instruction", help="prefix of every encoded query (default: a trained model's own "
-                                                 "instruction, else none)")
+        add_option(parser, "--instruction", allow_empty=True,
+                   help="prefix of every encoded query (default: a trained model's own instruction, else none; '': "
+                        "none)")
         add_option(parser, "--late-fusion-max-words", type=int, metavar="N",
                    help="search reasoning contexts longer than N words with late-fusion weight --late-fusion-long "
                         "(default 0: the query alone; default N: the trained model's recorded limit under the same "

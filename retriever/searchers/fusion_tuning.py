@@ -174,16 +174,29 @@ class TuningResult:
     comparison: PairedComparison
     dev_qids: list[str] = field(default_factory=list)
     test_qids: list[str] = field(default_factory=list)
+    min_gain: float = 0.0
 
     @property
     def note(self) -> str:
+        """The choice in one line; each comparison it states is that of the two numbers it prints (as printed)."""
         best = max((s for s in self.grid if component_of(s[0]) is None), key=lambda s: s[1], default=None)
+        gain = "" if self.min_gain == 0 else f" (--min-gain {self.min_gain:g})"
         if self.guard is None:
-            return (f"{self.chosen.describe()} beats the better component ({self.better}) on dev: "
-                    f"{self.chosen_dev:.4f} > {self.components_dev[self.better]:.4f}")
-        tried = f"the best fusion ({best[0].describe()}, {best[1]:.4f})" if best else "no fusion"
-        return (f"guard: {tried} does not beat {self.guard} alone on dev ({self.components_dev[self.guard]:.4f}); "
-                f"the tuned setting is {self.guard} alone")
+            fused, alone = f"{self.chosen_dev:.4f}", f"{self.components_dev[self.better]:.4f}"
+            verb = {1: "beats", 0: "ties with", -1: "is below"}[_order(fused, alone)]
+            sign = {1: ">", 0: "=", -1: "<"}[_order(fused, alone)]
+            within = "" if verb == "beats" else f", within the margin{gain}"
+            return (f"{self.chosen.describe()} {verb} the better component ({self.better}) on dev: {fused} {sign} "
+                    f"{alone}{within}; the tuned setting is {self.chosen.describe()}")
+        alone = f"{self.components_dev[self.guard]:.4f}"
+        if best is None:
+            return f"guard: no fusion tried; the tuned setting is {self.guard} alone ({alone} on dev)"
+        fused = f"{best[1]:.4f}"
+        sign = {1: ">", 0: "=", -1: "<"}[_order(fused, alone)]
+        short = (f"does not beat {self.guard} alone on dev" if sign != ">" else
+                 f"beats {self.guard} alone on dev by no more than the margin{gain}")
+        return (f"guard: the best fusion ({best[0].describe()}) {short}: {fused} {sign} {alone}; the tuned setting is "
+                f"{self.guard} alone")
 
     def to_json(self) -> dict:
         """The chosen settings (:meth:`FusionSettings.to_json`) plus metric, scores, components, guard and test."""
@@ -198,6 +211,11 @@ class TuningResult:
                                 "p_randomization": c.p_randomization, "p_ttest": c.p_ttest},
                 "test": test, "dev_queries": len(self.dev_qids), "test_queries": len(self.test_qids),
                 "grid": [{**s.to_json(), "label": s.describe(), "dev": score} for s, score in self.grid]}
+
+
+def _order(a: str, b: str) -> int:
+    """1, 0 or -1 as the number printed ``a`` is above, equal to or below the number printed ``b``."""
+    return (float(a) > float(b)) - (float(a) < float(b))
 
 
 def _score(run: Run, qrels: Qrels, metric: str) -> float:
@@ -255,7 +273,7 @@ def tune_fusion(sparse: Run, dense: Run, qrels: Qrels, dev_qids: Sequence[str], 
         chosen_label = label if settings == chosen else chosen_label
     comparison = compare_runs(test[better], test[chosen_label], metric)
     return TuningResult(metric, scored, components_dev, better, chosen, chosen_dev, guard, test, chosen_label,
-                        comparison, list(dev_qids), list(test_qids))
+                        comparison, list(dev_qids), list(test_qids), opts.min_gain)
 
 
 def format_report(result: TuningResult, top: int = 10) -> str:

@@ -49,6 +49,9 @@ from hopscotch.retriever.searchers.remote_bm25 import (
 REMOTE_BM25_DESTS = frozenset({"bm25_url", "bm25_token", "remote_timeout"})
 #: where the BM25 half's token comes from when ``--bm25-token`` is not given (the variable cmass's client reads)
 TOKEN_ENV = "PYSERINI_API_TOKEN"
+#: candidates taken from each list before fusing (``--depth``), one default for ``search``, ``serve`` and ``replay``:
+#: the depth the fusion defaults were chosen at on the agent dev sets (experiments/ablations/fusion_defaults.py)
+DEFAULT_DEPTH = 100
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,7 @@ class HybridOptions:
     bm25_k3: float | None = None
     vector: Any = None
     fusion: FusionSettings | None = None
-    depth: int = 100
+    depth: int = DEFAULT_DEPTH
 
 
 @register_searcher("hybrid")
@@ -114,7 +117,7 @@ class HybridSearcher(BaseSearcher):
     extra_options = DenseSearcher.extra_options
 
     def __init__(self, bm25, dense, fusion: str = DEFAULT_FUSION, alpha: float = DEFAULT_INTERP.alpha,
-                 rrf_k: float = DEFAULT_RRF.rrf_k, depth: int = 100,
+                 rrf_k: float = DEFAULT_RRF.rrf_k, depth: int = DEFAULT_DEPTH,
                  weights: tuple[float, float] | None = None, weight_on_dense: bool = False,
                  normalization: str = DEFAULT_INTERP.normalization, adapt: float = 0.0, shift: float = 0.0,
                  agreement_k: int = 10):
@@ -151,7 +154,7 @@ class HybridSearcher(BaseSearcher):
                               adapt=self.adapt, shift=self.shift, agreement_k=self.agreement_k)
 
     @classmethod
-    def from_settings(cls, bm25, dense, settings: FusionSettings, depth: int = 100) -> HybridSearcher:
+    def from_settings(cls, bm25, dense, settings: FusionSettings, depth: int = DEFAULT_DEPTH) -> HybridSearcher:
         """A hybrid searcher applying ``settings``."""
         return cls(bm25, dense, fusion=settings.method, alpha=settings.alpha, rrf_k=settings.rrf_k, depth=depth,
                    weights=settings.weights, weight_on_dense=settings.weight_on_dense,
@@ -186,8 +189,10 @@ class HybridSearcher(BaseSearcher):
         add_option(parser, "--rrf-weights", metavar="W_BM25,W_DENSE",
                    help="rrf: weights of the BM25 and the dense list (default "
                         f"{DEFAULT_RRF.weights[0]:g},{DEFAULT_RRF.weights[1]:g}, learnt on the dev sets; 1,1 is plain RRF)")
-        add_option(parser, "--depth", type=positive_int, default=100,
-                   help="hybrid: candidates from each list before fusing (a larger --k widens it, with a note)")
+        add_option(parser, "--depth", type=positive_int, default=DEFAULT_DEPTH,
+                   help=f"hybrid: candidates from each list before fusing (default {DEFAULT_DEPTH}, in search, serve "
+                        "and replay alike: the depth the fusion defaults were chosen at; a larger --k widens it, with "
+                        "a note)")
         add_option(parser, "--bm25-url", metavar="URL",
                    help="hybrid: a Pyserini-compatible REST endpoint as the BM25 half, in place of --bm25: the index's "
                         "URL ROOT/v1/NAME (e.g. http://api.castorini.uwaterloo.ca/v1/climbmix-400b, or what hopscotch "
@@ -249,7 +254,7 @@ class HybridSearcher(BaseSearcher):
         fusion = fusion_from_flags(flags)
         return cls.from_options(HybridOptions(
             bm25=flags.get("bm25"), bm25_url=url, bm25_token=flags.get("bm25_token"),
-            remote_timeout=flags.get("remote_timeout"), fusion=fusion, depth=flags.get("depth", 100),
+            remote_timeout=flags.get("remote_timeout"), fusion=fusion, depth=flags.get("depth", DEFAULT_DEPTH),
             vector=DenseSearcher.component_options(flags, "hybrid"),
             **{option: flags.get(option) for option in EXPANSION_OPTIONS}))
 

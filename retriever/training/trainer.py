@@ -282,10 +282,19 @@ def _finish(run: _Run, started: float) -> str:
     return str(final)
 
 
+def _given_text(value: str) -> str:
+    """``type=`` of a path flag: an empty (or blank) value is refused, never read as the current folder."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("expected a value, got an empty string")
+    return value
+
+
 def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    # train.py's own parser refuses an empty path here; 'hopscotch train' (a parser given) refuses every empty value
+    given = _given_text if parser is None else None
     parser = parser or argparse.ArgumentParser(prog="train.py", description=__doc__.split("\n")[0])
-    parser.add_argument("--recipe", required=True, help="recipe YAML (recipes/*.yaml)")
-    parser.add_argument("--output", required=True, help="run folder; the model lands in OUTPUT/final")
+    parser.add_argument("--recipe", required=True, type=given, help="recipe YAML (recipes/*.yaml)")
+    parser.add_argument("--output", required=True, type=given, help="run folder; the model lands in OUTPUT/final")
     parser.add_argument("--resume", action="store_true",
                         help="continue from the newest OUTPUT/checkpoint-* (refused when the recipe, data, base "
                              "model, code or launch differ from OUTPUT/train_manifest.json)")

@@ -188,6 +188,19 @@ def test_duplicate_step_numbers_are_a_format_error(small_world, tmp_path):
         synthesize(SynthInputs(small_world, traces=[t]), out=tmp_path / "o.jsonl", config=quiet())
 
 
+def test_a_damaged_bm25_index_is_refused_and_leaves_no_work_files(small_world, tmp_path):
+    from hopscotch.retriever.index.bm25 import BM25Index
+    from hopscotch.retriever.io.corpus import read_corpus
+
+    index = tmp_path / "bm25"
+    BM25Index.build(read_corpus(small_world / "corpus.jsonl"), show_progress=False).save(index)
+    (index / "vocab.index.json").write_text("{garbage")
+    with pytest.raises(UsageError, match="vocab.index.json: not readable JSON"):
+        synthesize(SynthInputs(small_world, traces=[small_world / "traces.jsonl"], bm25_index=index),
+                   out=tmp_path / "o.jsonl", config=quiet())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bm25"]
+
+
 def test_cli_synth_preview_and_errors(cli, small_world, tmp_path):
     out = tmp_path / "cli.jsonl"
     code, stdout, err = cli("synth", "--qa", small_world, "--traces", small_world / "traces.jsonl", "--out", out,

@@ -26,6 +26,9 @@ DESCRIPTION = ("Measure how much of the exact inner-product top-k the index's FA
                "random unit vectors.")
 
 
+DEFAULT_KS = (10, 100)
+
+
 def cutoffs(text: str) -> tuple[int, ...]:
     """``type=`` of ``--k``: comma-separated cutoffs >= 1 (``10,100``)."""
     try:
@@ -49,7 +52,8 @@ def add_flags(p) -> None:
     p.add_argument("--ef-search", type=positive_int, help="HNSW search breadth")
     p.add_argument("--refine", type=positive_int,
                    help="re-score k*R approximate hits exactly (default: the index's recorded one, else 1)")
-    add_k_flag(p, type=cutoffs, default=(10, 100), help="recall cutoffs (default 10,100)")
+    add_k_flag(p, type=cutoffs, default=DEFAULT_KS, help="recall cutoffs (default 10,100; each below the index's "
+                                                        "documents)")
     p.add_argument("--max-gap", type=unit_interval, default=0.05,
                    help="the largest shortfall of real-query recall below the documents' that passes")
     p.add_argument("--min-recall", type=unit_interval, default=0.9,
@@ -62,8 +66,20 @@ def add_flags(p) -> None:
 
 
 def run(args) -> int:
-    from hopscotch.retriever.audit.ann_fidelity import AnnOptions, audit_ann_fidelity
+    import sys
 
+    from hopscotch.retriever.audit.ann_fidelity import AnnOptions, audit_ann_fidelity
+    from hopscotch.retriever.errors import UsageError
+    from hopscotch.retriever.index.layout import IndexMeta
+
+    meta = IndexMeta.load(args.index)
+    beyond = [k for k in args.k if k >= meta.num_docs]
+    if beyond and args.k != DEFAULT_KS:  # a cutoff asked for that the index cannot measure
+        raise UsageError(f"--k {beyond[0]}: {args.index} holds {meta.num_docs:,} documents, and recall@k against "
+                         f"exact search needs k below that (at most {meta.num_docs - 1:,})")
+    if beyond:
+        print(f"hopscotch audit ann-fidelity: note: {args.index} holds {meta.num_docs:,} documents: recall@"
+              f"{beyond[0]} is measured at {meta.num_docs - 1:,}", file=sys.stderr)
     opts = AnnOptions(faiss_name=args.faiss_name, nprobe=args.nprobe, ef_search=args.ef_search, refine=args.refine,
                       ks=args.k, max_gap=args.max_gap, min_recall=args.min_recall, strict=args.strict,
                       max_queries=args.max_queries, controls=args.controls, seed=args.seed)

@@ -5,7 +5,7 @@ and disk (:mod:`.disk`: the same impacts in memory-mapped postings, built by a s
 what cannot reach the top k; its docid table: :mod:`.docids`). Both index the terms of
 :class:`~.analyzer.Analyzer` (English stemming and stopwords by default) over ``title + " " + text`` with bm25s's
 Lucene scoring (``k1`` 1.5, ``b`` 0.75 by default); :func:`load_bm25_index` (and :meth:`BM25Index.load`) opens
-either by what ``hopscotch_bm25.json`` says, and :func:`auto_backend` is the rule ``bm25-index --backend auto``
+either by what ``hopscotch_bm25.json`` says (:mod:`.manifest`; every file checked on open: :mod:`.checks`), and :func:`auto_backend` is the rule ``bm25-index --backend auto``
 builds by. ``bm25-index --plan``'s sizes: :mod:`.plan`.
 
 Example::
@@ -18,16 +18,8 @@ Example::
 
 from __future__ import annotations
 
-from hopscotch.retriever.index.bm25.memory import (
-    AUTO_DISK_DOCS,
-    BACKENDS,
-    DOCIDS_FILE,
-    META_FILE,
-    BM25Index,
-    auto_backend,
-    load_bm25_index,
-    read_meta,
-)
+from hopscotch.retriever.index.bm25.manifest import BACKENDS, META_FILE, read_meta
+from hopscotch.retriever.index.bm25.memory import AUTO_DISK_DOCS, DOCIDS_FILE, BM25Index, auto_backend, load_bm25_index
 
 __all__ = ["AUTO_DISK_DOCS", "BACKENDS", "DOCIDS_FILE", "META_FILE", "BM25Index", "auto_backend", "load_bm25_index",
            "read_meta"]

@@ -33,11 +33,10 @@ import numpy as np
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.index.bm25.analyzer import Analyzer, term_hashes
+from hopscotch.retriever.index.bm25.checks import check_disk_folder
 from hopscotch.retriever.index.bm25.docids import DocidTable
+from hopscotch.retriever.index.bm25.manifest import REBUILD, TERMS_OFFSETS, TERMS_TEXT
 
-ARRAYS = ("terms.hashes", "terms.max", "postings.indptr", "postings.rows", "postings.impacts", "blocks.ptr",
-          "blocks.max", "doclens")
-TERMS_TEXT, TERMS_OFFSETS = "terms.txt", "terms.offsets"
 #: rows a search window spans (:mod:`.kernel`)
 WINDOW = 8192
 #: terms whose document frequency an index remembers (:meth:`DiskBM25Index.document_frequencies`)
@@ -72,17 +71,10 @@ class DiskBM25Index:
                                  (meta.get("analyzer") or {}).get("stopword_list"))
         self.num_docs = int(meta["num_docs"])
         self.block = int(meta["block"])
-        try:
-            arrays = {name: np.load(self.folder / f"{name}.npy", mmap_mode="r") for name in ARRAYS}
-            self._term_offsets = np.memmap(self.folder / TERMS_OFFSETS, dtype="<u8", mode="r")
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"{self.folder}: a file of the disk BM25 index is missing or damaged ({exc}); rebuild "
-                             "it with 'hopscotch bm25-index --overwrite'") from None
+        arrays, self._term_offsets = check_disk_folder(self.folder, meta)  # one line naming a damaged file
         self._hashes, self._term_max = arrays["terms.hashes"], arrays["terms.max"]
         self._indptr, self._rows = arrays["postings.indptr"], arrays["postings.rows"]
         self._impacts, self._bptr, self._bmax = arrays["postings.impacts"], arrays["blocks.ptr"], arrays["blocks.max"]
-        if len(arrays["doclens"]) != self.num_docs or len(self._indptr) != len(self._hashes) + 1:
-            raise UsageError(f"{self.folder}: its arrays do not match hopscotch_bm25.json; rebuild it with --overwrite")
         self._terms_fh = open(self.folder / TERMS_TEXT, "rb")  # noqa: SIM115 - pread for the index's life
         self.docids = DocidTable(self.folder, self.num_docs)
         self.threads = default_threads() if threads is None else max(1, int(threads))
@@ -91,7 +83,7 @@ class DiskBM25Index:
     # -- terms ------------------------------------------------------------------------------------
     def _term(self, term_id: int) -> str:
         a, b = int(self._term_offsets[term_id]), int(self._term_offsets[term_id + 1])
-        return os.pread(self._terms_fh.fileno(), b - a - 1, a).decode("utf-8")
+        return os.pread(self._terms_fh.fileno(), b - a - 1, a).decode("utf-8", errors="replace")
 
     def term_ids(self, terms: Sequence[str]) -> np.ndarray:
         """Each term's id, -1 for a term the index does not hold."""
@@ -134,6 +126,9 @@ class DiskBM25Index:
         counts = np.zeros(len(queries), dtype=np.int64)
         top_k_batch(self._rows, self._impacts, self._bmax, self.block, qptr, self._indptr[ids],
                     self._indptr[ids + 1], self._bptr[ids], weights, k, WINDOW, rows, scores, counts)
+        if (counts < 0).any():  # the kernel met a row that does not ascend within its term
+            raise UsageError(f"{self.folder / 'postings.rows.npy'}: rows must ascend within each term; {REBUILD}")
+        self._check_rows(np.concatenate([r[:n] for r, n in zip(rows, counts.tolist())]))
         out = []
         for r, s, n in zip(rows, scores, counts.tolist()):
             out.append(list(zip(self.docids.many(r[:n].tolist()), s[:n].tolist())))
@@ -199,9 +194,17 @@ class DiskBM25Index:
     def row(self, docid: str) -> int | None:
         return self.docids.row(docid)
 
+    def _check_rows(self, rows: np.ndarray) -> None:
+        """Rows read from the postings are documents of the index (the checks on open sample them on a large one)."""
+        if len(rows) and int(rows.max()) >= self.num_docs:
+            raise UsageError(f"{self.folder / 'postings.rows.npy'}: row {int(rows.max()):,} out of range (the index "
+                             f"holds {self.num_docs:,} documents); {REBUILD}")
+
     def _postings(self, term_id: int) -> tuple[np.ndarray, np.ndarray]:
         a, b = int(self._indptr[term_id]), int(self._indptr[term_id + 1])
-        return self._rows[a:b], self._impacts[a:b]
+        rows = self._rows[a:b]
+        self._check_rows(rows)
+        return rows, self._impacts[a:b]
 
     def score_documents(self, query: str, docids: Sequence[str]) -> np.ndarray:
         """BM25 scores of ``query`` against the given documents (0 for unknown ones)."""

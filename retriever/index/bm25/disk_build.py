@@ -8,17 +8,20 @@ corpus), and a work folder with another fingerprint is started afresh.
    batch's terms by hash, each with its rows and term frequencies; the documents' lengths), its docids appended to
    the docid files (:class:`~.docids.DocidAppender`), its files written, and ``run_XXXXX.done.json`` last. A
    rerun keeps the finished runs, cuts the docid files back to them and reads on after their last document.
+   A docid repeated inside a batch is refused before the batch is analysed; once the runs are written the docid
+   lookup is sorted (:func:`~.docids.finish_lookup`), refusing a docid met twice anywhere, before any merge. Either
+   refusal names the file and line of both, and a refused build removes its work folder.
 2. **Merge.** When the corpus is done, ``N`` and the mean length are known, and the runs are merged range of term
    hashes by range (each range about ``merge_postings`` postings; a term is never split): its postings gathered from
    every run (the runs are in row order, so a stable sort by hash keeps each term's rows ascending), their impacts
    computed (bm25s's formula and float32 rounding), written into the final arrays; ``merge.json`` records each
    finished range, so a killed merge resumes at the next one.
-3. **Finish.** Term tables, block maxima (:func:`~.kernel.block_maxima`), the docid lookup (a repeated docid is
-   refused), ``hopscotch_bm25.json``; the runs are deleted and the work folder renamed onto the output (the old one
-   moved aside first), so the output is always a whole index.
+3. **Finish.** Term tables, block maxima (:func:`~.kernel.block_maxima`), ``hopscotch_bm25.json``; the runs are
+   deleted and the work folder renamed onto the output (the old one moved aside first), so the output is always a
+   whole index.
 
-Memory: one batch (its text and about 50 bytes a term occurrence), then one merge range (about 40 bytes a posting,
-and at least the postings of the most frequent term), then 32 bytes a document for the docid lookup's sort.
+Memory: one batch (its text and about 50 bytes a term occurrence), then 32 bytes a document for the docid lookup's
+sort, then one merge range (about 40 bytes a posting, and at least the postings of the most frequent term).
 """
 
 from __future__ import annotations
@@ -33,10 +36,11 @@ from pathlib import Path
 
 import numpy as np
 
-from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.errors import HopscotchError, UsageError
 from hopscotch.retriever.index.bm25.analyzer import Analyzer, term_keys
 from hopscotch.retriever.index.bm25.disk_merge import RUN_ARRAYS, RUNS_DIR, release_memory, run_path
 from hopscotch.retriever.index.bm25.docids import DocidAppender, finish_lookup
+from hopscotch.retriever.index.bm25.manifest import LAYOUT
 from hopscotch.retriever.io.corpus import Document
 from hopscotch.retriever.model.query_template import format_document
 
@@ -180,6 +184,9 @@ def _open_work(work: Path, fingerprint: str, options: DiskBuildOptions, log) -> 
     state = work / BUILD_FILE
     settings = {"fingerprint": fingerprint, "k1": options.k1, "b": options.b, "stemmer": options.stemmer,
                 "stopwords": options.stopwords, "block": options.block}
+    if work.exists() and not work.is_dir():
+        raise UsageError(f"{work}: a file where the build keeps its work folder (.NAME.partial): remove it, or build "
+                         "into another --out")
     if work.is_dir():
         try:
             old = json.loads(state.read_text())
@@ -199,8 +206,20 @@ def _batches(docs: Iterable[Document], size: int):
         yield batch
 
 
+def _check_batch_ids(batch: list[Document], first_row: int, corpus_name: str) -> None:
+    """A docid repeated inside one batch, refused before the batch is analysed (across batches: the docid lookup,
+    before the merge)."""
+    from hopscotch.retriever.index.bm25.docids import repeated_docid
+
+    seen: dict[str, int] = {}
+    for i, doc in enumerate(batch):
+        j = seen.setdefault(doc.docid, i)
+        if j != i:
+            raise repeated_docid(doc.docid, first_row + j, first_row + i, corpus_name)
+
+
 def write_runs(docs: Iterable[Document], work: Path, options: DiskBuildOptions, log,
-               on_commit: Callable[[int], None] | None = None) -> list[dict]:
+               on_commit: Callable[[int], None] | None = None, corpus_name: str = "") -> list[dict]:
     """Stage 1 (module doc): every run, the finished ones kept; the finished runs' records."""
     from hopscotch.retriever.io.progress import progress
 
@@ -218,6 +237,7 @@ def write_runs(docs: Iterable[Document], work: Path, options: DiskBuildOptions, 
     bar = progress(desc="bm25 (disk) runs", unit="doc", show=options.show_progress, initial=rows)
     try:
         for batch in _batches(itertools.islice(docs, rows, None), options.batch_docs):
+            _check_batch_ids(batch, rows, corpus_name)
             pairs = [(d.title, d.text) for d in batch]
             step = min(CHUNK_DOCS, -(-len(pairs) // options.workers))
             jobs = [pairs[i:i + step] for i in range(0, len(pairs), step)]
@@ -256,16 +276,20 @@ def build_disk_index(docs: Iterable[Document], out: str | Path, fingerprint: str
     work = partial_folder(out)
     _open_work(work, fingerprint, options, log)
     t0 = time.perf_counter()
-    runs = write_runs(docs, work, options, log, on_commit)
-    release_memory()
-    if not runs:
+    try:  # a refused build (a repeated docid, a bad line, an empty corpus) leaves no work folder behind
+        runs = write_runs(docs, work, options, log, on_commit, corpus_name)
+        release_memory()
+        if not runs:
+            raise UsageError("cannot build a BM25 index over an empty corpus")
+        finish_lookup(work, corpus_name)  # every docid once: checked before any merge
+        release_memory()
+        state = merge_runs(work, runs, options.k1, options.b, options.merge_postings, options.block, log)
+    except HopscotchError:
         shutil.rmtree(work, ignore_errors=True)
-        raise UsageError("cannot build a BM25 index over an empty corpus")
-    state = merge_runs(work, runs, options.k1, options.b, options.merge_postings, options.block, log)
+        raise
     num_terms = finish_tables(work, state)
     release_memory()
-    finish_lookup(work, corpus_name)
-    meta = {"backend": "disk", "k1": options.k1, "b": options.b, "stemmer": options.stemmer,
+    meta = {"backend": "disk", "layout": LAYOUT, "k1": options.k1, "b": options.b, "stemmer": options.stemmer,
             "stopwords": options.stopwords, "num_docs": state["num_docs"], "num_terms": num_terms,
             "num_postings": state["num_postings"], "avgdl": state["avgdl"], "block": options.block,
             "analyzer": Analyzer(options.stemmer, options.stopwords).describe(), "fingerprint": fingerprint,

@@ -193,7 +193,7 @@ def release_memory() -> None:
 
 def finish_tables(work: Path, state: dict) -> int:
     """Stage 3's term tables and block pointers from the merged ranges; returns the number of terms."""
-    from hopscotch.retriever.index.bm25.disk import TERMS_OFFSETS, TERMS_TEXT
+    from hopscotch.retriever.index.bm25.manifest import TERMS_OFFSETS, TERMS_TEXT
     from hopscotch.retriever.index.layout import save_npy
 
     n = len(state["ranges"])

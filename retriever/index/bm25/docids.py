@@ -76,9 +76,23 @@ class DocidAppender:
                 os.fsync(fh.fileno())
 
 
+def repeated_docid(docid: str, first: int, second: int, corpus: str | os.PathLike = "") -> FormatError:
+    """The refusal of ``docid`` met at corpus positions ``first`` and ``second`` (0-based, in reading order): at the
+    file and line of each when ``corpus`` is a corpus path (found by reading up to the second), else by position."""
+    from hopscotch.retriever.io.corpus import locate_documents
+
+    where = locate_documents(corpus, [first, second]) if corpus and Path(corpus).exists() else {}
+    if second in where:
+        (path_a, line_a), (path_b, line_b) = where[first], where[second]
+        at = f"line {line_a}" if path_a == path_b else f"{path_a}:{line_a}"
+        return FormatError(path_b, line_b, f"unique document ids ({docid!r} is already at {at})")
+    return FormatError(corpus or "the corpus", None, "unique document ids",
+                       f"{docid!r} is document {first + 1:,} and {second + 1:,}")
+
+
 def finish_lookup(folder: str | os.PathLike, corpus: str | os.PathLike = "") -> int:
-    """Sort the docid hashes into the lookup (``lookup_*.npy``); FormatError naming both rows of a repeated docid.
-    Returns the number of rows. Memory: 16 bytes a document while sorting."""
+    """Sort the docid hashes into the lookup (``lookup_*.npy``); a repeated docid is a FormatError at the file and
+    line of both (:func:`repeated_docid`). Returns the number of rows. Memory: 16 bytes a document while sorting."""
     from hopscotch.retriever.index.layout import save_npy
 
     folder = Path(folder)
@@ -91,8 +105,7 @@ def finish_lookup(folder: str | os.PathLike, corpus: str | os.PathLike = "") -> 
         for i in same:
             a, b = table[int(order[i])], table[int(order[i + 1])]
             if a == b:
-                raise FormatError(corpus or folder, None, "unique document ids",
-                                  f"{a!r} appears at corpus positions {int(order[i])} and {int(order[i + 1])}")
+                raise repeated_docid(a, *sorted((int(order[i]), int(order[i + 1]))), corpus)
     save_npy(folder / LOOKUP_HASHES, hashes)
     save_npy(folder / LOOKUP_ROWS, order.astype(np.int64))
     return len(hashes)
@@ -128,15 +141,22 @@ class DocidTable(Sequence):
             row += self._n
         if not 0 <= row < self._n:
             raise IndexError(row)
-        start, end = int(self._offsets[row]), int(self._offsets[row + 1])
-        return self._text[start:end - 1].decode("utf-8")
+        return self.many([row])[0]
 
     def many(self, rows) -> list[str]:
-        """The docids of ``rows`` (a sequence of row numbers, each in range)."""
+        """The docids of ``rows`` (a sequence of row numbers, each in range); a line the offsets do not frame (a
+        damaged table the checks on open did not sample) is a one-line UsageError."""
         rows = np.asarray(rows, dtype=np.int64)
         text = self._text
-        return [text[a:b - 1].decode("utf-8")
-                for a, b in zip(self._offsets[rows].tolist(), self._offsets[rows + 1].tolist())]
+        try:
+            out = [text[a:b - 1].decode("utf-8") if b > a else None
+                   for a, b in zip(self._offsets[rows].tolist(), self._offsets[rows + 1].tolist())]
+        except UnicodeDecodeError:
+            out = [None]
+        if None in out:
+            raise UsageError(f"{self.folder / OFFSETS_FILE}: its offsets do not frame the lines of {DOCIDS_FILE}; "
+                             "rebuild the index with 'hopscotch bm25-index --overwrite'")
+        return out
 
     def __iter__(self) -> Iterator[str]:
         with open(self.folder / DOCIDS_FILE, encoding="utf-8") as fh:

@@ -152,7 +152,8 @@ def _pruned(x, size, k, theta, floor):
 def top_k(docs, impacts, block_max, block, starts, ends, bstarts, weights, k, window, out_rows, out_scores):
     """One query's exact top ``k`` (module doc): its terms' posting ranges ``[starts, ends)``, their first block's
     index in ``block_max`` (``bstarts``) and their weights. Writes rows and scores (best first; ties by row) into
-    ``out_rows``/``out_scores`` and returns how many there are (rows scoring 0 are never listed)."""
+    ``out_rows``/``out_scores`` and returns how many there are (rows scoring 0 are never listed), or -1 when a term's
+    rows do not ascend (a damaged index: the caller refuses it)."""
     n = len(starts)
     pos = starts.copy()
     hs = np.empty(k, np.float64)
@@ -214,6 +215,8 @@ def top_k(docs, impacts, block_max, block, starts, ends, bstarts, weights, k, wi
                 d = docs[p]
                 if d >= we:
                     break
+                if d < ws:  # rows not ascending within the term: a damaged index (never write outside acc)
+                    return -1
                 o = d - ws
                 reached[o >> 6] |= np.uint64(1) << np.uint64(o & 63)
                 acc[o] += w * impacts[p]

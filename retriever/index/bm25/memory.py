@@ -1,6 +1,6 @@
 """The bm25s BM25 backend (:class:`BM25Index`: the whole sparse score matrix in RAM, every posting of a query's
 terms scored and all documents selected over: fastest on small corpora) and the BM25 index folder's manifest,
-which names the backend a folder holds: :func:`read_meta`, :func:`load_bm25_index` (and :meth:`BM25Index.load`),
+which names the backend a folder holds (read and checked by :func:`~.manifest.read_meta`): :func:`load_bm25_index` (and :meth:`BM25Index.load`),
 which opens either backend by what ``hopscotch_bm25.json`` says, and :func:`auto_backend`, the rule ``bm25-index
 --backend auto`` builds by. The package (:mod:`hopscotch.retriever.index.bm25`) re-exports all of them.
 
@@ -24,13 +24,12 @@ from pathlib import Path
 import numpy as np
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.index.bm25.manifest import BACKENDS, LAYOUT, META_FILE, REBUILD, read_meta
 from hopscotch.retriever.io.common import atomic_write
 from hopscotch.retriever.io.corpus import Document
 from hopscotch.retriever.model.query_template import format_document
 
-META_FILE = "hopscotch_bm25.json"
 DOCIDS_FILE = "docids.txt"
-BACKENDS = ("bm25s", "disk")
 #: ``--backend auto`` builds bm25s below this many documents and disk from it on (docs/benchmarks.md, "BM25
 #: backends"): in process the disk backend is faster from 10,000 documents, but a one-off ``search`` command also
 #: pays numba's import (about half a second), and whole-process it passes bm25s between 20,000 and 100,000
@@ -40,22 +39,6 @@ AUTO_DISK_DOCS = 100_000
 def auto_backend(num_docs: int) -> str:
     """The backend ``--backend auto`` builds for a corpus of ``num_docs`` documents."""
     return "disk" if num_docs >= AUTO_DISK_DOCS else "bm25s"
-
-
-def read_meta(folder: str | os.PathLike) -> dict:
-    """A BM25 folder's ``hopscotch_bm25.json`` (``backend`` filled in: folders from before the disk backend are
-    bm25s's), or a one-line UsageError."""
-    folder = Path(folder)
-    if not (folder / META_FILE).is_file():
-        raise UsageError(f"{folder}: not a Hopscotch BM25 index (no {META_FILE}); build one with "
-                         "'hopscotch bm25-index'")
-    try:
-        meta = json.loads((folder / META_FILE).read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{folder / META_FILE}: unreadable ({exc}); rebuild with 'hopscotch bm25-index'") from None
-    if not isinstance(meta, dict) or meta.setdefault("backend", "bm25s") not in BACKENDS:
-        raise UsageError(f"{folder / META_FILE}: not a BM25 manifest of a known backend ({', '.join(BACKENDS)})")
-    return meta
 
 
 def load_bm25_index(folder: str | os.PathLike, mmap: bool = False, threads: int | None = None):
@@ -143,7 +126,7 @@ class BM25Index:
             self.model.save(str(tmp), show_progress=False)
             with atomic_write(tmp / DOCIDS_FILE) as fh:
                 fh.writelines(d + "\n" for d in self.docids)
-            meta = {"backend": "bm25s", "k1": self.k1, "b": self.b, "stemmer": self.stemmer_language,
+            meta = {"backend": "bm25s", "layout": LAYOUT, "k1": self.k1, "b": self.b, "stemmer": self.stemmer_language,
                     "stopwords": self.stopwords, "num_docs": len(self.docids)}
             if self.fingerprint:
                 meta["fingerprint"] = self.fingerprint
@@ -165,8 +148,26 @@ class BM25Index:
     def _load_bm25s(cls, folder: Path, meta: dict, mmap: bool = False) -> BM25Index:
         import bm25s
 
-        model = bm25s.BM25.load(str(folder), mmap=mmap, show_progress=False)
-        docids = (folder / DOCIDS_FILE).read_text().splitlines()
+        from hopscotch.retriever.index.array_checks import check_file
+        from hopscotch.retriever.index.bm25.checks import check_bm25s_folder
+
+        check_bm25s_folder(folder, meta)  # one line naming a damaged file, before bm25s reads any
+        try:
+            model = bm25s.BM25.load(str(folder), mmap=mmap, show_progress=False)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise UsageError(f"{folder}: bm25s cannot read it ({type(exc).__name__}: {str(exc)[:120]}); "
+                             f"{REBUILD}") from None
+        path = folder / DOCIDS_FILE
+        check_file(path, REBUILD)
+        try:
+            docids = path.read_text(encoding="utf-8").split("\n")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{path}: unreadable ({exc}); {REBUILD}") from None
+        if docids and docids[-1] == "":
+            docids.pop()
+        if len(docids) != meta["num_docs"]:
+            raise UsageError(f"{path}: {len(docids):,} docids for the {meta['num_docs']:,} documents of the index "
+                             f"(one a line); {REBUILD}")
         index = cls(model, docids, meta["k1"], meta["b"], meta["stemmer"], meta["stopwords"])
         index.fingerprint = meta.get("fingerprint")
         return index

@@ -159,8 +159,11 @@ def plan_bm25(docs: int, avg_doc_bytes: float | None = None, figures: CorpusFigu
     return out
 
 
-def format_bm25_plan(docs: int, avg_doc_bytes: float | None = None, figures: CorpusFigures | None = None) -> str:
-    plan = plan_bm25(docs, avg_doc_bytes, figures)
+def format_bm25_plan(docs: int, avg_doc_bytes: float | None = None, figures: CorpusFigures | None = None,
+                     batch_docs: int | None = None, merge_postings: int | None = None) -> str:
+    """The plan's text; ``batch_docs`` / ``merge_postings``: the disk build's (None: its defaults)."""
+    plan = plan_bm25(docs, avg_doc_bytes, figures, **{k: v for k, v in (("batch_docs", batch_docs),
+                                                                        ("merge_postings", merge_postings)) if v})
     f = plan["figures"]
     lines = [f"BM25 plan: {docs:,} documents of {f.avg_doc_bytes:,.0f} B ({f.source}): "
              f"{f.postings_per_doc:,.1f} postings and {f.occurrences_per_doc:,.1f} term occurrences a document, "

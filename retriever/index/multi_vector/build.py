@@ -193,7 +193,7 @@ def _compress_shards(index_dir: Path, meta: IndexMeta, codec: ResidualCodec, key
                 packed.append(p)
             save_npy(mv_file(index_dir, shard, "codes.npy"), np.concatenate(codes) if codes else np.zeros(0, np.int32))
             save_npy(mv_file(index_dir, shard, "residuals.npy"), np.concatenate(packed) if packed
-                     else np.zeros((0, codec.dim * codec.nbits // 8), np.uint8))
+                     else np.zeros((0, -(-codec.dim * codec.nbits // 8)), np.uint8))
             write_json(mv_file(index_dir, shard, "done.json"), {"shard": shard, "codec": key,
                                                                   "num_tokens": int(doclens.sum())})
         bar.update(1)

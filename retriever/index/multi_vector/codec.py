@@ -17,7 +17,7 @@ An index trains ``num_centroids=1024`` or more on its token vectors and saves th
 >>> sample = np.random.default_rng(0).standard_normal((512, 16)).astype("float32")
 >>> sample /= np.linalg.norm(sample, axis=1, keepdims=True)
 >>> codec = ResidualCodec.train(sample, num_centroids=8, nbits=2, seed=13)
->>> codes, packed = codec.compress(sample[:5])        # int32 [T], uint8 [T, dim * nbits / 8]
+>>> codes, packed = codec.compress(sample[:5])        # int32 [T], uint8 [T, ceil(dim * nbits / 8)]
 >>> codes.shape, codes.dtype, packed.shape, packed.dtype
 ((5,), dtype('int32'), (5, 4), dtype('uint8'))
 >>> approx = codec.decompress(codes, packed)          # float32 [T, dim], unit length
@@ -64,9 +64,14 @@ def default_num_centroids(num_tokens: int) -> int:
     return max(1, min(wanted, num_tokens // 8 or 1))
 
 
+def residual_bytes(dim: int, nbits: int) -> int:
+    """Bytes of one token's packed residual: ``dim * nbits`` bits, the last byte padded (dim 7 at 1 bit: 1)."""
+    return -(-dim * nbits // 8)
+
+
 def token_bytes(dim: int, nbits: int) -> float:
     """Bytes one token costs in the compressed index: its centroid id and its packed residual."""
-    return 4 + dim * nbits / 8
+    return 4 + residual_bytes(dim, nbits)
 
 
 def _normalised(x: np.ndarray) -> np.ndarray:
@@ -125,7 +130,7 @@ class ResidualCodec:
         return out
 
     def compress(self, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(codes int32 [T], packed residuals uint8 [T, dim * nbits / 8])``."""
+        """``(codes int32 [T], packed residuals uint8 [T, ceil(dim * nbits / 8)])``."""
         vectors = np.asarray(vectors, dtype=np.float32)
         codes = self.assign(vectors)
         buckets = np.searchsorted(self.cutoffs, vectors - self.centroids[codes]).astype(np.uint8)  # [T, dim]

@@ -4,12 +4,12 @@ fails at load with one line naming the file, never later with an IndexError insi
 
 Checks: ``codec.json`` (``nbits`` one of :data:`~.codec.NBITS`, ``cutoffs`` / ``values`` of
 ``2**nbits - 1`` / ``2**nbits`` finite numbers), ``centroids.npy`` (finite float ``[C, dim]``), each shard's
-``codes.npy`` (integers in ``[0, C)``, one per token), ``residuals.npy`` (``uint8 [T, dim * nbits / 8]``), its
+``codes.npy`` (integers in ``[0, C)``, one per token), ``residuals.npy`` (``uint8 [T, ceil(dim * nbits / 8)]``), its
 ``doclens.npy`` (non-negative, summing to the shard's tokens), ``doc_centroids.npy`` / ``doc_centroid_counts.npy``
 (ids in ``[0, C)``, one count per document, summing to the ids), and the inverted file (``ivf_offsets.npy`` of
 ``C + 1`` non-decreasing offsets ending at ``len(ivf.npy)``, rows in ``[0, documents)``). Value ranges are
-checked whole up to :data:`FULL_CHECK` elements, and on evenly spaced blocks beyond (a web-scale index is not
-read whole at load).
+checked as :mod:`hopscotch.retriever.index.array_checks` checks them: whole up to its ``FULL_CHECK`` elements, on
+evenly spaced blocks beyond (a web-scale index is not read whole at load).
 """
 
 from __future__ import annotations
@@ -19,54 +19,29 @@ from pathlib import Path
 
 import numpy as np
 
-from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.index import array_checks
+from hopscotch.retriever.index.array_checks import damaged
 
 NBITS = (1, 2, 4, 8)   # residual bits per dimension the codec supports
-FULL_CHECK = 50_000_000   # arrays up to this many elements are range-checked whole; larger ones on 64 blocks
 _REBUILD = "rebuild the index ('hopscotch index ... --overwrite')"
 
 
-def bad(path: Path, what: str) -> UsageError:
-    return UsageError(f"{path}: {what}; {_REBUILD}")
+def bad(path: Path, what: str):
+    return damaged(path, what, _REBUILD)
 
 
 def load_array(path: Path, mmap: bool = False) -> np.ndarray:
     """``np.load`` of one index file; a missing, truncated or non-NumPy file is a one-line UsageError naming it."""
-    try:
-        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
-    except FileNotFoundError:
-        raise bad(path, "missing") from None
-    except (OSError, ValueError, EOFError) as exc:
-        raise bad(path, f"not a readable NumPy array ({str(exc).splitlines()[0][:120]})") from None
-
-
-def _blocks(a: np.ndarray):
-    """``a`` whole, or 64 evenly spaced blocks of it when it is larger than :data:`FULL_CHECK`."""
-    if a.size <= FULL_CHECK:
-        yield np.asarray(a)
-        return
-    n = len(a)
-    step = max(1, FULL_CHECK // 64)
-    for start in np.linspace(0, max(0, n - step), 64).astype(np.int64):
-        yield np.asarray(a[start:start + step])
+    return array_checks.load_array(path, _REBUILD, mmap=mmap)
 
 
 def check_range(path: Path, a: np.ndarray, low: int, high: int, what: str) -> None:
-    """Integers of ``a`` in ``[low, high)``."""
-    if not np.issubdtype(a.dtype, np.integer):
-        raise bad(path, f"{what} must be integers, got dtype {a.dtype}")
-    for block in _blocks(a):
-        if block.size and (int(block.min()) < low or int(block.max()) >= high):
-            raise bad(path, f"{what} out of range: values {int(block.min())}..{int(block.max())}, expected "
-                            f"{low}..{high - 1}")
+    """Integers of ``a`` in ``[low, high)`` (:func:`~hopscotch.retriever.index.array_checks.check_range`)."""
+    array_checks.check_range(path, a, low, high, what, _REBUILD)
 
 
 def check_finite(path: Path, a: np.ndarray, what: str) -> None:
-    if not np.issubdtype(a.dtype, np.floating):
-        raise bad(path, f"{what} must be floats, got dtype {a.dtype}")
-    for block in _blocks(a):
-        if not np.isfinite(block).all():
-            raise bad(path, f"{what} holds NaN or infinite values")
+    array_checks.check_finite(path, a, what, _REBUILD)
 
 
 def read_codec(folder: Path, codec_file: str, centroids_file: str) -> tuple[np.ndarray, int, np.ndarray, np.ndarray]:
@@ -117,7 +92,7 @@ def check_shard(files: dict[str, Path], arrays: dict[str, np.ndarray], num_centr
         raise bad(files["codes"], f"expected {tokens:,} token codes (the sum of the document lengths in "
                                   f"{files['doclens']}), got shape {codes.shape}")
     check_range(files["codes"], codes, 0, num_centroids, "token codes")
-    width = dim * nbits // 8
+    width = -(-dim * nbits // 8)  # the last byte padded (packbits)
     if residuals.dtype != np.uint8 or residuals.shape != (tokens, width):
         raise bad(files["residuals"], f"expected uint8 residuals [{tokens:,}, {width}], got {residuals.dtype} "
                                       f"{residuals.shape}")

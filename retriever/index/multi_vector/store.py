@@ -139,15 +139,23 @@ class MultiVectorStore:
 
     def candidates(self, query: np.ndarray, nprobe: int = 4, candidates: int = 256,
                    plain: np.ndarray | None = None, weight: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
-        """The best ``candidates`` rows by centroid interaction and their approximate scores, best first.
+        """The best ``candidates`` rows by centroid interaction and their approximate scores, best first. When the
+        ``nprobe`` best centroids of the query tokens list fewer than ``candidates`` documents, more centroids are
+        probed (twice as many each time, up to all of them), so a search of ``k <= candidates`` answers ``k`` hits
+        whenever the index holds ``k`` documents with tokens (a small index, or few tokens a centroid: dim 7 at 1 bit).
 
         With ``plain`` (the query-only encoding under late fusion) both encodings probe, and the approximate
         score is ``weight * cs(query) / |query| + (1 - weight) * cs(plain) / |plain|`` as the exact one is."""
         scores = self._query_centroid_scores(query)       # once for probing and centroid interaction
         plain_scores = None if plain is None else self._query_centroid_scores(plain)
-        rows = self.probe(query, nprobe, _scores=scores)
-        if plain is not None:
-            rows = np.union1d(rows, self.probe(plain, nprobe, _scores=plain_scores))
+        reachable = min(candidates, len(self.doc_centroid_offsets) - 1)
+        while True:
+            rows = self.probe(query, nprobe, _scores=scores)
+            if plain is not None:
+                rows = np.union1d(rows, self.probe(plain, nprobe, _scores=plain_scores))
+            if len(rows) >= reachable or nprobe >= scores.shape[1]:
+                break
+            nprobe *= 2
         if not len(rows):
             return rows, np.zeros(0, dtype=np.float32)
         approx = self.centroid_scores(query, rows, _scores=scores)

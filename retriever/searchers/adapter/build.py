@@ -1,7 +1,8 @@
 """Parsed flags -> searchers: the argparse edge of the searchers (see :mod:`hopscotch.retriever.searchers.adapter`).
 
 :func:`searcher_from_args` (``hopscotch search``, ``serve`` REST and MCP, ``replay``) picks the backend the flags
-select and refuses a flag it does not use (:func:`refuse_unused_flags`); :func:`build_searcher` is the Python
+select and refuses a flag it does not use (:func:`refuse_unused_flags`; a flag that changes reasoning-aware queries
+only, when the command reads no reasoning: :func:`refuse_reasoning_flags`); :func:`build_searcher` is the Python
 factory. Both build through :func:`~.namespace.searcher_from_namespace`, as ``SearcherClass(args)`` does.
 :func:`fusion_from_args` reads the hybrid's fusion from parsed flags. Nothing here runs at import.
 """
@@ -12,7 +13,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.searchers.adapter.flags import OWN_DESTS, FlagValues, given_flags
+from hopscotch.retriever.searchers.adapter.flags import OWN_DESTS, FlagValues, flag, given_flags
 from hopscotch.retriever.searchers.adapter.namespace import searcher_from_namespace
 from hopscotch.retriever.searchers.base import BaseSearcher
 from hopscotch.retriever.searchers.registry import SEARCHERS, backend_dests, get_searcher_class, searcher_names
@@ -22,9 +23,12 @@ if TYPE_CHECKING:
     from hopscotch.retriever.searchers.fusion import FusionSettings
 
 
-def searcher_from_args(args: argparse.Namespace, local_only: bool = False) -> BaseSearcher:
+def searcher_from_args(args: argparse.Namespace, local_only: bool = False, reasoning: bool | None = None
+                       ) -> BaseSearcher:
     """The searcher ``args`` describe: ``--searcher-type``, else the one backend the flags select; reranked
-    when ``--rerank-model`` is given (:func:`~.namespace.searcher_from_namespace`)."""
+    when ``--rerank-model`` is given (:func:`~.namespace.searcher_from_namespace`). ``reasoning``: whether the
+    command reads the queries' reasoning (False: a flag that changes reasoning-aware queries only is refused,
+    :func:`refuse_reasoning_flags`; None: the queries may carry one, as a service's requests do)."""
     kind = getattr(args, "searcher_type", None)
     flags = FlagValues.of(args)
     if not kind:
@@ -38,7 +42,45 @@ def searcher_from_args(args: argparse.Namespace, local_only: bool = False) -> Ba
         kind = chosen[0]
     cls = get_searcher_class(kind)
     refuse_unused_flags(cls, args)
+    refuse_reasoning_flags(args, reasoning)
     return searcher_from_namespace(cls.effective_backend(flags), args)
+
+
+#: the late-fusion weights (``--late-fusion``, ``--late-fusion-max-words``, ``--late-fusion-long``,
+#: ``--rerank-late-fusion``): each weighs a reasoning-aware score against the query-only one
+LATE_FUSION_DESTS = frozenset({"late_fusion", "late_fusion_max_words", "late_fusion_long", "rerank_late_fusion"})
+
+
+def expansion_dests() -> frozenset[str]:
+    """The destinations of every flag of the reasoning-aware BM25 expansion: whatever
+    :func:`~hopscotch.retriever.searchers.bm25.add_expansion_options` declares."""
+    from hopscotch.retriever.searchers.bm25 import add_expansion_options
+
+    parser = argparse.ArgumentParser(add_help=False)
+    add_expansion_options(parser)
+    return frozenset(parser.get_default(OWN_DESTS) or ())
+
+
+def refuse_reasoning_flags(args: argparse.Namespace, reasoning: bool | None) -> None:
+    """:class:`UsageError` for a given flag that changes reasoning-aware queries only (:func:`expansion_dests`,
+    :data:`LATE_FUSION_DESTS`) when the command reads no reasoning (``reasoning`` False), and for a flag of the BM25
+    expansion beside ``--bm25-reasoning query``, which turns the expansion off."""
+    from hopscotch.retriever.model.query_input import QueryInput
+
+    given = given_flags(args)
+    expansion = expansion_dests()
+    if reasoning is False:
+        unused = sorted((expansion | LATE_FUSION_DESTS) & set(given))
+        if unused:
+            option = given[unused[0]]
+            raise UsageError(f"{option} changes reasoning-aware queries only, and these queries are searched without "
+                             f"their reasoning: add --reasoning, or drop {option}")
+    variant = flag(args, "bm25_reasoning")
+    if variant is not None and not QueryInput.parse(variant, "--bm25-reasoning").uses_reasoning:
+        unused = sorted((expansion - {"bm25_reasoning"}) & set(given))
+        if unused:
+            raise UsageError(f"{given[unused[0]]} shapes the reasoning-aware BM25 expansion, which --bm25-reasoning "
+                             f"{variant} turns off: drop one of them")
 
 
 def refuse_unused_flags(cls: type[BaseSearcher], args: argparse.Namespace) -> None:

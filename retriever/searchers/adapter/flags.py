@@ -53,7 +53,8 @@ def add_option(parser: argparse.ArgumentParser, *flags: str, **spec) -> None:
     A flag whose name the parser already has from elsewhere (a harness's own ``--model``) is added as
     ``--hopscotch-NAME`` with destination ``hopscotch_DEST``, which :func:`flag` reads in its place.
     Giving the flag is noted (:func:`given_flags`), so that the registry refuses a flag the selected backend
-    does not use.
+    does not use. ``allow_empty=True`` (not an argparse setting) lets hopscotch's own parsers take an empty value
+    for it (they refuse one otherwise: ``retriever/cli.py``).
     """
     declared = parser.__dict__.setdefault("_hopscotch_options", {})
     if flags in declared:
@@ -61,12 +62,14 @@ def add_option(parser: argparse.ArgumentParser, *flags: str, **spec) -> None:
             raise ValueError(f"{flags[0]} is declared twice with different settings")
         return
     dest = _dest_of(flags, spec)
-    action = _recorded(parser, spec, dest)
+    settings = {k: v for k, v in spec.items() if k != "allow_empty"}
+    action = _recorded(parser, settings, dest)
     if any(f in parser._option_string_actions for f in flags):
         hosted = tuple(f"--{HOSTED_PREFIX}{f.lstrip('-')}" for f in flags)
-        parser.add_argument(*hosted, **{**spec, "dest": HOSTED_DEST + dest, "action": action})
+        added = parser.add_argument(*hosted, **{**settings, "dest": HOSTED_DEST + dest, "action": action})
     else:
-        parser.add_argument(*flags, **{**spec, "action": action})
+        added = parser.add_argument(*flags, **{**settings, "action": action})
+    added.allow_empty = bool(spec.get("allow_empty"))  # hopscotch's parsers refuse an empty value otherwise
     declared[flags] = spec
     parser.set_defaults(**{OWN_DESTS: tuple(sorted({*(parser.get_default(OWN_DESTS) or ()), dest}))})
 

@@ -108,3 +108,11 @@ def test_bad_flags_exit_2(cli, index, small_world, capsys):
     code, _, err = cli("audit", "ann-fidelity", "--index", index, "--queries", small_world / "queries.jsonl",
                        "--faiss", "nope")
     assert code == 2 and "no FAISS index 'nope'" in err
+
+
+def test_a_cutoff_beyond_the_documents_is_refused_and_a_default_one_noted(cli, index, small_world):
+    """recall@k against exact search needs k below the index's documents (300 here): an asked-for 100000 is refused
+    in one line; the default 10,100 fits (a smaller index would measure its largest cutoff lower, with a note)."""
+    code, _, err = cli("audit", "ann-fidelity", "--index", index, "--queries", small_world / "queries.jsonl",
+                       "--k", "10,100000")
+    assert code == 2 and "--k 100000" in err and "at most 299" in err and err.count("\n") == 1, err

@@ -101,13 +101,24 @@ def test_other_edits_are_named_by_the_variation_that_reproduces_them(saved, tmp_
     assert report.details["paths"]["hopscotch"]["status"] == "ok"  # search reads hopscotch_config, normalises
 
 
-def test_documents_cut_at_the_longer_query_length_by_sentence_transformers_are_named(tiny_bert_dir, tmp_path):
+def test_a_longer_query_length_keeps_one_document_length_and_a_folder_edited_to_another_is_named(tiny_bert_dir,
+                                                                                                  tmp_path):
+    """Saved with queries longer than documents (96 and 40 tokens), the folder tells sentence-transformers the
+    document length (max_seq_length 40; encode_query takes 96), so every loader agrees; edited to cut documents at
+    96, the audit names that length."""
     from hopscotch.retriever.audit.model_conformance import audit_model
     from hopscotch.retriever.model.config import EncoderConfig
     from hopscotch.retriever.model.dual_encoder import DualEncoder
 
     model = DualEncoder.from_pretrained(tiny_bert_dir, EncoderConfig(query_max_len=96, passage_max_len=40))
-    folder = Path(model.save(tmp_path / "final"))  # one max_seq_length for both sides: 96
+    folder = Path(model.save(tmp_path / "final"))
+    st_file = folder / "sentence_bert_config.json"
+    assert json.loads(st_file.read_text())["max_seq_length"] == 40
+    report = audit_model(folder, device="cpu")
+    assert report.verdict == "ok", report.summary
+    config = json.loads(st_file.read_text())
+    st_file.write_text(json.dumps({k: v for k, v in {**config, "max_seq_length": 96}.items()
+                                   if k not in ("document_length", "query_length")}))
     report = audit_model(folder, device="cpu")
     st = report.details["paths"]["sentence-transformers"]
     assert st["probes"] == ["long_document"] and st["diagnosis"] == ["document max length 96 tokens (golden: 40)"]

@@ -35,7 +35,8 @@ NO_OUTPUT_BOUNDARY: set[str] = set()
 #: commands whose --overwrite says more than the usual text
 OWN_OVERWRITE_HELP = {"index", "demo", "train"}
 #: command -> --k default
-K_DEFAULTS = {"search": 100, "replay": 10, "tune-fusion": 1000, "serve": 5, "audit perturbation": None,
+#: serve's None: the MCP tools take 5 (MCPOptions), and a REST service refuses --k (hits= per request)
+K_DEFAULTS = {"search": 100, "replay": 10, "tune-fusion": 1000, "serve": None, "audit perturbation": None,
               "audit ann-fidelity": (10, 100)}
 #: serve's MCP --k stays a plain int, refused below 1 when the server starts (MCPOptions, tests/retriever/serving)
 K_CHECKED_AT_START = {"serve"}

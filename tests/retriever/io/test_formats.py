@@ -208,3 +208,16 @@ def test_real_shared_data_reads(shared_data):
     assert len(qs) == 500 and qs[0].extra["answers"]
     assert sum(len(v) for v in read_qrels(hp / "qrels.tsv").values()) == 1000
     assert len(list(read_queries(shared_data / "qampari_tongyi" / "questions.tsv"))) == 1000
+
+
+@pytest.mark.parametrize("name", ["runs/dr_synth_hotpot.jsonl", "missing/tuples.jsonl.gz"])
+def test_a_missing_tuple_file_shaped_like_a_hub_id_is_no_such_file(name, tmp_path, monkeypatch):
+    """``runs/x.jsonl`` (a recipe's relative default, run from another folder) is a file, never asked of the hub."""
+    from hopscotch.retriever.errors import UsageError
+    from hopscotch.retriever.io.tuples import read_training_tuples
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    with pytest.raises(UsageError, match=f"data.train: {name}: no such file or folder"):
+        read_training_tuples(name)

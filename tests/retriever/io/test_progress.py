@@ -155,3 +155,12 @@ def test_cli_bad_corpus_leaves_exactly_its_error_line(tmp_path):
     assert proc.stderr.count("\n") == 1 and "\r" not in proc.stderr
     assert proc.stderr.startswith("hopscotch bm25-index: error: ") and "BAD.jsonl:6" in proc.stderr
     assert not (tmp_path / "idx").exists()
+
+
+@pytest.mark.parametrize(("rate", "text"), [(0.0734, "0.073"), (0.07, "0.070"), (1.234, "1.2"), (12.3, "12"),
+                                            (4257.3, "4,257"), (0.0, "0")])
+def test_rates_print_with_two_significant_digits(rate, text):
+    """A slow stage (a training step every 14 s) prints 0.07 steps/s, never 0."""
+    from hopscotch.retriever.io.progress import rate_text
+
+    assert rate_text(rate) == text

@@ -96,6 +96,37 @@ def test_min_gain_makes_the_guard_stricter():
     assert result.guard == result.better and component_of(result.chosen) == result.better
 
 
+def _claims_hold(note: str) -> None:
+    """Every ``a OP b`` the note prints holds for the two numbers as printed, and its verb says the same."""
+    import re
+
+    found = re.findall(r"(\d+\.\d{4}) ([<=>]) (\d+\.\d{4})", note)
+    assert found, note
+    for a, op, b in found:
+        assert {">": float(a) > float(b), "=": float(a) == float(b), "<": float(a) < float(b)}[op], note
+        if " beats " in note and "no more than" not in note:
+            assert op == ">", note
+        if op != ">":
+            assert "does not beat" in note or " ties with " in note or " is below " in note, note
+
+
+@pytest.mark.parametrize("min_gain", [-1.0, -0.01, 0.0, 0.01, 1.0])
+@pytest.mark.parametrize("truth", [0.0, 0.3, 1.0])
+def test_every_printed_claim_is_computed_from_the_numbers_it_prints(truth, min_gain):
+    """``--min-gain -1`` takes a fusion below the better component: the note says it is below, with '<', never
+    'beats ... 0.5573 > 0.5606'; a positive margin that keeps the component says the fusion does not beat it by
+    the margin."""
+    from hopscotch.retriever.searchers.fusion_tuning import format_report
+
+    sparse, dense, qrels = _runs_where_truth_is(truth, seed=5)
+    dev, test = split_qids(judged_qids(qrels), 0.5, seed=1)
+    result = tune_fusion(sparse, dense, qrels, dev, test, options=TuningOptions(min_gain=min_gain))
+    _claims_hold(result.note)
+    assert result.note in format_report(result)
+    if min_gain < 0 and result.guard is None and result.chosen_dev < result.components_dev[result.better]:
+        assert " is below the better component" in result.note and "--min-gain" in result.note
+
+
 def test_grid_split_and_convex_weights():
     grid = fusion_grid([0.5], [20, 60], [(1, 1), (2, 1)])
     assert [s.describe() for s in grid] == ["interp w=0.00", "interp w=0.50", "interp w=1.00",

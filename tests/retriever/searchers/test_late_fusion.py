@@ -89,7 +89,8 @@ def test_late_fusion_flag_belongs_to_the_dense_searcher(cli, small_world_index, 
     assert cli(*common, "--reasoning", "--out", runs["aware"])[0] == 0
     assert cli(*common, "--reasoning", "--late-fusion", 1, "--out", runs["one"])[0] == 0
     assert cli(*common, "--reasoning", "--late-fusion", 0.5, "--out", runs["half"])[0] == 0
-    assert cli(*common, "--late-fusion", 0.5, "--out", runs["plain"])[0] == 0  # no --reasoning: plain queries
+    code, _, err = cli(*common, "--late-fusion", 0.5, "--out", runs["plain"])  # no --reasoning: plain queries
+    assert code == 2 and "--late-fusion changes reasoning-aware queries only" in err  # the weight would do nothing
     assert runs["aware"].read_text() == runs["one"].read_text()
     assert read_run(runs["half"]) != read_run(runs["aware"])
     code, _, err = cli(*common, "--reasoning", "--late-fusion", 1.5, "--out", tmp_path / "bad.trec")

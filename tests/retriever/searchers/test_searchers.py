@@ -269,9 +269,15 @@ def test_all_backends_share_one_parser_and_every_option_has_help():
     sub = build_parser()._subparsers._group_actions[0].choices
     for command in ("search", "serve"):
         assert all(a.help for a in _option_actions(sub[command])), command
-    assert sub["search"].parse_args(["--queries", "q", "--out", "o"]).depth == 1000
+    from hopscotch.retriever.searchers.hybrid import DEFAULT_DEPTH
+
+    search = sub["search"].parse_args(["--queries", "q", "--out", "o"])
     serve = sub["serve"].parse_args([])
-    assert serve.depth == 100 and serve.name == "default" and not hasattr(serve, "url")
+    replay = sub["replay"].parse_args(["--runs", "r", "--out", "o"])
+    assert search.depth == serve.depth == replay.depth == DEFAULT_DEPTH  # one fusion depth, shown in --help
+    for command in ("search", "serve", "replay"):
+        assert f"(default {DEFAULT_DEPTH}," in " ".join(sub[command].format_help().split())
+    assert serve.name == "default" and not hasattr(serve, "url")
 
 
 def test_browsecomp_plus_style_registry_use(built, small_world):

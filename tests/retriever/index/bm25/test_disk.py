@@ -206,10 +206,46 @@ def test_a_repeated_docid_is_refused(small_world, tmp_path):
     from hopscotch.retriever.errors import FormatError
 
     docs = _docs(small_world)
-    with pytest.raises(FormatError, match="appears at corpus positions 3 and"):
+    with pytest.raises(FormatError, match=f"{docs[3].docid!r} is document 4 and {len(docs) + 1:,}"):
         build_disk_index(docs + [docs[3]], tmp_path / "out", "fp", DiskBuildOptions(show_progress=False),
                          log=lambda _: None)
-    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "out").exists() and not partial_folder(tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("batch_docs", [1000, 100], ids=["in-one-batch", "across-batches"])
+def test_a_repeated_docid_is_refused_at_its_file_and_line_before_any_merge(small_world, tmp_path, monkeypatch,
+                                                                           batch_docs):
+    """Inside a batch it is refused before the batch is analysed; across batches once the runs are written, before
+    the merge; either way at the file and line of both, and the refused build leaves nothing behind."""
+    from hopscotch.retriever.errors import FormatError
+    from hopscotch.retriever.index.bm25 import disk_merge
+
+    lines = (small_world / "corpus.jsonl").read_text().splitlines(keepends=True)
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(lines + [lines[2]]))
+    merged = []
+    monkeypatch.setattr(disk_merge, "merge_range", lambda *a, **k: merged.append(1))
+    analysed = []
+    if batch_docs > len(lines):
+        from hopscotch.retriever.index.bm25 import disk_build
+
+        monkeypatch.setattr(disk_build, "_analyze", lambda *a: analysed.append(1))
+    with pytest.raises(FormatError) as caught:
+        build_disk_index(read_corpus(corpus, unique=False), tmp_path / "out", "fp",
+                         DiskBuildOptions(batch_docs=batch_docs, show_progress=False), corpus_name=str(corpus),
+                         log=lambda _: None)
+    assert str(caught.value).startswith(f"{corpus}:{len(lines) + 1}: expected unique document ids (")
+    assert "is already at line 3)" in str(caught.value)
+    assert not merged and not analysed
+    assert not (tmp_path / "out").exists() and not partial_folder(tmp_path / "out").exists()
+
+
+def test_a_stale_partial_that_is_a_file_is_one_line(small_world, tmp_path, cli):
+    partial_folder(tmp_path / "out").write_text("not a folder")
+    code, _, err = cli("bm25-index", "--corpus", small_world / "corpus.jsonl", "--out", tmp_path / "out", "--backend",
+                       "disk")
+    assert code == 2 and err.count("\n") == 1 and "a file where the build keeps its work folder" in err, err
+    assert partial_folder(tmp_path / "out").read_text() == "not a folder"  # not ours to remove
 
 
 _CHILD = """
@@ -229,8 +265,7 @@ build_disk_index(read_corpus(sys.argv[1]), sys.argv[2], "fp", DiskBuildOptions(b
 
 def test_a_build_sigkilled_midway_resumes_in_another_process(small_world, tmp_path):
     corpus, out, marker = small_world / "corpus.jsonl", tmp_path / "out", tmp_path / "committed"
-    env = {**os.environ, "PYTHONSAFEPATH": "1"}
-    child = subprocess.Popen([sys.executable, "-c", _CHILD, str(corpus), str(out), str(marker)], env=env)
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, str(corpus), str(out), str(marker)])
     try:
         for _ in range(6000):  # wait for the event (the child's second run is on disk), not for a duration
             if marker.exists() or child.poll() is not None:

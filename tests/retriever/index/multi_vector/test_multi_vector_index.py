@@ -263,7 +263,7 @@ def test_a_damaged_index_file_is_named_in_one_line(mv_world, tmp_path, cli, dama
     (["--late-fusion-max-words", "10"], "--late-fusion-max-words does nothing on a multi-vector index"),
     (["--refine", "2"], "--refine does nothing on a multi-vector index"),
     (["--first-windows-only"], "--first-windows-only does nothing"),
-    (["--late-fusion", "2"], "--late-fusion: expected a weight in [0, 1]"),
+    (["--late-fusion", "2", "--reasoning"], "--late-fusion: expected a weight in [0, 1]"),
 ], ids=["instruction", "gate", "refine", "first-windows", "late-fusion-value"])
 def test_dense_flags_a_multi_vector_index_does_not_use_are_refused(mv_world, tmp_path, cli, flags, needle):
     code, _, err = cli("search", "--queries", mv_world["queries"], "--index", mv_world["idx"], "--out",
@@ -301,3 +301,33 @@ def test_the_index_and_the_reranker_share_one_scorer_and_name_their_own_flag(mv_
         MultiVectorIndexSearcher(str(mv_world["idx"]), late_fusion=2.0)
     with pytest.raises(UsageError, match="^--rerank-late-fusion: expected a weight"):
         MultiVectorReranker(searcher.scorer.model, late_fusion=2.0)
+
+
+def test_a_tevatron_export_of_a_multi_vector_index_is_refused(mv_world, tmp_path, cli):
+    code, _, err = cli("index", "--out", mv_world["idx"], "--export-tevatron", tmp_path / "tev")
+    assert code == 2 and "--export-tevatron writes one vector a document" in err, err
+    assert f"{mv_world['idx']} is a multi-vector index" in err and not list(tmp_path.iterdir())
+    code, _, err = cli("index", "--corpus", mv_world["corpus"], "--model", mv_world["mv"], "--out", tmp_path / "idx",
+                       "--export-tevatron", tmp_path / "tev")
+    assert code == 2 and f"{mv_world['mv']} is a multi-vector model" in err and not list(tmp_path.iterdir()), err
+    code, _, err = cli("index", "--plan", "--docs", "100", "--export-tevatron", tmp_path / "tev")
+    assert code == 2 and "--plan builds nothing" in err, err
+
+
+def test_a_narrow_one_bit_index_answers_k_hits(mv_world, tiny_bert_dir, tmp_path, cli):
+    """dim 7 at 1 bit: residuals of 7 bits packed in one byte, few tokens a centroid; a search of every document
+    answers every document (the probe widens until the candidates are there), not fewer without a word."""
+    from hopscotch.retriever.model.multi_vector import build_multi_vector_model
+
+    model = tmp_path / "mv7"
+    build_multi_vector_model(tiny_bert_dir, dim=7, query_max_len=32, passage_max_len=48, seed=0,
+                             device="cpu").save(model)
+    code, _, err = cli("index", "--corpus", mv_world["corpus"], "--model", model, "--out", tmp_path / "idx",
+                       "--nbits", "1")
+    assert code == 0, err
+    docs = len(mv_world["corpus"].read_text().splitlines())
+    code, _, err = cli("search", "--queries", mv_world["queries"], "--index", tmp_path / "idx", "--out",
+                       tmp_path / "run.trec", "--k", str(docs), "--mv-candidates", str(docs))
+    assert code == 0, err
+    run = read_run(tmp_path / "run.trec")
+    assert run and all(len(hits) == docs for hits in run.values()), {q: len(h) for q, h in run.items()}
