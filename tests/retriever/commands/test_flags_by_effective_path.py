@@ -34,7 +34,7 @@ def _options(dests) -> dict[str, list[str]]:
 
     parser = argparse.ArgumentParser(add_help=False)
     add_searcher_arguments(parser)
-    values = {"bm25_reasoning": "reasoning_tail:8", "late_fusion_max_words": "5"}
+    values = {"bm25_reasoning": "reasoning_tail:8", "late_fusion_max_words": "5", "bm25_terms": "20"}
     out = {}
     for action in parser._actions:
         if action.dest in dests:
