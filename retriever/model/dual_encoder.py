@@ -44,6 +44,18 @@ def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> to
 
 
 
+def prepare_trainable(module: nn.Module, backbone: nn.Module, config: EncoderConfig, dtype: str | torch.dtype,
+                      gradient_checkpointing: bool) -> None:
+    """What the trainable multi-vector and cross-encoder models do with the recipe's keys: activation checkpointing on
+    ``backbone``, ``module``'s weights cast to ``dtype``, then its temperature (:func:`init_temperature`)."""
+    if gradient_checkpointing:
+        backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    if torch_dtype != torch.float32:
+        module.to(torch_dtype)
+    init_temperature(module, config)
+
+
 def init_temperature(module: nn.Module, config: EncoderConfig) -> None:
     """``module.log_temperature``: log of ``config.temperature``, a parameter when ``config.learn_temperature``,
     else a saved buffer (the trainable single- and multi-vector models alike)."""

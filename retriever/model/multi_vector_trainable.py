@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from hopscotch.retriever.model.config import MULTI_VECTOR, EncoderConfig
-from hopscotch.retriever.model.dual_encoder import init_temperature, trim_padding, unused_head
+from hopscotch.retriever.model.dual_encoder import prepare_trainable, trim_padding, unused_head
 from hopscotch.retriever.model.multi_vector import MultiVectorModel
 from hopscotch.retriever.model.rng import encode_sides
 
@@ -81,12 +81,7 @@ class TrainableMultiVector(nn.Module):
         backbone = self.st[0].auto_model
         for param in unused_head(backbone).parameters():
             param.requires_grad_(False)  # BERT's pooler never feeds a token vector: DDP would wait for its gradient
-        if gradient_checkpointing:
-            backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
-        if torch_dtype != torch.float32:
-            self.st.to(torch_dtype)
-        init_temperature(self, config)
+        prepare_trainable(self, backbone, config, dtype, gradient_checkpointing)
 
     @property
     def temperature(self) -> torch.Tensor:
