@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import time
 
+from hopscotch.data_synth.first_stage import CANDIDATE_SOURCES, DEFAULT_CANDIDATES
 from hopscotch.retriever.commands.flag_types import (
     int_range,
     non_negative_int,
@@ -29,7 +30,8 @@ QUERY_FORMAT_CHOICES = ("separate", "agentir")
 MODE_CHOICES = ("dr-synth", "trajectory-use")
 #: flags of one mode only (dests), refused when given a value other than their default in the other mode
 DR_SYNTH_ONLY = ("qa", "qrels", "question_only", "trace_format", "include_failed_calls", "duplicate_groups",
-                 "query_format", "query_instruction", "reranker", "gold", "positives", "negatives", "negative_start",
+                 "query_format", "query_instruction", "reranker", "candidates", "candidate_index", "gold", "positives",
+                 "negatives", "negative_start",
                  "near_duplicate", "oracle_weights", "seed", "encoder", "cross_encoder", "llm_base_url", "llm_model",
                  "llm_api_key_env", "llm_cache", "llm_window", "llm_stride", "llm_max_retries", "llm_timeout")
 TRAJECTORY_USE_ONLY = ("snippets", "runs", "questions", "bm25_negatives")
@@ -39,7 +41,8 @@ def register(sub) -> None:
     from hopscotch.retriever.commands.arg_groups import add_output_flags
 
     p = sub.add_parser("synth", help="label agent search steps into (reasoning, query, +, -) tuples",
-                       description="DR-Synth: for each search step of agent traces, retrieve BM25 candidates, "
+                       description="DR-Synth: for each search step of agent traces, retrieve first-stage candidates "
+                                   "(reasoning-aware BM25 by default, --candidates), "
                                    "put the question's gold documents in, rerank with an oracle that sees the "
                                    "question and its answer, and cut positives and hard negatives. --mode "
                                    "trajectory-use: label each search call of agent trajectories by what the agent "
@@ -93,6 +96,13 @@ def register(sub) -> None:
                           "AgentIR's instruction itself through its --query_prefix)")
     lab = p.add_argument_group("labelling")
     lab.add_argument("--reranker", default="lexical", choices=RERANKER_CHOICES, help="the oracle (default lexical)")
+    lab.add_argument("--candidates", default=DEFAULT_CANDIDATES, choices=CANDIDATE_SOURCES,
+                     help="the first stage that mines each step's candidates (its hard negatives): bm25-reasoning "
+                          "(default: the query expanded with the step's reasoning, as search --reasoning does; a step "
+                          "without one is plain BM25), bm25 (the query alone), or hybrid (that BM25 fused with "
+                          "--candidate-index's dense list)")
+    lab.add_argument("--candidate-index", metavar="DIR",
+                     help="with --candidates hybrid: a dense index of the corpus (hopscotch index), its vector half")
     lab.add_argument("--depth", type=positive_int, default=50, help="candidate window length (default 50)")
     lab.add_argument("--gold", type=non_negative_int, default=5,
                      help="at most this many gold documents put in (default 5)")
@@ -152,7 +162,8 @@ def _inputs(args) -> list:
     from hopscotch.retriever.io.outputs import named_inputs
 
     return [named_inputs(args.qa, QUERY_FILES + QRELS_FILES + CORPUS_FILES), named_inputs(args.corpus, CORPUS_FILES),
-            arg_paths(args, "qrels", "traces", "bm25_index", "encoder", "cross_encoder", "duplicate_groups")]
+            arg_paths(args, "qrels", "traces", "bm25_index", "encoder", "cross_encoder", "duplicate_groups",
+                      "candidate_index")]
 
 
 def _check_mode(args) -> None:
@@ -219,7 +230,7 @@ def run(args) -> int:
     t0 = time.perf_counter()
     try:
         config = SynthConfig(
-            reranker=args.reranker, depth=args.depth, gold=args.gold, positives=args.positives,
+            reranker=args.reranker, candidates=args.candidates, depth=args.depth, gold=args.gold, positives=args.positives,
             negatives=args.negatives, negative_start=args.negative_start, near_duplicate=args.near_duplicate,
             seed=args.seed, workers=args.workers, trace_format=args.trace_format,
             include_failed_calls=args.include_failed_calls, max_questions=args.max_questions,
@@ -237,7 +248,8 @@ def run(args) -> int:
                           # outputs recorded before --mode existed still match their identical rerun
                           ignore=("workers", "preview", "fresh", "mode", *TRAJECTORY_USE_ONLY))
     inputs = SynthInputs(args.qa, args.corpus, traces=args.traces or (), question_only=args.question_only,
-                         qrels=args.qrels, bm25_index=args.bm25_index, duplicate_groups=args.duplicate_groups)
+                         qrels=args.qrels, bm25_index=args.bm25_index, duplicate_groups=args.duplicate_groups,
+                         candidate_index=args.candidate_index)
     stats = synthesize(inputs, out=args.out, config=config, stats_path=args.stats)
     guard.finish()
     if args.preview > 0:
