@@ -3,11 +3,14 @@
 #
 #   bash scripts/train_agent_retriever.sh OUT [KEY=VALUE ...]     # -> OUT/final (about 34 minutes on a 2-core machine without AVX-512: docs/benchmarks.md)
 #   bash scripts/train_agent_retriever.sh --multi-vector OUT [KEY=VALUE ...]   # the multi-vector (ColBERT-style) model
+#   bash scripts/train_agent_retriever.sh --reranker OUT [KEY=VALUE ...]       # the reasoning-aware cross-encoder
 #   TONGYI_LABELS=top3 bash scripts/train_agent_retriever.sh OUT                  # the old Tongyi labels (below)
+#   CANDIDATES=bm25 bash scripts/train_agent_retriever.sh OUT                     # plain-BM25 hard negatives (below)
 #   DATA_ONLY=1 bash scripts/train_agent_retriever.sh OUT                         # steps 1-3 only (no training)
 #
-# --multi-vector (or RECIPE=recipes/minilm_agent_multivector.yaml; RECIPE=any recipe) trains another recipe on the
-# same tuples; the default is recipes/minilm_agent.yaml.
+# --multi-vector (or RECIPE=recipes/minilm_agent_multivector.yaml), --reranker (recipes/minilm_agent_reranker.yaml; its
+# OUT/final reranks with hopscotch search --rerank-model) or RECIPE=any recipe trains another recipe on the same
+# tuples; the default is recipes/minilm_agent.yaml.
 #
 # On a fresh clone beside ../shared (or with $HOPSCOTCH_DATA pointing at shared/data); runs setup.sh first.
 # Only the train questions of experiments/agent_data/splits.py are used (its dev questions, which tune the defaults,
@@ -18,7 +21,10 @@
 #     sub-question with #k resolved, reasoning = the question and the earlier hops' sub-questions/answers,
 #     gold = the hop's paragraph), Tongyi-DeepResearch search steps (8 train trajectories: trajectory 5
 #     is left out, see TRAIN_EXCLUDED in experiments/agent_data/splits.py).
-#  2. `hopscotch synth` (lexical oracle, 2 workers) labels each source; the world (seed 13, 3,000 docs,
+#  2. `hopscotch synth` (lexical oracle, 2 workers) labels each source, its candidates (the hard negatives) mined by
+#     $CANDIDATES (default bm25-reasoning: the step's query expanded with its reasoning, the first stage an agent is
+#     served; bm25: the query alone, as before; hybrid needs a dense index, not offered here). An OUT whose tuples
+#     exist keeps them: give a new OUT to mine them another way; the world (seed 13, 3,000 docs,
 #     300 questions) is generated and its first 220 questions labelled.
 #     Labels: HotpotQA, MuSiQue and the world have gold documents (HotpotQA: the question's supporting
 #     paragraphs, the oracle picks the step's; MuSiQue and the world: the step's own). The Tongyi steps
@@ -53,8 +59,11 @@ RECIPE="${RECIPE:-recipes/minilm_agent.yaml}"
 if [[ "${1:-}" == "--multi-vector" ]]; then
   RECIPE=recipes/minilm_agent_multivector.yaml
   shift
+elif [[ "${1:-}" == "--reranker" ]]; then
+  RECIPE=recipes/minilm_agent_reranker.yaml
+  shift
 fi
-OUT="${1:?usage: bash scripts/train_agent_retriever.sh [--multi-vector] OUT [KEY=VALUE ...]}"
+OUT="${1:?usage: bash scripts/train_agent_retriever.sh [--multi-vector | --reranker] OUT [KEY=VALUE ...]}"
 shift
 cd "$ROOT"
 bash "$ROOT/scripts/setup.sh"
@@ -81,6 +90,7 @@ case "$TONGYI_LABELS" in
 esac
 D="$HOPSCOTCH_DATA"
 T="$OUT/data"
+CANDIDATES="${CANDIDATES:-bm25-reasoning}"
 mkdir -p "$T"
 started=$SECONDS
 
@@ -99,7 +109,8 @@ fi
 synth() {
   local out="$1"
   shift
-  [[ -f "$out" ]] || "$HOP" synth "$@" --out "$out" --reranker lexical --seed 13 --workers 2 2>&1 \
+  [[ -f "$out" ]] || "$HOP" synth "$@" --out "$out" --reranker lexical --candidates "$CANDIDATES" --seed 13 \
+    --workers 2 2>&1 \
     | grep -v '%|' || true
   [[ -f "$out" ]] || { echo "train_agent_retriever: synth failed for $out" >&2; exit 1; }
 }
