@@ -6,6 +6,8 @@
 #   bash scripts/train_agent_retriever.sh --reranker OUT [KEY=VALUE ...]       # the reasoning-aware cross-encoder
 #   TONGYI_LABELS=top3 bash scripts/train_agent_retriever.sh OUT                  # the old Tongyi labels (below)
 #   CANDIDATES=bm25 bash scripts/train_agent_retriever.sh OUT                     # plain-BM25 hard negatives (below)
+#   TEACHER=both TEACHER_MODEL=runs/agent/final TEACHER_RERANKER=runs/agent_reranker/final \
+#     RECIPE=recipes/minilm_agent_distill.yaml bash scripts/train_agent_retriever.sh OUT    # distillation (3b below)
 #   DATA_ONLY=1 bash scripts/train_agent_retriever.sh OUT                         # steps 1-3 only (no training)
 #
 # --multi-vector (or RECIPE=recipes/minilm_agent_multivector.yaml), --reranker (recipes/minilm_agent_reranker.yaml; its
@@ -42,6 +44,10 @@
 #     evaluation question or has an evaluation qrel document as a positive (removals listed in
 #     OUT/data/clean/decontamination.json; the cleaned files audit to zero: OUT/data/contamination.json).
 #     train.py gets the same sets as --eval-sets, so it refuses to start on contaminated data.
+# 3b. TEACHER=hybrid|cross-encoder|both: each clean tuple file scored again by the teacher (`hopscotch synth --mode
+#     teacher` with the file's own corpus: the reasoning-aware hybrid with TEACHER_MODEL's dense half, the
+#     TEACHER_RERANKER cross-encoder, or the mean of their z-scores) into OUT/data/teacher_$TEACHER/, which the
+#     recipe trains on (its loss.distill reads the teacher's scores; the Tongyi tuples stay trajectory-use ones).
 #  4. train.py with recipes/minilm_agent.yaml: every query as its whole reasoning in AgentIR's template
 #     (data.query_inputs: [reasoning]; until 2026-12-04 a uniform mixture of {query, current_reasoning,
 #     reasoning, empty_reasoning}), query_max_len 256, 100 steps of 32 queries; OUT/final is the plain
@@ -73,9 +79,10 @@ export HOPSCOTCH_DATA="${HOPSCOTCH_DATA:-$ROOT/../shared/data}"
 PY="$ROOT/.venv/bin/python"
 HOP="$ROOT/.venv/bin/hopscotch"
 if [[ -z "${TONGYI_LABELS:-}" ]]; then
-  # trajectory-use tuples carry no teacher score: a distillation recipe (loss.distill) trains on the top-3 ones
+  # trajectory-use tuples carry no teacher score: a distillation recipe (loss.distill) trains on the top-3 ones,
+  # unless a TEACHER scores them
   TONGYI_LABELS=trajectory-use
-  if [[ "$("$PY" -c 'import sys
+  if [[ -z "${TEACHER:-}" && "$("$PY" -c 'import sys
 from hopscotch.retriever.training.recipe import load_recipe
 print(load_recipe(sys.argv[1], [a for a in sys.argv[2:] if "=" in a and not a.startswith("-")]).loss.distill)' \
         "$RECIPE" "$@" 2>/dev/null || echo none)" != none ]]; then
@@ -164,6 +171,21 @@ fi
 EVAL_SETS=()
 for s in "${SPECS[@]}"; do EVAL_SETS+=(--eval-sets "$s"); done
 C="$T/clean"
+if [[ -n "${TEACHER:-}" ]]; then  # 3b. the teacher's scores on every passage (each file written once)
+  TEACH=(--teacher "$TEACHER")
+  [[ "$TEACHER" == cross-encoder ]] || TEACH+=(--teacher-model "${TEACHER_MODEL:?TEACHER=$TEACHER needs TEACHER_MODEL}")
+  [[ "$TEACHER" == hybrid ]] || TEACH+=(--teacher-reranker "${TEACHER_RERANKER:?TEACHER=$TEACHER needs TEACHER_RERANKER}")
+  mkdir -p "$T/teacher_$TEACHER"
+  for pair in "hotpot:$D/hotpotqa_ircot/corpus.jsonl" "musique:$D/musique_hipporag/corpus.jsonl" \
+              "${TONGYI_FILE%_tuples.jsonl}:$D/qampari_tongyi/doc_snippets.jsonl" "world:$T/world/corpus.jsonl"; do
+    name="${pair%%:*}"
+    corpus=()
+    [[ "$TEACHER" == cross-encoder ]] || corpus=(--corpus "${pair#*:}")
+    [[ -f "$T/teacher_$TEACHER/${name}_tuples.jsonl" ]] || "$HOP" synth --mode teacher --tuples "$C/${name}_tuples.jsonl" \
+      "${TEACH[@]}" "${corpus[@]}" --out "$T/teacher_$TEACHER/${name}_tuples.jsonl"
+  done
+  C="$T/teacher_$TEACHER"
+fi
 "$HOP" train --recipe "$RECIPE" --output "$OUT" "${RESUME[@]}" "${EVAL_SETS[@]}" \
   "data.train=[$C/hotpot_tuples.jsonl,$C/musique_tuples.jsonl,$C/$TONGYI_FILE,$C/world_tuples.jsonl]" "$@"
 echo "trained in $((SECONDS - started)) s: $OUT/final"
