@@ -32,7 +32,10 @@ def agent_pairs(n: int) -> tuple[list[str], list[str], list[str]]:
     snippets = {str(row["docid"]): row["text"] for _, row in read_jsonl(data / "doc_snippets.jsonl")}
     queries, reasonings, docs = [], [], []
     for _, step in read_jsonl(data / "agent_search_steps.jsonl"):
-        query = step["search_query"] if isinstance(step["search_query"], str) else " ".join(step["search_query"])
+        query = step.get("search_query")
+        query = query if isinstance(query, str) else " ".join(q for q in query or [] if isinstance(q, str))
+        if not query.strip():
+            continue  # a call without a query (an invalid one the agent retried)
         for docid in step.get("retrieved_docids") or []:
             if str(docid) in snippets and len(docs) < n:
                 queries.append(query)

@@ -27,7 +27,7 @@ from torch import nn
 
 from hopscotch.retriever.model.config import CROSS_ENCODER, EncoderConfig
 from hopscotch.retriever.model.cross_encoder import CrossEncoderModel
-from hopscotch.retriever.model.dual_encoder import prepare_trainable, trim_padding
+from hopscotch.retriever.model.dual_encoder import length_chunks, prepare_trainable, trim_padding
 from hopscotch.retriever.model.rng import restore_rng
 
 
@@ -70,12 +70,10 @@ class TrainableCrossEncoder(nn.Module):
         lengths = features["attention_mask"].sum(1)
         if not chunk_size or chunk_size >= lengths.shape[0]:
             return self.cross_encoder.logits(features)  # padded to its longest pair already
-        order = torch.argsort(lengths, descending=True, stable=True)
-        parts = []
-        for start in range(0, len(order), chunk_size):
-            rows = order[start:start + chunk_size]
-            parts.append(self.cross_encoder.logits(trim_padding(features, rows, int(lengths[rows].max()), "right")))
-        return torch.cat(parts)[torch.argsort(order)]
+        chunks = length_chunks(lengths, chunk_size)
+        parts = [self.cross_encoder.logits(trim_padding(features, rows, int(lengths[rows].max()), "right"))
+                 for rows in chunks]
+        return torch.cat(parts)[torch.argsort(torch.cat(chunks))]
 
     def forward(self, queries: dict | None = None, passages: dict | None = None, chunk_size: int | None = None,
                 query_rng=None, passage_rng=None):
