@@ -1,14 +1,17 @@
-"""Candidate windows: BM25 top-``depth`` for a step's query, with the question's gold documents put in.
+"""Candidate windows: the first stage's top-``depth`` for a step, with the question's gold documents put in.
 
-The window keeps the top ``depth - g`` BM25 hits that are not gold and adds ``g`` gold documents
+The first stage (:mod:`~hopscotch.data_synth.first_stage`, ``--candidates``) is reasoning-aware BM25 by default
+(the step's query expanded with its reasoning), plain BM25 of the query, or the reasoning-aware hybrid; below,
+"score" is its score.
+
+The window keeps the top ``depth - g`` hits that are not gold and adds ``g`` gold documents
 (``g = min(max_gold, gold documents present in the corpus)``; when there are more gold documents than
-``max_gold``, the ones BM25 scores highest for this step's query), de-duplicated, so it stays ``depth``
-long. The window is ordered by the step query's BM25 score (docid breaks ties), gold or not.
+``max_gold``, the ones the first stage scores highest for this step), de-duplicated, so it stays ``depth``
+long. The window is ordered by the step's first-stage score (docid breaks ties), gold or not.
 
 A short query (``"Animorphs"``) may match fewer than ``depth`` passages. Such a window is *backfilled*
-from BM25 searches with the step's fallback queries (the pipeline passes reasoning + query, then the
-question), in their order, after the step query's own hits; a backfilled passage keeps its step-query
-BM25 score of 0.
+from plain BM25 searches with the step's fallback queries (the pipeline passes reasoning + query, then the
+question), in their order, after the step's own hits; a backfilled passage keeps a score of 0.
 
 Example::
 
@@ -21,31 +24,35 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from hopscotch.data_synth.first_stage import FirstStage
 from hopscotch.retriever.index.bm25 import BM25Index
 
-Window = list[tuple[str, float, bool]]  # (docid, BM25 score of the step query, is gold)
+Window = list[tuple[str, float, bool]]  # (docid, first-stage score of the step, is gold)
 
 
 class CandidateGenerator:
-    """BM25 retrieval plus gold insertion over one corpus."""
+    """First-stage retrieval plus gold insertion over one corpus (``stage``: plain BM25 of ``index`` when None)."""
 
-    def __init__(self, index: BM25Index, depth: int = 50, max_gold: int = 5):
+    def __init__(self, index: BM25Index, depth: int = 50, max_gold: int = 5, stage: FirstStage | None = None):
         if depth < 1:
             raise ValueError("depth must be at least 1")
         if not 0 <= max_gold <= depth:
             raise ValueError("the number of gold documents to insert must be between 0 and depth")
         self.index, self.depth, self.max_gold = index, depth, max_gold
+        self.stage = FirstStage(index) if stage is None else stage
         self._known = set(index.docids)
 
     def known(self, docid: str) -> bool:
         return docid in self._known
 
     def windows(self, queries: Sequence[str], golds: Sequence[Sequence[str]],
-                fallbacks: Sequence[Sequence[str]] | None = None) -> list[Window]:
-        """One window per query; ``golds[i]`` are the gold docids of query ``i`` (best first) and
-        ``fallbacks[i]`` the queries that backfill its window when it is short."""
-        hits_per_query = self.index.search(list(queries), k=self.depth)
-        out = [self._window(q, hits, gold) for q, hits, gold in zip(queries, hits_per_query, golds)]
+                fallbacks: Sequence[Sequence[str]] | None = None, contexts: Sequence | None = None) -> list[Window]:
+        """One window per query; ``golds[i]`` are the gold docids of query ``i`` (best first), ``fallbacks[i]``
+        the queries that backfill its window when it is short and ``contexts[i]`` its reasoning (a string or a
+        record with the context fields; None: none) for a first stage that reads it."""
+        contexts = [None] * len(queries) if contexts is None else list(contexts)
+        hits_per_query = self.stage.search(list(queries), contexts, self.depth)
+        out = [self._window(q, c, hits, gold) for q, c, hits, gold in zip(queries, contexts, hits_per_query, golds)]
         if fallbacks is None:
             return out
         short = [i for i, w in enumerate(out) if len(w) < self.depth and fallbacks[i]]
@@ -62,13 +69,12 @@ class CandidateGenerator:
                     window.append((docid, 0.0, False))
         return out
 
-    def _window(self, query: str, hits: list[tuple[str, float]], gold: Sequence[str]) -> Window:
+    def _window(self, query: str, context, hits: list[tuple[str, float]], gold: Sequence[str]) -> Window:
         gold = [d for d in dict.fromkeys(gold) if d in self._known]
         all_gold = set(gold)
         hit_score = dict(hits)
         if gold and (len(gold) > self.max_gold or any(d not in hit_score for d in gold)):
-            scored = self.index.score_documents(query, gold)
-            gold_score = {d: hit_score.get(d, float(s)) for d, s in zip(gold, scored)}
+            gold_score = dict(zip(gold, self.stage.score_documents(query, context, gold, hit_score)))
         else:
             gold_score = {d: hit_score[d] for d in gold}
         if len(gold) > self.max_gold:

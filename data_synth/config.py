@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from hopscotch.data_synth.first_stage import CANDIDATE_SOURCES, DEFAULT_CANDIDATES
 from hopscotch.data_synth.labels import LabelConfig
 from hopscotch.data_synth.oracles.base import ORACLES, OracleSpec, OracleWeights
 from hopscotch.data_synth.traces import TRACE_FORMATS
@@ -25,7 +26,8 @@ class SynthConfig:
     """
 
     reranker: str = "lexical"           # lexical | dense | cross-encoder | llm
-    depth: int = 50                     # candidate window length (BM25 top-depth, gold put in)
+    candidates: str = DEFAULT_CANDIDATES  # the first stage that mines them: bm25-reasoning | bm25 | hybrid
+    depth: int = 50                     # candidate window length (first-stage top-depth, gold put in)
     gold: int = 5                       # at most this many gold documents put into each window
     positives: int = 1                  # positives per tuple (top of the oracle ranking)
     negatives: int = 7                  # hard negatives per tuple (from the lower part)
@@ -56,6 +58,8 @@ class SynthConfig:
     def __post_init__(self):
         if isinstance(self.weights, dict):
             self.weights = OracleWeights(**self.weights)
+        if self.candidates not in CANDIDATE_SOURCES:
+            raise ValueError(f"unknown candidate source {self.candidates!r}; choose from {', '.join(CANDIDATE_SOURCES)}")
         if self.reranker not in ORACLES:
             raise ValueError(f"unknown reranker {self.reranker!r}; choose from {', '.join(ORACLES)}")
         if self.trace_format not in TRACE_FORMATS:
@@ -90,6 +94,8 @@ class SynthConfig:
             d.pop("encoder")
         if self.reranker != "cross-encoder":
             d.pop("cross_encoder")
+        if self.candidates == "bm25":  # the candidates before reasoning-aware ones: earlier runs' fingerprints hold
+            d.pop("candidates")
         if self.query_format == "separate":  # the default: fingerprints of earlier runs stay valid
             d.pop("query_format")
             d.pop("query_instruction")

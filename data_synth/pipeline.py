@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hopscotch.data_synth.config import SynthConfig
+from hopscotch.data_synth.first_stage import describe_source
 from hopscotch.data_synth.parts import MANIFEST, PartStore
 from hopscotch.data_synth.qa import QASource, load_qa
 from hopscotch.data_synth.trace_step import TraceStep
@@ -57,7 +58,9 @@ class SynthInputs:
     ``bm25_index``: a saved :class:`~hopscotch.retriever.index.bm25.BM25Index` of the corpus instead of building one;
     ``duplicate_groups``: the corpus's duplicate groups (cmass format, ``hopscotch audit near-duplicates``): no
     document they list as an exact or near duplicate (at any Jaccard the file lists) of a positive or gold
-    document becomes a negative.
+    document becomes a negative;
+    ``candidate_index``: a dense index of the corpus (``hopscotch index``), the hybrid first stage's vector half
+    (``config.candidates`` ``hybrid``).
     """
 
     qa_dir: str | os.PathLike
@@ -67,6 +70,7 @@ class SynthInputs:
     qrels: str | os.PathLike | None = None
     bm25_index: str | os.PathLike | None = None
     duplicate_groups: str | os.PathLike | None = None
+    candidate_index: str | os.PathLike | None = None
 
     def trace_paths(self) -> list[Path]:
         traces = [Path(t) for t in self.traces or []]
@@ -155,6 +159,9 @@ def _summarize(total: Counter, n_questions: int, config: SynthConfig) -> dict:
                       "false_negative_rate": round(total["negatives_false"] / total["negatives"], 4)
                       if total["negatives"] else 0.0},
         "gold_missing_from_corpus": total["gold_missing_from_corpus"],
+        # the first stage that mined the candidates (hard negatives), and the steps it searched with their reasoning
+        "candidates": {"source": config.candidates, "first_stage": describe_source(config.candidates),
+                       "steps_searched_with_reasoning": total["steps_with_reasoning"]},
         "config": config.fingerprint(),
     }
 
@@ -233,7 +240,8 @@ def synthesize(inputs: SynthInputs, out: str | os.PathLike = "tuples.jsonl", con
             from hopscotch.retriever.io.qrels import read_duplicate_groups
 
             same = read_duplicate_groups(inputs.duplicate_groups, 0.0).same_documents()
-        _run(tasks, QuestionWorker(qa, documents, index, config, same), store, sum(len(s) for _, s in groups), config)
+        worker = QuestionWorker(qa, documents, index, config, same, inputs.candidate_index)
+        _run(tasks, worker, store, sum(len(s) for _, s in groups), config)
     stats = _assemble(out, store, groups, config)
     write_json(stats_path or default_stats_path(out), stats)
     store.remove()
@@ -257,14 +265,21 @@ def _manifest(config: SynthConfig, inputs: SynthInputs, groups: list, qa: QASour
     """What a resumed run must share with the run that wrote the work files: the configuration, the questions,
     every input's content (QA, qrels, corpus, traces, the ``--bm25-index``) and the oracle model's files."""
     digest = hashlib.sha256("\n".join(f"{q}\t{len(s)}" for q, s in groups).encode()).hexdigest()
-    return {"config": config.fingerprint(), "question_only": inputs.question_only, "questions": digest,
+    if config.candidates == "hybrid" and inputs.candidate_index is None:
+        raise UsageError("--candidates hybrid needs --candidate-index DIR (hopscotch index of the same corpus)")
+    if config.candidates != "hybrid" and inputs.candidate_index is not None:
+        raise UsageError(f"--candidate-index is the hybrid's dense half: it does nothing with --candidates "
+                         f"{config.candidates}")
+    first = {} if config.candidates == "bm25" else {"first_stage": describe_source(config.candidates)}
+    index = {"candidate_index": _input_fingerprint(inputs.candidate_index)} if inputs.candidate_index else {}
+    return {"config": config.fingerprint(), **first, "question_only": inputs.question_only, "questions": digest,
             "passage_fields": ["docid", "title", "text", "score"],  # work files written without scores: refused
             "inputs": {"qa": _input_fingerprint(qa.queries_path), "qrels": _input_fingerprint(qa.qrels_path),
                        "corpus": _input_fingerprint(corpus), "traces": {str(i): _input_fingerprint(t)
                                                                         for i, t in enumerate(traces)},
                        "bm25_index": _input_fingerprint(inputs.bm25_index), "oracle_model": _oracle_model(config)}
                   | ({"duplicate_groups": _input_fingerprint(inputs.duplicate_groups)}
-                     if inputs.duplicate_groups is not None else {})}
+                     if inputs.duplicate_groups is not None else {}) | index}
 
 
 def _check_resume(store: PartStore, manifest: dict, fresh: bool) -> None:
@@ -290,7 +305,8 @@ def _check_resume(store: PartStore, manifest: dict, fresh: bool) -> None:
 
 #: the flag that names each synth input, for messages
 _INPUT_FLAGS = {"qa": "--qa", "qrels": "--qrels", "corpus": "--corpus", "bm25_index": "--bm25-index",
-                "oracle_model": "the oracle model", "duplicate_groups": "--duplicate-groups"}
+                "oracle_model": "the oracle model", "duplicate_groups": "--duplicate-groups",
+                "candidate_index": "--candidate-index"}
 
 
 def _input_changes(old: dict | None, new: dict) -> list[str | None]:

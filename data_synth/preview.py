@@ -43,6 +43,8 @@ def summary_line(stats: dict) -> str:
             f"{pos['reranked']:,} reranked")
     if stats.get("kept_fraction_with_gold") is not None:
         line += f"; kept {100 * stats['kept_fraction_with_gold']:.1f}% of steps whose question has gold"
+    if stats.get("candidates"):
+        line += f"; candidates: {stats['candidates']['first_stage']}"
     return line
 
 

@@ -1,7 +1,8 @@
 """Turning the steps of one question into tuples: drop checks, candidates, oracle, labels.
 
-A :class:`QuestionWorker` holds the corpus, the BM25 index, the QA source and the oracle (built lazily,
-in the process that uses it). ``process(question_id, steps)`` returns the question's JSONL lines and
+A :class:`QuestionWorker` holds the corpus, the BM25 index, the first stage that mines the candidates
+(:mod:`~hopscotch.data_synth.first_stage`, ``config.candidates``), the QA source and the oracle (built lazily, in the
+process that uses it). ``process(question_id, steps)`` returns the question's JSONL lines and
 its stats; it depends on nothing but its inputs and the seed, so any number of processes, in any
 order, produce the same bytes. Each tuple keeps its step's context fields (``current_reasoning``,
 ``prior_queries``, ``prior_results``, where the trace had them) beside ``reasoning``, so that training
@@ -19,6 +20,7 @@ from collections import Counter
 
 from hopscotch.data_synth.candidates import CandidateGenerator
 from hopscotch.data_synth.config import SynthConfig
+from hopscotch.data_synth.first_stage import first_stage, plain_query_scores
 from hopscotch.data_synth.labels import BOTH_EMPTY_JACCARD, Labeller
 from hopscotch.data_synth.oracles import Candidate, OracleInput, build_oracle
 from hopscotch.data_synth.passage_cache import PassageCache
@@ -38,9 +40,10 @@ class QuestionWorker:
     """Everything needed to label the steps of any question of one QA source and corpus."""
 
     def __init__(self, qa: QASource, documents: dict[str, Document], index: BM25Index, config: SynthConfig,
-                 same_documents=None):
+                 same_documents=None, candidate_index=None):
         self.qa, self.documents, self.index, self.config = qa, documents, index, config
-        self.generator = CandidateGenerator(index, config.depth, config.gold)
+        self.stage = first_stage(config.candidates, index, candidate_index)
+        self.generator = CandidateGenerator(index, config.depth, config.gold, self.stage)
         self.labeller = Labeller(config.label_config(), config.seed, same_documents=same_documents)
         self._oracle = None
         self._normal_form: PassageCache[str] = PassageCache(padded_normal_form, 200_000)  # for answer matching
@@ -83,14 +86,19 @@ class QuestionWorker:
             return [], dict(stats)
         step_golds = [list(s.gold_docids) if s.gold_docids else question_gold for s in usable]
         fallbacks = [[f"{s.reasoning} {s.query}".strip(), question.text] for s in usable]
-        windows = self.generator.windows([s.query for s in usable], step_golds, fallbacks)
+        windows = self.generator.windows([s.query for s in usable], step_golds, fallbacks, usable)
         matcher = AnswerMatcher(question.answers)
         question_gold_set = set(question_gold)
         lines: list[str] = []
         for step, window, gold in zip(usable, windows, step_golds):
             gold_set = set(gold)
             candidates = []
-            for docid, score, _ in window:
+            if self.stage.reads_reasoning:  # the oracle's query relevance stays the step query's plain BM25
+                stats["steps_with_reasoning"] += bool(step.reasoning and step.reasoning.strip())
+                plain = plain_query_scores(self.index, step.query, [d for d, _, _ in window])
+            else:
+                plain = [score for _, score, _ in window]
+            for (docid, _, _), score in zip(window, plain):
                 doc = self.documents[docid]
                 candidates.append(Candidate(docid, doc.title, doc.text, score, docid in gold_set,
                                             bool(matcher) and matcher.contains(self._normal_form(doc)),

@@ -3,11 +3,16 @@
 #
 #   bash scripts/train_agent_retriever.sh OUT [KEY=VALUE ...]     # -> OUT/final (about 34 minutes on a 2-core machine without AVX-512: docs/benchmarks.md)
 #   bash scripts/train_agent_retriever.sh --multi-vector OUT [KEY=VALUE ...]   # the multi-vector (ColBERT-style) model
+#   bash scripts/train_agent_retriever.sh --reranker OUT [KEY=VALUE ...]       # the reasoning-aware cross-encoder
 #   TONGYI_LABELS=top3 bash scripts/train_agent_retriever.sh OUT                  # the old Tongyi labels (below)
+#   CANDIDATES=bm25 bash scripts/train_agent_retriever.sh OUT                     # plain-BM25 hard negatives (below)
+#   TEACHER=both TEACHER_MODEL=runs/agent/final TEACHER_RERANKER=runs/agent_reranker/final \
+#     RECIPE=recipes/minilm_agent_distill.yaml bash scripts/train_agent_retriever.sh OUT    # distillation (3b below)
 #   DATA_ONLY=1 bash scripts/train_agent_retriever.sh OUT                         # steps 1-3 only (no training)
 #
-# --multi-vector (or RECIPE=recipes/minilm_agent_multivector.yaml; RECIPE=any recipe) trains another recipe on the
-# same tuples; the default is recipes/minilm_agent.yaml.
+# --multi-vector (or RECIPE=recipes/minilm_agent_multivector.yaml), --reranker (recipes/minilm_agent_reranker.yaml; its
+# OUT/final reranks with hopscotch search --rerank-model) or RECIPE=any recipe trains another recipe on the same
+# tuples; the default is recipes/minilm_agent.yaml.
 #
 # On a fresh clone beside ../shared (or with $HOPSCOTCH_DATA pointing at shared/data); runs setup.sh first.
 # Only the train questions of experiments/agent_data/splits.py are used (its dev questions, which tune the defaults,
@@ -18,7 +23,10 @@
 #     sub-question with #k resolved, reasoning = the question and the earlier hops' sub-questions/answers,
 #     gold = the hop's paragraph), Tongyi-DeepResearch search steps (8 train trajectories: trajectory 5
 #     is left out, see TRAIN_EXCLUDED in experiments/agent_data/splits.py).
-#  2. `hopscotch synth` (lexical oracle, 2 workers) labels each source; the world (seed 13, 3,000 docs,
+#  2. `hopscotch synth` (lexical oracle, 2 workers) labels each source, its candidates (the hard negatives) mined by
+#     $CANDIDATES (default bm25-reasoning: the step's query expanded with its reasoning, the first stage an agent is
+#     served; bm25: the query alone, as before; hybrid needs a dense index, not offered here). An OUT whose tuples
+#     exist keeps them: give a new OUT to mine them another way; the world (seed 13, 3,000 docs,
 #     300 questions) is generated and its first 220 questions labelled.
 #     Labels: HotpotQA, MuSiQue and the world have gold documents (HotpotQA: the question's supporting
 #     paragraphs, the oracle picks the step's; MuSiQue and the world: the step's own). The Tongyi steps
@@ -36,6 +44,10 @@
 #     evaluation question or has an evaluation qrel document as a positive (removals listed in
 #     OUT/data/clean/decontamination.json; the cleaned files audit to zero: OUT/data/contamination.json).
 #     train.py gets the same sets as --eval-sets, so it refuses to start on contaminated data.
+# 3b. TEACHER=hybrid|cross-encoder|both: each clean tuple file scored again by the teacher (`hopscotch synth --mode
+#     teacher` with the file's own corpus: the reasoning-aware hybrid with TEACHER_MODEL's dense half, the
+#     TEACHER_RERANKER cross-encoder, or the mean of their z-scores) into OUT/data/teacher_$TEACHER/, which the
+#     recipe trains on (its loss.distill reads the teacher's scores; the Tongyi tuples stay trajectory-use ones).
 #  4. train.py with recipes/minilm_agent.yaml: every query as its whole reasoning in AgentIR's template
 #     (data.query_inputs: [reasoning]; until 2026-12-04 a uniform mixture of {query, current_reasoning,
 #     reasoning, empty_reasoning}), query_max_len 256, 100 steps of 32 queries; OUT/final is the plain
@@ -53,8 +65,11 @@ RECIPE="${RECIPE:-recipes/minilm_agent.yaml}"
 if [[ "${1:-}" == "--multi-vector" ]]; then
   RECIPE=recipes/minilm_agent_multivector.yaml
   shift
+elif [[ "${1:-}" == "--reranker" ]]; then
+  RECIPE=recipes/minilm_agent_reranker.yaml
+  shift
 fi
-OUT="${1:?usage: bash scripts/train_agent_retriever.sh [--multi-vector] OUT [KEY=VALUE ...]}"
+OUT="${1:?usage: bash scripts/train_agent_retriever.sh [--multi-vector | --reranker] OUT [KEY=VALUE ...]}"
 shift
 cd "$ROOT"
 bash "$ROOT/scripts/setup.sh"
@@ -63,9 +78,10 @@ export HOPSCOTCH_DATA="${HOPSCOTCH_DATA:-$ROOT/../shared/data}"
 PY="$ROOT/.venv/bin/python"
 HOP="$ROOT/.venv/bin/hopscotch"
 if [[ -z "${TONGYI_LABELS:-}" ]]; then
-  # trajectory-use tuples carry no teacher score: a distillation recipe (loss.distill) trains on the top-3 ones
+  # trajectory-use tuples carry no teacher score: a distillation recipe (loss.distill) trains on the top-3 ones,
+  # unless a TEACHER scores them
   TONGYI_LABELS=trajectory-use
-  if [[ "$("$PY" -c 'import sys
+  if [[ -z "${TEACHER:-}" && "$("$PY" -c 'import sys
 from hopscotch.retriever.training.recipe import load_recipe
 print(load_recipe(sys.argv[1], [a for a in sys.argv[2:] if "=" in a and not a.startswith("-")]).loss.distill)' \
         "$RECIPE" "$@" 2>/dev/null || echo none)" != none ]]; then
@@ -80,6 +96,7 @@ case "$TONGYI_LABELS" in
 esac
 D="$HOPSCOTCH_DATA"
 T="$OUT/data"
+CANDIDATES="${CANDIDATES:-bm25-reasoning}"
 mkdir -p "$T"
 started=$SECONDS
 
@@ -98,7 +115,8 @@ fi
 synth() {
   local out="$1"
   shift
-  [[ -f "$out" ]] || "$HOP" synth "$@" --out "$out" --reranker lexical --seed 13 --workers 2 2>&1 \
+  [[ -f "$out" ]] || "$HOP" synth "$@" --out "$out" --reranker lexical --candidates "$CANDIDATES" --seed 13 \
+    --workers 2 2>&1 \
     | grep -v '%|' || true
   [[ -f "$out" ]] || { echo "train_agent_retriever: synth failed for $out" >&2; exit 1; }
 }
@@ -152,6 +170,21 @@ fi
 EVAL_SETS=()
 for s in "${SPECS[@]}"; do EVAL_SETS+=(--eval-sets "$s"); done
 C="$T/clean"
+if [[ -n "${TEACHER:-}" ]]; then  # 3b. the teacher's scores on every passage (each file written once)
+  TEACH=(--teacher "$TEACHER")
+  [[ "$TEACHER" == cross-encoder ]] || TEACH+=(--teacher-model "${TEACHER_MODEL:?TEACHER=$TEACHER needs TEACHER_MODEL}")
+  [[ "$TEACHER" == hybrid ]] || TEACH+=(--teacher-reranker "${TEACHER_RERANKER:?TEACHER=$TEACHER needs TEACHER_RERANKER}")
+  mkdir -p "$T/teacher_$TEACHER"
+  for pair in "hotpot:$D/hotpotqa_ircot/corpus.jsonl" "musique:$D/musique_hipporag/corpus.jsonl" \
+              "${TONGYI_FILE%_tuples.jsonl}:$D/qampari_tongyi/doc_snippets.jsonl" "world:$T/world/corpus.jsonl"; do
+    name="${pair%%:*}"
+    corpus=()
+    [[ "$TEACHER" == cross-encoder ]] || corpus=(--corpus "${pair#*:}")
+    [[ -f "$T/teacher_$TEACHER/${name}_tuples.jsonl" ]] || "$HOP" synth --mode teacher --tuples "$C/${name}_tuples.jsonl" \
+      "${TEACH[@]}" "${corpus[@]}" --out "$T/teacher_$TEACHER/${name}_tuples.jsonl"
+  done
+  C="$T/teacher_$TEACHER"
+fi
 "$HOP" train --recipe "$RECIPE" --output "$OUT" "${RESUME[@]}" "${EVAL_SETS[@]}" \
   "data.train=[$C/hotpot_tuples.jsonl,$C/musique_tuples.jsonl,$C/$TONGYI_FILE,$C/world_tuples.jsonl]" "$@"
 echo "trained in $((SECONDS - started)) s: $OUT/final"

@@ -86,6 +86,28 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_cross_encoder_dir(tmp_path_factory):
+    """A saved tiny random cross-encoder (2 BERT layers, hidden 32, the bundled MiniLM's vocabulary; query side 24
+    tokens, pair 64), reading reasoning-aware queries in the ``reasoning`` variant. Its weights are drawn wider than
+    BERT's initialisation (0.2) so that its logits tell documents apart (a near-constant score ranks nothing)."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    from hopscotch.retriever.model.cross_encoder import build_cross_encoder_model
+    from hopscotch.retriever.model.loading import bundled_minilm_path
+
+    root = tmp_path_factory.mktemp("tiny_cross_encoder")
+    tok = AutoTokenizer.from_pretrained(bundled_minilm_path())
+    config = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=512, num_labels=1, initializer_range=0.2)
+    torch.manual_seed(0)
+    BertForSequenceClassification(config).save_pretrained(root / "hf")
+    tok.save_pretrained(root / "hf")
+    build_cross_encoder_model(root / "hf", query_max_len=24, passage_max_len=40, seed=0, device="cpu").save(root / "ce")
+    return root / "ce"
+
+
+@pytest.fixture(scope="session")
 def _small_world_dense_index(small_world, tiny_bert_dir, tmp_path_factory) -> Path:
     from hopscotch.retriever.index.encode import EncodeOptions, encode_corpus
 

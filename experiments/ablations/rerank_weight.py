@@ -1,5 +1,6 @@
-"""The multi-vector reranker's first-stage weight (``--rerank-first-weight W``, issue 34 item 2), chosen on the
-question-level dev sets of :mod:`.trajectory_use`.
+"""A reranker's first-stage weight (``--rerank-first-weight W``), chosen on the question-level dev sets of
+:mod:`.trajectory_use`: the multi-vector reranker's (issue 34 item 2) or a cross-encoder's (the kind of ``--model``'s
+folder; a cross-encoder reranks its ``--rerank-depth``, default its own, and takes no token cache).
 
 The first stage is reasoning-aware BM25's top 100 (``hopscotch search --bm25 IDX --reasoning``); the reranker
 reorders it with a multi-vector model's MaxSim (``--rerank-model M --reasoning``: the model's recorded query input
@@ -19,15 +20,26 @@ from pathlib import Path
 from hopscotch_experiments.ablations.ablation_runs import build_indexes, evaluate_ndcg, search
 
 START, END = "<!-- rerank-weight:start -->", "<!-- rerank-weight:end -->"
+#: the docs section of a cross-encoder's selection (the multi-vector one keeps START / END)
+CE_START, CE_END = "<!-- rerank-weight-ce:start -->", "<!-- rerank-weight-ce:end -->"
 SETS = ("tongyi_question", "tongyi_pages_question", "hotpotqa")
 WEIGHTS = (0.0, 0.25, 0.5, 0.75)
 DEPTH = 100
 
 
-def measure(model: str, work: Path, names=SETS, weights=WEIGHTS, label: str = "mv") -> dict:
-    """``{"cells": {(set, system): {"tune", "test"}}, "sets": {set: sizes}}``; systems ``"bm25"`` and ``w`` floats."""
+def markers(kind: str) -> tuple[str, str]:
+    """The docs section's markers of a reranker ``kind``."""
+    return (CE_START, CE_END) if kind == "cross_encoder" else (START, END)
+
+
+def measure(model: str, work: Path, names=SETS, weights=WEIGHTS, label: str = "mv", depth: int | None = None) -> dict:
+    """``{"cells": {(set, system): {"tune", "test"}}, "sets": {set: sizes}, "kind"}``; systems ``"bm25"`` and ``w``
+    floats. A cross-encoder reranks ``depth`` candidates (None: its default), a multi-vector model :data:`DEPTH`."""
     from hopscotch_experiments.agent_data.eval_sets import build_sets
     from hopscotch.retriever.io.runs import read_run
+    from hopscotch.retriever.model.cross_encoder import is_cross_encoder_folder
+
+    kind = "cross_encoder" if is_cross_encoder_folder(model) else "multi_vector"
 
     cells, info = {}, {}
     for name, es in build_sets(work, names).items():
@@ -36,16 +48,16 @@ def measure(model: str, work: Path, names=SETS, weights=WEIGHTS, label: str = "m
         idx = build_indexes(work, corpus_name, es.corpus, {})
         first = ("--bm25", idx["bm25"], "--reasoning")
         runs = {"bm25": search(work / "runs" / f"{name}.bm25.reasoning.trec", paths, *first)}
-        cache = work / "rerank_cache" / f"{corpus_name}.{label}"
+        rerank = (("--rerank-depth", depth) if depth else ()) if kind == "cross_encoder" else \
+            ("--rerank-depth", depth or DEPTH, "--rerank-cache", work / "rerank_cache" / f"{corpus_name}.{label}")
         for w in weights:
             runs[w] = search(work / "runs" / f"{name}.{label}.bm25rr.reasoning.w{w:g}.trec", paths, *first,
-                             "--corpus", es.corpus, "--rerank-model", model, "--rerank-depth", DEPTH, "--rerank-cache", cache,
-                             "--rerank-first-weight", w)
+                             "--corpus", es.corpus, "--rerank-model", model, *rerank, "--rerank-first-weight", w)
         info[name] = {"tune": len(es.tune), "test": len(es.test)}
         for system, path in runs.items():
             run = read_run(path)
             cells[name, system] = {s: evaluate_ndcg(run, es.qrels, getattr(es, s)) for s in ("tune", "test")}
-    return {"cells": cells, "sets": info, "weights": list(weights)}
+    return {"cells": cells, "sets": info, "weights": list(weights), "kind": kind}
 
 
 def summarize(measured: dict) -> dict:
@@ -74,6 +86,7 @@ def summarize(measured: dict) -> dict:
     safe = [w for w in ranked if not below_bm25(w)]
     chosen = safe[0] if safe else ranked[0]
     return {"sets": measured["sets"], "weights": weights, "table": table, "tune_mean": means, "chosen": chosen,
+            "kind": measured.get("kind", "multi_vector"),
             "chosen_below_bm25": below_bm25(chosen),
             "bm25_tune_mean": sum(table["tune", "bm25", n]["mean"] for n in sets) / len(sets)}
 
@@ -88,6 +101,8 @@ def render(summary: dict, command: str) -> str:
     from hopscotch_experiments.agent_data.eval_sets import TITLES
 
     sets = summary["sets"]
+    ce = summary.get("kind") == "cross_encoder"
+    reranker, reorder = ("cross-encoder", "cross-encoder") if ce else ("multi-vector", "MaxSim")
 
     def cell(c: dict) -> str:
         ps = [f"{tag} p={c[key]:.3f}{'*' if c[key] < 0.05 else ''}" for key, tag in (("p_bm25", "vs BM25"),
@@ -101,13 +116,13 @@ def render(summary: dict, command: str) -> str:
                   "|---|" + "---|" * len(sets)]
         for system in ("bm25", *summary["weights"]):
             name = ("reasoning-aware BM25, top 100 (the first stage)" if system == "bm25" else
-                    f"multi-vector rerank, `--reasoning --rerank-first-weight {system:g}`"
+                    f"{reranker} rerank, `--reasoning --rerank-first-weight {system:g}`"
                     + (" (chosen)" if system == summary["chosen"] else ""))
             lines.append(f"| {name} | " + " | ".join(cell(summary["table"][split, system, n]) for n in sets) + " |")
     means = ", ".join(f"W={w:g} {m:.3f}" for w, m in summary["tune_mean"].items())
     return "\n".join([
         f"Generated by `{command}`. nDCG@10 ± 95% CI; `p`: paired randomisation tests against the first-stage list "
-        "and against the pure MaxSim reorder (W = 0), `*` p < 0.05.", *lines, "",
+        f"and against the pure {reorder} reorder (W = 0), `*` p < 0.05.", *lines, "",
         f"Tune means: BM25 {summary['bm25_tune_mean']:.3f}, {means}. Chosen: **W = {summary['chosen']:g}** "
         f"(highest tune mean with no tune cell significantly below the first stage"
         f"{'' if not summary['chosen_below_bm25'] else '; none qualified, so the highest mean'})."])

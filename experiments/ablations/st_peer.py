@@ -110,7 +110,13 @@ def build_single_vector_peer(model_path: str, max_seq_length: int = 256, seed: i
 
 
 def _trainer_classes(kind: str):
-    """``(Trainer, TrainingArguments, loss class)`` of sentence-transformers for the peer ``kind``."""
+    """``(Trainer, TrainingArguments, loss class)`` of sentence-transformers for the peer ``kind`` (``cross_encoder``:
+    the cross-encoder peer of :mod:`hopscotch_experiments.ablations.st_cross_encoder_peer`)."""
+    if kind == "cross_encoder":
+        from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
+        from sentence_transformers.cross_encoder.losses import MultipleNegativesRankingLoss
+
+        return CrossEncoderTrainer, CrossEncoderTrainingArguments, MultipleNegativesRankingLoss
     if kind == "single_vector":
         from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
         from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
@@ -123,9 +129,10 @@ def _trainer_classes(kind: str):
 
 
 def train_peer(model, columns: dict, *, steps: int, batch_size: int, lr: float, seed: int, threads: int,
-               batch_sampler: str = "no_duplicates", log_every: int = 5, kind: str = "multi_vector") -> dict:
-    """sentence-transformers' trainer and MNRL (multi-vector's, or the single-vector one) over ``columns``;
-    returns timings and losses."""
+               batch_sampler: str = "no_duplicates", log_every: int = 5, kind: str = "multi_vector",
+               loss_kwargs: dict | None = None) -> dict:
+    """sentence-transformers' trainer and MNRL (multi-vector's, the single-vector one, or the cross-encoder's, with
+    ``loss_kwargs``) over ``columns``; returns timings and losses."""
     import torch
     from datasets import Dataset
     from sentence_transformers.base.sampler import BatchSamplers
@@ -152,7 +159,7 @@ def train_peer(model, columns: dict, *, steps: int, batch_size: int, lr: float, 
             dataloader_drop_last=True, logging_steps=log_every, save_strategy="no", report_to="none",
             disable_tqdm=True, use_cpu=not torch.cuda.is_available())
         trainer = trainer_class(model=model, args=training_args, train_dataset=Dataset.from_dict(columns),
-                                loss=loss_class(model), callbacks=[Progress()])
+                                loss=loss_class(model, **(loss_kwargs or {})), callbacks=[Progress()])
         trainer.remove_callback(PrinterCallback)  # Progress prints the losses (with the time)
         started = time.perf_counter()
         trainer.train()
@@ -163,6 +170,20 @@ def train_peer(model, columns: dict, *, steps: int, batch_size: int, lr: float, 
             "losses": losses}
 
 
+def peer_outputs(out: str | os.PathLike, model_path: str | None) -> tuple[Path, Path, str]:
+    """``(OUT/final, OUT/peer_summary.json, the backbone's folder)``: both outputs checked writable before any work,
+    the backbone ``model_path`` or the bundled all-MiniLM-L6-v2."""
+    from hopscotch.retriever.io.atomic import check_target
+    from hopscotch.retriever.model.loading import bundled_minilm_path, quiet_loading_bars
+
+    out = Path(out)
+    final, summary_path = out / "final", out / "peer_summary.json"
+    check_target(final, folder=True)
+    check_target(summary_path)
+    quiet_loading_bars()
+    return final, summary_path, str(model_path or bundled_minilm_path())
+
+
 def run_peer(out: str | os.PathLike, files: list[str], model_path: str | None = None, *, steps: int = 100,
              batch_size: int = 32, lr: float = 5e-5, seed: int = 42, dim: int = 128, threads: int = 2,
              query_input: str = "query", query_max_len: int = 256, passage_max_len: int = 160,
@@ -170,22 +191,15 @@ def run_peer(out: str | os.PathLike, files: list[str], model_path: str | None = 
     """Train the ``kind`` peer on the tuple ``files`` from ``model_path`` (None: the bundled all-MiniLM-L6-v2); writes
     OUT/final and OUT/peer_summary.json (steps, seconds, samples/s, loss history, settings, versions), each
     atomically, and returns the summary."""
-    from hopscotch.retriever.io.atomic import atomic_folder, check_target
+    from hopscotch.retriever.io.atomic import atomic_folder
     from hopscotch.retriever.io.common import write_json
     from hopscotch.retriever.io.tuples import read_training_tuples
-    from hopscotch.retriever.model.loading import bundled_minilm_path, quiet_loading_bars
     from hopscotch.retriever.model.query_input import QueryInput
 
     QueryInput.parse(query_input, "--query-input")
     if kind not in KINDS:
         raise ValueError(f"kind: expected one of {KINDS}, got {kind!r}")
-    out = Path(out)
-    final, summary_path = out / "final", out / "peer_summary.json"
-    check_target(final, folder=True)
-    check_target(summary_path)
-    model_path = str(model_path or bundled_minilm_path())
-    quiet_loading_bars()
-
+    final, summary_path, model_path = peer_outputs(out, model_path)
     tuples = read_training_tuples(files)
     if kind == "single_vector":
         model = build_single_vector_peer(model_path, query_max_len, seed)
@@ -221,8 +235,8 @@ def run_peer(out: str | os.PathLike, files: list[str], model_path: str | None = 
     return summary
 
 
-def main_cli(argv=None, kind: str = "multi_vector", description: str = "") -> dict:
-    """The command line of ``scripts/st_multivector_peer.py`` and ``scripts/st_single_vector_peer.py``."""
+def peer_parser(description: str, batch_size: int):
+    """The flags every peer's command line has: its tuples, output, backbone, schedule and sampler."""
     import argparse
 
     parser = argparse.ArgumentParser(description=description)
@@ -233,9 +247,17 @@ def main_cli(argv=None, kind: str = "multi_vector", description: str = "") -> di
     parser.add_argument("--out", required=True, help="writes OUT/final and OUT/peer_summary.json")
     parser.add_argument("--model", help="backbone folder (default: the bundled all-MiniLM-L6-v2)")
     parser.add_argument("--steps", type=int, default=100)
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=batch_size)
     parser.add_argument("--lr", type=float, default=5e-5)
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--batch-sampler", choices=["no_duplicates", "batch_sampler"], default="no_duplicates")
+    parser.add_argument("--log-every", type=int, default=5, help="print the loss every N steps")
+    return parser
+
+
+def main_cli(argv=None, kind: str = "multi_vector", description: str = "") -> dict:
+    """The command line of ``scripts/st_multivector_peer.py`` and ``scripts/st_single_vector_peer.py``."""
+    parser = peer_parser(description, batch_size=32)
     if kind == "multi_vector":
         parser.add_argument("--dim", type=int, default=128, help="token vector size (the Dense projection)")
     parser.add_argument("--threads", type=int, default=2)
@@ -245,8 +267,6 @@ def main_cli(argv=None, kind: str = "multi_vector", description: str = "") -> di
     parser.add_argument("--query-max-len", type=int, default=256, help="query tokens (the reasoning is cut to fit)")
     if kind == "multi_vector":
         parser.add_argument("--passage-max-len", type=int, default=160, help="document tokens")
-    parser.add_argument("--batch-sampler", choices=["no_duplicates", "batch_sampler"], default="no_duplicates")
-    parser.add_argument("--log-every", type=int, default=5, help="print the loss every N steps")
     args = parser.parse_args(argv)
     return run_peer(args.out, args.tuples or default_tuples(args.data), args.model, steps=args.steps,
                     batch_size=args.batch_size, lr=args.lr, seed=args.seed, dim=getattr(args, "dim", 128),

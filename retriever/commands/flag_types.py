@@ -113,10 +113,13 @@ def pool_notes(k: int, searcher) -> list[str]:
     larger ``k`` more candidates are scored and the top of the list (what nDCG@10 reads) may differ from a
     search with a smaller ``k``; the documented behaviour, said once per search."""
     notes = []
-    reranker = getattr(searcher, "maxsim_reranker", None)
-    if reranker is not None and k > reranker.depth:
+    reranker = getattr(searcher, "rerank_stage", None)
+    if reranker is not None and k > reranker.depth and reranker.widens_with_k:
         notes.append(f"--k {k:,} > --rerank-depth {reranker.depth:,}: the top {k:,} first-stage candidates are "
                      f"reranked (a smaller --k reranks {reranker.depth:,}, and its top 10 may differ)")
+    elif reranker is not None and k > reranker.depth:
+        notes.append(f"--k {k:,} > --rerank-depth {reranker.depth:,}: the top {reranker.depth:,} are reranked "
+                     f"{reranker.describe()}, the first stage's next {k - reranker.depth:,} follow in its order")
     first = getattr(searcher, "first", searcher)
     depth = getattr(first, "depth", None)
     if getattr(first, "bm25", None) is not None and getattr(first, "dense", None) is not None and depth and k > depth:

@@ -80,7 +80,7 @@ def run(args) -> int:
               "every query is encoded with 'Reasoning: Empty'", file=sys.stderr)
     # without --reasoning only a query written in the reasoning template carries one (BM25 reads it back)
     reads = True if args.reasoning else (None if any(parse_query(q.text) for q in queries) else False)
-    searcher = searcher_from_args(args, reasoning=reads)  # with --rerank-model: the top --rerank-depth by MaxSim
+    searcher = searcher_from_args(args, reasoning=reads)  # with --rerank-model: the first stage's top --rerank-depth reranked
     k = clamp_k("search", args.k, searcher)
     vector = searcher.vector_stage  # under a reranker, the first stage's; a hybrid's vector half
     if args.reasoning and vector is not None:
@@ -88,11 +88,12 @@ def run(args) -> int:
     if vector is not None and vector.meta.reasoning_aware and not args.reasoning:
         print(f"hopscotch search: note: {args.index} was built for reasoning-aware queries; add --reasoning "
               "to use the template", file=sys.stderr)
-    mv = searcher.maxsim_reranker
-    if mv is not None:
-        fused = "" if mv.late_fusion is None else f", late fusion {mv.late_fusion:g}"
-        print(f"hopscotch search: reranking the top {max(k, mv.depth)} by MaxSim with {args.rerank_model} "
-              f"(query input {mv.query_input}{fused})", file=sys.stderr)
+    stage = searcher.rerank_stage
+    if stage is not None:
+        fused = "" if stage.late_fusion is None else f", late fusion {stage.late_fusion:g}"
+        depth = max(k, stage.depth) if stage.widens_with_k else min(k, stage.depth)
+        print(f"hopscotch search: reranking the top {depth} {stage.describe()} with {args.rerank_model} "
+              f"(query input {stage.query_input}{fused})", file=sys.stderr)
     t0 = time.perf_counter()
     with RunWriter(args.out, tag=args.tag) as out, progress(total=len(queries), desc=f"search ({searcher.name})",
                                                             unit="query") as bar:

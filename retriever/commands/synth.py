@@ -1,5 +1,6 @@
 """``hopscotch synth``: DR-Synth training tuples from QA data + agent traces (see docs/data_synth.md), or, with
-``--mode trajectory-use``, tuples from what an agent went on to use (docs/training.md, "Trajectory-use labels").
+``--mode trajectory-use``, tuples from what an agent went on to use (docs/training.md, "Trajectory-use labels"), or,
+with ``--mode teacher``, tuple files scored again by a teacher for distillation (docs/training.md, "Distillation").
 
 Example (command line, not run)::
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import math
 import time
 
+from hopscotch.data_synth.first_stage import CANDIDATE_SOURCES, DEFAULT_CANDIDATES
 from hopscotch.retriever.commands.flag_types import (
     int_range,
     non_negative_int,
@@ -26,27 +28,31 @@ from hopscotch.retriever.commands.flag_types import (
 RERANKER_CHOICES = ("lexical", "dense", "cross-encoder", "llm")
 TRACE_FORMAT_CHOICES = ("auto", "ircot", "tongyi", "browsecomp", "world", "generic")
 QUERY_FORMAT_CHOICES = ("separate", "agentir")
-MODE_CHOICES = ("dr-synth", "trajectory-use")
+MODE_CHOICES = ("dr-synth", "trajectory-use", "teacher")
 #: flags of one mode only (dests), refused when given a value other than their default in the other mode
 DR_SYNTH_ONLY = ("qa", "qrels", "question_only", "trace_format", "include_failed_calls", "duplicate_groups",
-                 "query_format", "query_instruction", "reranker", "gold", "positives", "negatives", "negative_start",
+                 "query_format", "query_instruction", "reranker", "candidates", "candidate_index", "gold", "positives",
+                 "negatives", "negative_start",
                  "near_duplicate", "oracle_weights", "seed", "encoder", "cross_encoder", "llm_base_url", "llm_model",
                  "llm_api_key_env", "llm_cache", "llm_window", "llm_stride", "llm_max_retries", "llm_timeout")
 TRAJECTORY_USE_ONLY = ("snippets", "runs", "questions", "bm25_negatives")
+TEACHER_ONLY = ("tuples", "teacher", "teacher_model", "teacher_reranker")
 
 
 def register(sub) -> None:
     from hopscotch.retriever.commands.arg_groups import add_output_flags
 
     p = sub.add_parser("synth", help="label agent search steps into (reasoning, query, +, -) tuples",
-                       description="DR-Synth: for each search step of agent traces, retrieve BM25 candidates, "
+                       description="DR-Synth: for each search step of agent traces, retrieve first-stage candidates "
+                                   "(reasoning-aware BM25 by default, --candidates), "
                                    "put the question's gold documents in, rerank with an oracle that sees the "
                                    "question and its answer, and cut positives and hard negatives. --mode "
                                    "trajectory-use: label each search call of agent trajectories by what the agent "
                                    "went on to use (positives) and what it was shown and passed over (negatives).")
     p.add_argument("--mode", default="dr-synth", choices=MODE_CHOICES,
                    help="dr-synth (default): QA + traces + oracle; trajectory-use: a Tongyi steps file's calls "
-                        "labelled by the agent's later use (the question-level dev sets' usage rule)")
+                        "labelled by the agent's later use (the question-level dev sets' usage rule); teacher: "
+                        "--tuples scored again by --teacher (each passage's score, for loss.distill)")
     data = p.add_argument_group("data")
     data.add_argument("--qa", help="QA folder (BEIR queries.jsonl with answers + qrels.tsv, or "
                                    "questions.tsv) or a queries file (required by --mode dr-synth)")
@@ -77,6 +83,13 @@ def register(sub) -> None:
     use.add_argument("--bm25-negatives", type=non_negative_int, default=3, metavar="N",
                      help="BM25 hard negatives per tuple after the shown-not-used ones (default 3; --depth "
                           "candidates searched)")
+    teach = p.add_argument_group("teacher mode (--tuples: tuple files; --corpus or --bm25-index: their corpus)")
+    teach.add_argument("--tuples", action="append", metavar="PATH", help="tuple file or folder to score (repeatable)")
+    teach.add_argument("--teacher", choices=("hybrid", "cross-encoder", "both"),
+                       help="hybrid: reasoning-aware BM25 fused with --teacher-model's cosine (the hybrid's default "
+                            "fusion); cross-encoder: --teacher-reranker's logit; both: the mean of their z-scores")
+    teach.add_argument("--teacher-model", metavar="M", help="the hybrid teacher's dense model")
+    teach.add_argument("--teacher-reranker", metavar="R", help="the cross-encoder teacher (a cross-encoder folder)")
     out = p.add_argument_group("output")
     add_output_flags(out, "tuples JSONL to write (Tevatron / AgentIR layout)", required=True,
                      what="tuples and stats files")
@@ -93,6 +106,13 @@ def register(sub) -> None:
                           "AgentIR's instruction itself through its --query_prefix)").allow_empty = True
     lab = p.add_argument_group("labelling")
     lab.add_argument("--reranker", default="lexical", choices=RERANKER_CHOICES, help="the oracle (default lexical)")
+    lab.add_argument("--candidates", default=DEFAULT_CANDIDATES, choices=CANDIDATE_SOURCES,
+                     help="the first stage that mines each step's candidates (its hard negatives): bm25-reasoning "
+                          "(default: the query expanded with the step's reasoning, as search --reasoning does; a step "
+                          "without one is plain BM25), bm25 (the query alone), or hybrid (that BM25 fused with "
+                          "--candidate-index's dense list)")
+    lab.add_argument("--candidate-index", metavar="DIR",
+                     help="with --candidates hybrid: a dense index of the corpus (hopscotch index), its vector half")
     lab.add_argument("--depth", type=positive_int, default=50, help="candidate window length (default 50)")
     lab.add_argument("--gold", type=non_negative_int, default=5,
                      help="at most this many gold documents put in (default 5)")
@@ -152,19 +172,24 @@ def _inputs(args) -> list:
     from hopscotch.retriever.io.outputs import named_inputs
 
     return [named_inputs(args.qa, QUERY_FILES + QRELS_FILES + CORPUS_FILES), named_inputs(args.corpus, CORPUS_FILES),
-            arg_paths(args, "qrels", "traces", "bm25_index", "encoder", "cross_encoder", "duplicate_groups")]
+            arg_paths(args, "qrels", "traces", "bm25_index", "encoder", "cross_encoder", "duplicate_groups",
+                      "candidate_index")]
 
 
 def _check_mode(args) -> None:
     """Flags of the other mode given a value, and each mode's required inputs: argparse's one-line error, exit 2."""
     parser = args._parser
-    other = DR_SYNTH_ONLY if args.mode == "trajectory-use" else TRAJECTORY_USE_ONLY
+    other = {"dr-synth": TRAJECTORY_USE_ONLY + TEACHER_ONLY, "trajectory-use": DR_SYNTH_ONLY + TEACHER_ONLY,
+             "teacher": ("traces", *DR_SYNTH_ONLY, *TRAJECTORY_USE_ONLY)}[args.mode]
     given = [d for d in other if getattr(args, d) != parser.get_default(d)
              and not (d == "trace_format" and args.trace_format == "tongyi")]  # what the mode reads anyway
     if given:
         flag = "--" + given[0].replace("_", "-")
         parser.error(f"{flag} does not apply to --mode {args.mode}")
-    if args.mode == "trajectory-use":
+    if args.mode == "teacher":
+        if not args.tuples or not args.teacher:
+            parser.error("--mode teacher needs --tuples PATH and --teacher")
+    elif args.mode == "trajectory-use":
         if not args.traces or len(args.traces) != 1:
             parser.error("--mode trajectory-use needs one --traces (a Tongyi agent_search_steps.jsonl)")
     elif args.qa is None:
@@ -191,7 +216,8 @@ def run_trajectory_use(args) -> int:
     guard = check_outputs(vars(args), outputs=[args.out, stats_path],
                           inputs=[arg_paths(args, "traces", "snippets", "runs", "corpus", "questions", "bm25_index"),
                                   beside if args.snippets is None and beside.is_file() else None],
-                          ignore=("workers", "preview", "fresh"))
+                          # flags newer than the mode's outputs, at their defaults here: earlier outputs still match
+                          ignore=("workers", "preview", "fresh", "candidates", "candidate_index", *TEACHER_ONLY))
     stats = synthesize_trajectory_use(inputs, args.out, UseConfig(args.bm25_negatives, args.depth), stats_path,
                                       args.max_questions, args.fresh)
     guard.finish()
@@ -210,6 +236,10 @@ def run(args) -> int:
     _check_mode(args)
     if args.mode == "trajectory-use":
         return run_trajectory_use(args)
+    if args.mode == "teacher":
+        from hopscotch.retriever.commands.synth_teacher import run_teacher
+
+        return run_teacher(args)
     from hopscotch.data_synth.config import SynthConfig
     from hopscotch.data_synth.pipeline import SynthInputs, default_stats_path, synthesize
     from hopscotch.data_synth.preview import preview, summary_line
@@ -219,7 +249,7 @@ def run(args) -> int:
     t0 = time.perf_counter()
     try:
         config = SynthConfig(
-            reranker=args.reranker, depth=args.depth, gold=args.gold, positives=args.positives,
+            reranker=args.reranker, candidates=args.candidates, depth=args.depth, gold=args.gold, positives=args.positives,
             negatives=args.negatives, negative_start=args.negative_start, near_duplicate=args.near_duplicate,
             seed=args.seed, workers=args.workers, trace_format=args.trace_format,
             include_failed_calls=args.include_failed_calls, max_questions=args.max_questions,
@@ -235,9 +265,10 @@ def run(args) -> int:
     guard = check_outputs(vars(args), outputs=[args.out, args.stats or default_stats_path(args.out)],
                           inputs=_inputs(args),  # the other mode's flags are at their defaults here: left out, so
                           # outputs recorded before --mode existed still match their identical rerun
-                          ignore=("workers", "preview", "fresh", "mode", *TRAJECTORY_USE_ONLY))
+                          ignore=("workers", "preview", "fresh", "mode", *TRAJECTORY_USE_ONLY, *TEACHER_ONLY))
     inputs = SynthInputs(args.qa, args.corpus, traces=args.traces or (), question_only=args.question_only,
-                         qrels=args.qrels, bm25_index=args.bm25_index, duplicate_groups=args.duplicate_groups)
+                         qrels=args.qrels, bm25_index=args.bm25_index, duplicate_groups=args.duplicate_groups,
+                         candidate_index=args.candidate_index)
     stats = synthesize(inputs, out=args.out, config=config, stats_path=args.stats)
     guard.finish()
     if args.preview > 0:

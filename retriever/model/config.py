@@ -29,8 +29,10 @@ from hopscotch.retriever.model.query_input import QueryInput, default_query_inpu
 
 HOPSCOTCH_CONFIG = "hopscotch_config.json"
 #: ``kind`` in ``hopscotch_config.json``: what the folder holds; a folder without one is ``single_vector``
-SINGLE_VECTOR, MULTI_VECTOR = "single_vector", "multi_vector"
-MODEL_KINDS = (SINGLE_VECTOR, MULTI_VECTOR)
+SINGLE_VECTOR, MULTI_VECTOR, CROSS_ENCODER = "single_vector", "multi_vector", "cross_encoder"
+MODEL_KINDS = (SINGLE_VECTOR, MULTI_VECTOR, CROSS_ENCODER)
+#: the kinds that score (query, document) candidates rather than encode: ``--rerank-model`` takes their folders
+RERANKER_KINDS = (MULTI_VECTOR, CROSS_ENCODER)
 _ST_MODE_TO_POOLING = {"cls": "cls", "mean": "mean", "lasttoken": "last"}
 POOLINGS = ("cls", "mean", "last")
 
@@ -143,8 +145,8 @@ def saved_hopscotch_config(path: str | os.PathLike) -> dict | None:
 
 
 def saved_model_kind(path: str | os.PathLike) -> str:
-    """``multi_vector`` or ``single_vector``: the ``kind`` a folder's ``hopscotch_config.json`` records (folders
-    without one, every single-vector folder among them, are ``single_vector``)."""
+    """``single_vector``, ``multi_vector`` or ``cross_encoder``: the ``kind`` a folder's ``hopscotch_config.json``
+    records (folders without one, every single-vector folder among them, are ``single_vector``)."""
     kind = (saved_hopscotch_config(path) or {}).get("kind") or SINGLE_VECTOR
     if kind not in MODEL_KINDS:
         raise UsageError(f"{Path(path) / HOPSCOTCH_CONFIG}: unknown kind {kind!r} (expected one of {MODEL_KINDS})")
@@ -152,12 +154,21 @@ def saved_model_kind(path: str | os.PathLike) -> str:
 
 
 def refuse_multi_vector(path: str | os.PathLike) -> None:
-    """A one-line UsageError when ``path`` is a multi-vector (late-interaction) model folder: sentence-transformers
-    would load it as a single-vector encoder and drop its projection, so every single-vector path checks first."""
-    if Path(path).is_dir() and saved_model_kind(path) == MULTI_VECTOR:
+    """A one-line UsageError when ``path`` is a multi-vector (late-interaction) or a cross-encoder model folder:
+    sentence-transformers would load it as a single-vector encoder (dropping a projection, or a classifier head), so
+    every single-vector path checks first."""
+    if not Path(path).is_dir():
+        return
+    if saved_model_kind(path) == CROSS_ENCODER:
+        raise UsageError(_CROSS_ENCODER_NOT_ENCODER.format(path=path))
+    if saved_model_kind(path) == MULTI_VECTOR:
         raise UsageError(f"{path}: a multi-vector (late-interaction) model, not a single-vector encoder: use it "
                          "to rerank (hopscotch search --rerank-model), index it as a multi-vector index (hopscotch "
                          "index --model), or load it with hopscotch.retriever.model.multi_vector.load_multi_vector_model")
+
+
+_CROSS_ENCODER_NOT_ENCODER = ("{path}: a cross-encoder (reranker) model, not an encoder: use it to rerank (hopscotch "
+                              "search --rerank-model), or load it with sentence_transformers.CrossEncoder")
 
 
 def read_saved_config(path: str | os.PathLike):
@@ -165,6 +176,8 @@ def read_saved_config(path: str | os.PathLike):
     plain sentence-transformers folder, its pooling and normalisation; ``None`` for a bare HF folder.
     A multi-vector folder (``kind: multi_vector``) has no single-vector config: a one-line UsageError."""
     path = Path(path)
+    if saved_model_kind(path) == CROSS_ENCODER:
+        raise UsageError(_CROSS_ENCODER_NOT_ENCODER.format(path=path))
     if saved_model_kind(path) == MULTI_VECTOR:
         raise UsageError(f"{path}: a multi-vector (late-interaction) model, not a single-vector encoder: use it "
                          "to rerank (hopscotch search --rerank-model), or load it with "
@@ -211,6 +224,8 @@ def model_settings(model: str | os.PathLike) -> ModelSettings:
     path = resolve_model_path(model)
     if not (Path(path) / HOPSCOTCH_CONFIG).is_file():
         return ModelSettings(path)
+    if saved_model_kind(path) == CROSS_ENCODER:
+        raise UsageError(_CROSS_ENCODER_NOT_ENCODER.format(path=path))
     if saved_model_kind(path) == MULTI_VECTOR:  # the model adds its own [D] marker / prompt to documents
         saved = saved_hopscotch_config(path)
         variant = saved.get("query_input") or "query"

@@ -56,7 +56,7 @@ from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.model.config import MULTI_VECTOR, checked_count, checked_weight, saved_hopscotch_config
 from hopscotch.retriever.model.loading import quiet_loading_bars, resolve_model_path
 from hopscotch.retriever.model.query_input import QueryInput
-from hopscotch.retriever.model.query_template import format_document, format_queries
+from hopscotch.retriever.model.query_template import format_documents, format_queries, model_variants
 
 PUNCTUATION = list(string.punctuation)
 DEFAULT_MARKERS = ("[Q]", "[D]")
@@ -138,12 +138,7 @@ class MultiVectorModel:
         mixture); ``reasoning_aware``: one flag or one per query (None: whether the variant reads the reasoning).
         The reasoning is cut from the left so that prompt + text fit ``query_max_len`` tokens, specials included.
         """
-        if query_input is None or isinstance(query_input, (str, QueryInput)):
-            variant = QueryInput.parse(query_input or self.config.query_input, "query_input")
-            aware = variant.uses_reasoning if reasoning_aware is None else reasoning_aware
-        else:  # a query whose variant reads no reasoning is written without it, as format_queries does
-            variant = [QueryInput.parse(v or self.config.query_input, "query_input") for v in query_input]
-            aware = True if reasoning_aware is None else reasoning_aware
+        variant, aware = model_variants(query_input, self.config.query_input, reasoning_aware)
         prompt = self.query_prompt
         texts = format_queries(self.tokenizer, self.config.query_max_len, queries, reasonings, instruction=prompt,
                                reasoning_aware=aware, query_input=variant)
@@ -156,18 +151,11 @@ class MultiVectorModel:
         texts = self.format_queries(queries, reasonings, query_input, reasoning_aware)
         return self._encode(texts, "query", batch_size)
 
-    def format_documents(self, documents: Sequence) -> list[str]:
+    @staticmethod
+    def format_documents(documents: Sequence) -> list[str]:
         """Document texts: strings as given, ``(title, text)`` pairs and records with ``title`` and ``text``
-        as ``title + " " + text`` (:func:`~hopscotch.retriever.model.query_template.format_document`)."""
-        out = []
-        for doc in documents:
-            if isinstance(doc, str):
-                out.append(doc)
-            elif isinstance(doc, (tuple, list)):
-                out.append(format_document(doc[0], doc[1]))
-            else:
-                out.append(format_document(getattr(doc, "title", None), doc.text))
-        return out
+        as ``title + " " + text`` (:func:`~hopscotch.retriever.model.query_template.format_documents`)."""
+        return format_documents(documents)
 
     def encode_documents(self, documents: Sequence, batch_size: int = 32) -> list[torch.Tensor]:
         """One float32 CPU tensor ``(n_tokens, dim)`` per document, punctuation dropped (the skiplist)."""

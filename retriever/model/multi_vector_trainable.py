@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from hopscotch.retriever.model.config import MULTI_VECTOR, EncoderConfig
-from hopscotch.retriever.model.dual_encoder import init_temperature, trim_padding, unused_head
+from hopscotch.retriever.model.dual_encoder import length_chunks, prepare_trainable, trim_padding, unused_head
 from hopscotch.retriever.model.multi_vector import MultiVectorModel
 from hopscotch.retriever.model.rng import encode_sides
 
@@ -81,12 +81,7 @@ class TrainableMultiVector(nn.Module):
         backbone = self.st[0].auto_model
         for param in unused_head(backbone).parameters():
             param.requires_grad_(False)  # BERT's pooler never feeds a token vector: DDP would wait for its gradient
-        if gradient_checkpointing:
-            backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
-        if torch_dtype != torch.float32:
-            self.st.to(torch_dtype)
-        init_temperature(self, config)
+        prepare_trainable(self, backbone, config, dtype, gradient_checkpointing)
 
     @property
     def temperature(self) -> torch.Tensor:
@@ -124,16 +119,15 @@ class TrainableMultiVector(nn.Module):
         lengths = scored_lengths(features)
         if not chunk_size or chunk_size >= lengths.shape[0]:
             return self._embed(features, task)
-        order = torch.argsort(lengths, descending=True, stable=True)
+        chunks = length_chunks(lengths, chunk_size)
         width = int(lengths.max())
         vectors, masks = [], []
-        for start in range(0, len(order), chunk_size):
-            rows = order[start:start + chunk_size]
+        for rows in chunks:
             part = self._embed(trim_padding(features, rows, int(lengths[rows].max()), "right"), task)
             pad = width - part.embeddings.shape[1]
             vectors.append(nn.functional.pad(part.embeddings, (0, 0, 0, pad)))
             masks.append(nn.functional.pad(part.mask, (0, pad)))
-        inverse = torch.argsort(order)
+        inverse = torch.argsort(torch.cat(chunks))
         return TokenEmbeddings(torch.cat(vectors)[inverse], torch.cat(masks)[inverse])
 
     def _embed(self, features: dict, task: str) -> TokenEmbeddings:

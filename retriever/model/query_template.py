@@ -56,6 +56,32 @@ def format_document(title: str | None, text: str) -> str:
     return f"{title} {text}" if title else text
 
 
+def format_documents(documents: Sequence) -> list[str]:
+    """Document texts: strings as given, ``(title, text)`` pairs and records with ``title`` and ``text`` as
+    :func:`format_document` writes them."""
+    out = []
+    for doc in documents:
+        if isinstance(doc, str):
+            out.append(doc)
+        elif isinstance(doc, (tuple, list)):
+            out.append(format_document(doc[0], doc[1]))
+        else:
+            out.append(format_document(getattr(doc, "title", None), doc.text))
+    return out
+
+
+def model_variants(query_input, model_variant: str, reasoning_aware):
+    """``(variant, reasoning_aware)`` for :func:`format_queries` from a model's arguments: ``query_input`` one variant
+    (None: ``model_variant``, the model's) or one per query (None entries: the model's; a training mixture);
+    ``reasoning_aware`` one flag or one per query (None: whether the variant reads the reasoning; per-query
+    variants: true, a variant that reads none is written without it)."""
+    if query_input is None or isinstance(query_input, (str, QueryInput)):
+        variant = QueryInput.parse(query_input or model_variant, "query_input")
+        return variant, variant.uses_reasoning if reasoning_aware is None else reasoning_aware
+    variants = [QueryInput.parse(v or model_variant, "query_input") for v in query_input]
+    return variants, True if reasoning_aware is None else reasoning_aware
+
+
 def _word_start(text: str, start: int) -> int:
     """Move ``start`` forward to the beginning of the next word unless it already is one."""
     if start <= 0 or text[start - 1].isspace():

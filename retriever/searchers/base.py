@@ -85,9 +85,9 @@ class BaseSearcher(ABC):
     #: a BrowseComp-Plus reranker (``first_stage_k``, ``rerank(query, hits, query_id, k)``) applied by
     #: :meth:`search`; set by ``SearcherClass(reranker, args)``
     reranker: Any = None
-    #: the MaxSim reranker (:class:`~hopscotch.retriever.searchers.rerank.MultiVectorReranker`) that orders this
+    #: the rerank stage (MaxSim or a cross-encoder: :mod:`~hopscotch.retriever.searchers.rerank_stage`) that orders this
     #: searcher's results last, or None; a :class:`~hopscotch.retriever.searchers.rerank.RerankedSearcher` sets it
-    maxsim_reranker: Any = None
+    rerank_stage: Any = None
 
     @classmethod
     def parse_args(cls, parser: argparse.ArgumentParser) -> None:

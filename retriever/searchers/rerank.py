@@ -1,4 +1,8 @@
-"""Reranking any first stage (BM25, dense, hybrid) by MaxSim with a multi-vector (ColBERT-style) model.
+"""Reranking any first stage (BM25, dense, hybrid) with a second model: the rerank stage, by the kind of the
+``--rerank-model`` folder (:func:`reranker_from_options`): MaxSim with a multi-vector (ColBERT-style) model, below, or a
+cross-encoder (:class:`~hopscotch.retriever.searchers.cross_encoder_rerank.CrossEncoderReranker`); both follow one
+protocol (:mod:`~hopscotch.retriever.searchers.rerank_stage`) and :class:`RerankedSearcher` wraps the first stage with
+either.
 
 :class:`MultiVectorReranker` rescores a query's top ``depth`` candidates: each document (its text from the
 first stage's ``get_document``) is encoded into token vectors by the multi-vector model
@@ -24,8 +28,8 @@ first stage so that ``search_batch`` / ``search`` return the reranked lists.
   one give identical runs. The cache (:mod:`~hopscotch.retriever.searchers.rerank_cache`) is keyed by
   docid and a fingerprint of the model's files and the window settings.
 
-Flags (declared here, :meth:`MultiVectorReranker.parse_args`): ``--rerank-model M`` (a multi-vector folder)
-``[--rerank-depth N] [--rerank-cache DIR] [--rerank-late-fusion W] [--rerank-windows N] [--rerank-first-weight W]``. Every backend
+Flags (declared here, :meth:`MultiVectorReranker.parse_args`): ``--rerank-model M`` (a multi-vector or a
+cross-encoder folder) ``[--rerank-depth N] [--rerank-cache DIR] [--rerank-late-fusion W] [--rerank-windows N] [--rerank-first-weight W]``. Every backend
 declares them (:func:`~hopscotch.retriever.searchers.base.add_rerank_options`) and a searcher built from flags
 is reranked in one place, the argparse adapter's
 :func:`~hopscotch.retriever.searchers.adapter.namespace.searcher_from_namespace` (``SearcherClass(args)``,
@@ -48,9 +52,15 @@ from typing import Any
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.searchers.arg_types import positive_int, unit_interval
-from hopscotch.retriever.model.config import checked_count, checked_weight
+from hopscotch.retriever.model.config import MULTI_VECTOR, checked_count, checked_weight
 from hopscotch.retriever.model.query_mix import RERANK_LATE_FUSION_FLAG, QueryMix
 from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, per_query
+from hopscotch.retriever.searchers.cross_encoder_rerank import (
+    CROSS_ENCODER_DEPTH,
+    CROSS_ENCODER_FIRST_WEIGHT,
+    CrossEncoderReranker,
+)
+from hopscotch.retriever.searchers.rerank_stage import fetched, sorted_by_score, with_first_stage, with_tail
 
 #: queries whose candidates are encoded and scored together (bounds the vectors held in memory)
 QUERY_CHUNK = 16
@@ -59,22 +69,28 @@ QUERY_CHUNK = 16
 #: agent multi-vector model (docs/benchmarks.md, "The reranker's first-stage weight"; 0: 0.517, 0.25: 0.529, 0.5:
 #: 0.506, BM25 alone 0.474)
 DEFAULT_FIRST_WEIGHT = 0.25
+#: first-stage candidates the MaxSim reranker reorders per query by default (a larger ``--k`` widens it)
+DEFAULT_DEPTH = 100
 
 #: the reranker's flags, ``--rerank-NAME``: ``(NAME, add_option's settings)``, in ``--help``'s order
 RERANK_FLAGS = (
-    ("model", {"metavar": "M", "help": "rerank the first stage's candidates by MaxSim with this multi-vector "
-                                       "(ColBERT-style) model folder (hopscotch.retriever.model.multi_vector)"}),
+    ("model", {"metavar": "M", "help": "rerank the first stage's candidates with this model folder: by MaxSim with a "
+                                       "multi-vector (ColBERT-style) model, or by a cross-encoder (model.kind "
+                                       "cross_encoder, or any sentence-transformers CrossEncoder folder)"}),
     ("depth", {"type": positive_int, "metavar": "N",
-               "help": "first-stage candidates reranked per query (default 100; a larger --k widens it, with a note)"}),
+               "help": f"first-stage candidates reranked per query (default {DEFAULT_DEPTH} by MaxSim, a larger --k "
+                       f"widens it, with a note; {CROSS_ENCODER_DEPTH} by a cross-encoder, the first stage's next "
+                       "candidates following in its order up to --k)"}),
     ("cache", {"metavar": "DIR", "help": "keep documents' token vectors here (float16, per model fingerprint), so "
                                          "repeated searches encode only new candidates"}),
     ("late-fusion", {"type": unit_interval, "metavar": "W",
                      "help": "score reasoning-aware queries by W * MaxSim(reasoning-aware) + (1 - W) * MaxSim(query "
                              "only), each over its query length (default: the model's recorded weight, else off)"}),
     ("first-weight", {"type": unit_interval, "metavar": "W",
-                      "help": "score each reranked candidate by W * its first-stage score + (1 - W) * its MaxSim, "
-                              "both min-max normalised over the query's candidates (default "
-                              f"{DEFAULT_FIRST_WEIGHT:g}; 0: MaxSim alone)"}),
+                      "help": "score each reranked candidate by W * its first-stage score + (1 - W) * its reranker "
+                              "score, both min-max normalised over the query's candidates (default "
+                              f"{DEFAULT_FIRST_WEIGHT:g} by MaxSim, {CROSS_ENCODER_FIRST_WEIGHT:g} by a cross-encoder; "
+                              "0: the reranker alone)"}),
     ("windows", {"type": positive_int, "metavar": "N", "help": "encode long documents as up to N passage windows and "
                                                                "score their best (default 1: the first "
                                                                "passage_max_len tokens)"}),
@@ -83,8 +99,9 @@ RERANK_FLAGS = (
 
 @dataclass(frozen=True)
 class RerankOptions:
-    """The rerank stage's options (``--rerank-model M [--rerank-depth N] ...``): :param model: the multi-vector model
-    (None: no reranking); the others as :class:`MultiVectorReranker`'s (None: its defaults); ``query_input``: the
+    """The rerank stage's options (``--rerank-model M [--rerank-depth N] ...``): :param model: the multi-vector or
+    cross-encoder model (None: no reranking); the others as :class:`MultiVectorReranker`'s (None: the stage's
+    defaults; a cross-encoder takes ``depth``, ``first_weight`` and ``query_input`` only); ``query_input``: the
     variant of reasoning-aware queries (``--query-input``, shared with the vector backends)."""
 
     model: str | os.PathLike | None = None
@@ -97,7 +114,9 @@ class RerankOptions:
 
 
 class MultiVectorReranker:
-    """:param model: a :class:`~hopscotch.retriever.model.multi_vector.MultiVectorModel`, or a folder / Hub id of one
+    """The MaxSim rerank stage (the protocol of :mod:`~hopscotch.retriever.searchers.rerank_stage`).
+
+    :param model: a :class:`~hopscotch.retriever.model.multi_vector.MultiVectorModel`, or a folder / Hub id of one
     :param depth: first-stage candidates reranked per query (at least the ``k`` asked for)
     :param cache_dir: the token cache's folder (None: no cache; each search encodes its candidates)
     :param late_fusion: ``w`` of the reasoning-aware MaxSim (None: the model's recorded weight, else off)
@@ -107,6 +126,10 @@ class MultiVectorReranker:
     :param first_weight: the first stage's weight ``w`` in ``w * minmax(first) + (1 - w) * minmax(MaxSim)``
         (None: :data:`DEFAULT_FIRST_WEIGHT`; 0: MaxSim alone)
     """
+
+    kind = MULTI_VECTOR
+    #: a ``k`` above :attr:`depth` reranks the top ``k`` (a cross-encoder's stays at its depth)
+    widens_with_k = True
 
     def __init__(self, model, depth: int = 100, cache_dir: str | os.PathLike | None = None,
                  late_fusion: float | None = None, *, windows: int = 1, window_stride: int | None = None,
@@ -132,6 +155,10 @@ class MultiVectorReranker:
             "model": self.model.path, "model_fingerprint": self.model.fingerprint, "dim": self.model.dim,
             "windows": self.spec.to_json(), "dtype": "float16"})
         self._tail = None
+
+    @staticmethod
+    def describe() -> str:
+        return "by MaxSim"
 
     @property
     def late_fusion(self) -> float | None:
@@ -168,11 +195,7 @@ class MultiVectorReranker:
         missing = [d for d in dict.fromkeys(docids) if d not in found]
         if missing:
             texts, owner = [], []
-            for docid in missing:
-                doc = fetch(docid)
-                if doc is None:
-                    raise UsageError(f"reranking needs each candidate's text, and the first stage has none for "
-                                     f"{docid!r} (give --corpus for BM25, or an --index with a docstore)")
+            for docid, doc in fetched(missing, fetch).items():
                 for window in self._windows_of({"docid": docid, **doc}):
                     texts.append(window)
                     owner.append(docid)
@@ -231,18 +254,9 @@ class MultiVectorReranker:
             weights = self.scorer.query_weights(contexts, encodings)
             for i, ids, (q_main, q_plain), w in zip(rows, lists, encodings, weights):
                 scores = self.scorer.scores(q_main, q_plain, [vectors[d] for d in ids], w)
-                order = sorted(range(len(ids)), key=lambda j: -scores[j])  # stable: ties in first-stage order
-                maxsim = [(ids[j], scores[j]) for j in order]
-                out.append(self._with_first_stage(candidates[i][:depth], maxsim))
+                maxsim = sorted_by_score(ids, scores)  # ties in first-stage order
+                out.append(with_first_stage(candidates[i][:depth], maxsim, self.first_weight))
         return out
-
-    def _with_first_stage(self, first: Ranked, maxsim: Ranked) -> Ranked:
-        """``maxsim`` as it is (``first_weight`` 0), else interpolated with the first stage's scores."""
-        if not self.first_weight or not maxsim:
-            return maxsim
-        from hopscotch.retriever.searchers.fusion import FusionSettings
-
-        return FusionSettings.convex(self.first_weight).apply(list(first), maxsim, k=len(maxsim))
 
     # -- flags -----------------------------------------------------------------------------------
     @classmethod
@@ -253,18 +267,20 @@ class MultiVectorReranker:
     @classmethod
     def from_options(cls, options: RerankOptions) -> MultiVectorReranker:
         """The reranker ``options`` describe (its model given)."""
-        return cls(options.model, depth=options.depth or 100, cache_dir=options.cache_dir,
+        return cls(options.model, depth=options.depth or DEFAULT_DEPTH, cache_dir=options.cache_dir,
                    late_fusion=options.late_fusion, windows=options.windows or 1, query_input=options.query_input,
                    first_weight=options.first_weight)
 
 
 class RerankedSearcher(BaseSearcher):
-    """``first`` (any searcher) with its top ``max(k, reranker.depth)`` reranked by ``reranker``; the ``k`` best
-    are returned. Documents come from ``first``."""
+    """``first`` (any searcher) with its top candidates reranked by ``reranker`` (a rerank stage: a
+    :class:`MultiVectorReranker` or a :class:`~hopscotch.retriever.searchers.cross_encoder_rerank.CrossEncoderReranker`):
+    the top ``max(k, depth)`` when the stage ``widens_with_k`` (MaxSim), else its top ``depth``, the first stage's next
+    candidates following in first-stage order below them up to ``k``. Documents come from ``first``."""
 
-    def __init__(self, first: BaseSearcher, reranker: MultiVectorReranker):
+    def __init__(self, first: BaseSearcher, reranker):
         # not ``self.reranker``: BaseSearcher.search applies a BrowseComp-Plus reranker of that name itself
-        self.first, self.maxsim_reranker = first, reranker
+        self.first, self.rerank_stage = first, reranker
         self.name = f"{first.name}+rerank"
         self.search_type = first.search_type
         self.local = first.local
@@ -274,11 +290,12 @@ class RerankedSearcher(BaseSearcher):
                      reasoning_aware: bool | Sequence[bool] = False, show_progress: bool = False) -> list[Ranked]:
         if not queries:
             return []
-        depth = max(k, self.maxsim_reranker.depth)
-        candidates = self.first.search_batch(queries, depth, reasonings, reasoning_aware)
-        reranked = self.maxsim_reranker.rerank_batch(queries, candidates, self.first.get_document, reasonings,
-                                              reasoning_aware, depth=depth)
-        return [r[:k] for r in reranked]
+        stage = self.rerank_stage
+        depth = max(k, stage.depth) if stage.widens_with_k else stage.depth
+        candidates = self.first.search_batch(queries, max(k, depth), reasonings, reasoning_aware)
+        reranked = stage.rerank_batch(queries, candidates, self.first.get_document, reasonings, reasoning_aware,
+                                      depth=depth)
+        return [with_tail(r, c[depth:], k) for r, c in zip(reranked, candidates)]
 
     def get_document(self, docid: str) -> dict[str, Any] | None:
         return self.first.get_document(docid)
@@ -298,17 +315,17 @@ class RerankedSearcher(BaseSearcher):
     @property
     def query_input(self):
         """The reranker's query input variant (what a reasoning-aware query's final order reads)."""
-        return self.maxsim_reranker.query_input
+        return self.rerank_stage.query_input
 
     @property
     def reasoning_input(self) -> str | None:
-        mv = self.maxsim_reranker.query_input
+        mv = self.rerank_stage.query_input
         parts = [p for p in (self.first.reasoning_input, f"rerank {mv}" if mv.uses_reasoning else None) if p]
         return "; ".join(parts) or None
 
     @property
     def takes_reasoning(self) -> bool:
-        return self.maxsim_reranker.query_input.uses_reasoning or self.first.takes_reasoning
+        return self.rerank_stage.query_input.uses_reasoning or self.first.takes_reasoning
 
     def close(self) -> None:
         self.first.close()
@@ -322,7 +339,21 @@ def reranked(searcher: BaseSearcher, options: RerankOptions | None) -> BaseSearc
     if not searcher.has_documents:
         raise UsageError(f"--rerank-model needs each candidate's text, and the {searcher.name} searcher has no "
                          "documents: give a BM25 index --corpus FILE or --index DIR (a dense index with a docstore)")
-    return RerankedSearcher(searcher, MultiVectorReranker.from_options(options))
+    return RerankedSearcher(searcher, reranker_from_options(options))
+
+
+def reranker_from_options(options: RerankOptions):
+    """The rerank stage of ``options.model``'s kind: a :class:`~hopscotch.retriever.searchers.cross_encoder_rerank.
+    CrossEncoderReranker` for a cross-encoder folder, else a :class:`MultiVectorReranker` (which refuses a folder of
+    any other kind, saying so)."""
+    from hopscotch.retriever.model.cross_encoder import CrossEncoderModel, is_cross_encoder_folder
+    from hopscotch.retriever.model.loading import resolve_model_path
+
+    model = options.model
+    if isinstance(model, CrossEncoderModel) or (isinstance(model, (str, os.PathLike))
+                                                and is_cross_encoder_folder(resolve_model_path(model))):
+        return CrossEncoderReranker.from_options(options)
+    return MultiVectorReranker.from_options(options)
 
 
 def _digest(obj) -> str:

@@ -171,8 +171,8 @@ def plan_epoch(tuples: Sequence[TrainingTuple], epoch: int, seed: int, group_siz
 class Batch:
     """Tokenized queries and passages of one process's share of a global batch."""
 
-    queries: dict
-    passages: dict
+    queries: dict             # a cross-encoder's: its (query, passage) pairs, one per passage
+    passages: dict            # empty for a cross-encoder
     labels: torch.Tensor      # index of each query's positive among ``passages``
     q_pos_ids: torch.Tensor   # docid hash of each query's positive
     p_ids: torch.Tensor       # docid hash of each passage
@@ -192,7 +192,9 @@ class Batch:
 
 
 class Collator:
-    """Tokenize groups with dynamic padding (to the longest text, rounded up to ``pad_to_multiple_of``)."""
+    """Tokenize groups with dynamic padding (to the longest text, rounded up to ``pad_to_multiple_of``). A model that
+    scores pairs (``scores_pairs``: a cross-encoder) gets each query's side paired with its group's passages, as the
+    batch's ``queries`` (``passages`` empty; the labels, ids and teacher scores as for an encoder)."""
 
     def __init__(self, model, pad_to_multiple_of: int | None = 8):
         self.model = model
@@ -201,10 +203,16 @@ class Collator:
     def __call__(self, groups: Sequence[Group]) -> Batch:
         contexts = [g.reasoning if g.context is None else g.context for g in groups]
         variants = [g.query_input for g in groups]
-        queries = self.model.tokenize_queries([g.query for g in groups], contexts, self.pad_to_multiple_of,
-                                              None if all(v is None for v in variants) else variants)
+        variants = None if all(v is None for v in variants) else variants
         passages = [p for g in groups for p in g.passages]
-        features = self.model.tokenize_passages([(p.title, p.text) for p in passages], self.pad_to_multiple_of)
+        if getattr(self.model, "scores_pairs", False):  # a cross-encoder: each query paired with its own passages
+            queries = self.model.tokenize_groups([g.query for g in groups], contexts,
+                                                 [[(p.title, p.text) for p in g.passages] for g in groups], variants)
+            features = {}
+        else:
+            queries = self.model.tokenize_queries([g.query for g in groups], contexts, self.pad_to_multiple_of,
+                                                  variants)
+            features = self.model.tokenize_passages([(p.title, p.text) for p in passages], self.pad_to_multiple_of)
         starts, n = [], 0
         for g in groups:
             starts.append(n)

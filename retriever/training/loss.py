@@ -186,7 +186,17 @@ def distill_loss(kind: str, q, p, labels: torch.Tensor, student_temperature, tea
     rows, keep = candidate_rows(labels, p.shape[0])
     if q_pos_ids is not None and p_ids is not None:
         keep = without_duplicates(rows, keep, q_pos_ids, p_ids)
-    student = candidate_scores(q, p, rows)
+    return distill_term(kind, candidate_scores(q, p, rows), rows, keep, student_temperature, teacher_temperature,
+                        teacher_scores)
+
+
+def distill_term(kind: str, student: torch.Tensor, rows: torch.Tensor, keep: torch.Tensor, student_temperature,
+                 teacher_temperature: float, teacher_scores: torch.Tensor) -> torch.Tensor:
+    """The mean ``kind`` term of the student's ``[B, G]`` scores of each query's own candidates (passages ``rows``,
+    the ``keep`` ones) against ``teacher_scores`` (one per passage); :func:`distill_loss` and the cross-encoder's
+    listwise loss (:mod:`~hopscotch.retriever.training.listwise`) share it."""
+    if kind not in _DISTILL_FNS:
+        raise UsageError(f"loss.distill: expected one of {DISTILL_LOSSES}, got {kind!r}")
     teacher = teacher_scores.to(device=student.device, dtype=student.dtype)[rows]
     if bool(torch.isnan(teacher[keep]).any()):
         raise UsageError(f"loss.distill: {kind} needs a teacher score on every passage of the batch, some have none")

@@ -31,6 +31,7 @@ from pathlib import Path
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.common import write_json
 from hopscotch.retriever.io.fingerprint import manifest_differences
+from hopscotch.retriever.model.config import CROSS_ENCODER
 from hopscotch.retriever.model.position_limit import model_position_limit
 from hopscotch.retriever.training import checkpoint as ckpt
 from hopscotch.retriever.training.fingerprint import run_manifest
@@ -41,7 +42,7 @@ _OUTPUTS = ("final", "best", "train_summary.json")
 
 
 def check_model_lengths(recipe, model_path: str | Path) -> None:
-    """``model.query_max_len`` and ``model.passage_max_len`` fit the base model's positions
+    """``model.query_max_len`` and ``model.passage_max_len`` (a cross-encoder: their sum) fit the base model's positions
     (:func:`~hopscotch.retriever.model.position_limit.model_position_limit`) when its config says them."""
     limit = model_position_limit(model_path)
     if limit is None:
@@ -51,6 +52,11 @@ def check_model_lengths(recipe, model_path: str | Path) -> None:
         if value > limit:
             raise UsageError(f"recipe key model.{key} must be <= {limit} (the position embeddings of "
                              f"{recipe.model.name}), got {value}")
+    if getattr(recipe.model, "kind", None) == CROSS_ENCODER:  # one sequence holds both: query side and document
+        pair = recipe.model.query_max_len + recipe.model.passage_max_len
+        if pair > limit:
+            raise UsageError(f"recipe keys model.query_max_len + model.passage_max_len (a {CROSS_ENCODER}'s pair) must "
+                             f"be <= {limit} (the position embeddings of {recipe.model.name}), got {pair}")
 
 
 def run_outputs(output_dir: Path) -> list[Path]:

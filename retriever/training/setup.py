@@ -9,7 +9,7 @@ import os
 import torch
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.model.config import MULTI_VECTOR
+from hopscotch.retriever.model.config import CROSS_ENCODER, MULTI_VECTOR
 from hopscotch.retriever.model.dual_encoder import DualEncoder
 from hopscotch.retriever.model.matryoshka import check_dims_fit, prefixes
 from hopscotch.retriever.model.multi_vector_trainable import TrainableMultiVector
@@ -73,11 +73,14 @@ def full_parameters(model):
     return contextlib.nullcontext()
 
 
-def build_model(recipe: Recipe) -> DualEncoder | TrainableMultiVector:
-    """The model ``model.kind`` names, as the recipe starts it (WiSE-FT builds it again: the same weights)."""
+def build_model(recipe: Recipe):
+    """The model ``model.kind`` names (a DualEncoder, TrainableMultiVector or TrainableCrossEncoder), as the recipe
+    starts it (WiSE-FT builds it again: the same weights)."""
     m = recipe.model
     if m.kind == MULTI_VECTOR:
         return build_multi_vector(recipe)
+    if m.kind == CROSS_ENCODER:
+        return build_cross_encoder(recipe)
     return DualEncoder.from_pretrained(m.name, recipe.encoder_config(), dtype=m.dtype,
                                        gradient_checkpointing=m.gradient_checkpointing,
                                        attn_implementation=m.attn_implementation)
@@ -96,10 +99,28 @@ def build_multi_vector(recipe: Recipe) -> TrainableMultiVector:
     return TrainableMultiVector(model, config, dtype=m.dtype, gradient_checkpointing=m.gradient_checkpointing)
 
 
+def build_cross_encoder(recipe: Recipe):
+    """A new cross-encoder over ``model.name``: its classification head seeded by ``train.seed``."""
+    from hopscotch.retriever.model.cross_encoder import build_cross_encoder_model
+    from hopscotch.retriever.model.cross_encoder_trainable import TrainableCrossEncoder
+
+    m, config = recipe.model, recipe.encoder_config()
+    model = build_cross_encoder_model(m.name, query_max_len=m.query_max_len, passage_max_len=m.passage_max_len,
+                                      instruction=m.instruction, query_input=str(config.query_variant()),
+                                      seed=recipe.train.seed)
+    return TrainableCrossEncoder(model, config, dtype=m.dtype, gradient_checkpointing=m.gradient_checkpointing)
+
+
 def build_loss(recipe: Recipe, model_dim: int | None = None) -> InfoNCELoss:
-    """The recipe's loss (InfoNCE, plus ``loss.distill``'s term); ``model_dim`` (the built model's embedding size)
+    """The recipe's loss (InfoNCE, plus ``loss.distill``'s term; a cross-encoder's listwise cross-entropy,
+    :class:`~hopscotch.retriever.training.listwise.ListwiseLoss`); ``model_dim`` (the built model's embedding size)
     bounds ``loss.matryoshka_dims``."""
     loss = recipe.loss
+    if recipe.model.kind == CROSS_ENCODER:
+        from hopscotch.retriever.training.listwise import ListwiseLoss
+
+        return ListwiseLoss(loss.exclude_positive_duplicates, loss.distill, loss.distill_weight, loss.infonce_weight,
+                            loss.teacher_temperature, loss.student_temperature)
     if model_dim is not None:
         check_dims_fit(loss.matryoshka_dims, model_dim, recipe.model.name)
     return InfoNCELoss(loss.backend, loss.exclude_positive_duplicates, loss.cross_process_negatives,

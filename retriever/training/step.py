@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from hopscotch.retriever.model.dual_encoder import trim_padding
+from hopscotch.retriever.model.dual_encoder import length_chunks, trim_padding
 from hopscotch.retriever.model.multi_vector_trainable import TokenEmbeddings, scored_lengths
 from hopscotch.retriever.model.rng import capture_rng
 from hopscotch.retriever.training.batches import Batch
@@ -46,12 +46,8 @@ def _teacher(batch: Batch) -> dict:
 def _chunks(features: dict, chunk_size: int, padding_side: str) -> list[tuple[torch.Tensor, dict]]:
     """Length-sorted mini-batches ``(rows, features)``, each trimmed to its longest row."""
     lengths = scored_lengths(features)  # attention_mask.sum(1), query augmentation positions counted
-    order = torch.argsort(lengths, descending=True, stable=True)
-    out = []
-    for start in range(0, len(order), chunk_size):
-        rows = order[start:start + chunk_size]
-        out.append((rows, trim_padding(features, rows, int(lengths[rows].max()), padding_side)))
-    return out
+    return [(rows, trim_padding(features, rows, int(lengths[rows].max()), padding_side))
+            for rows in length_chunks(lengths, chunk_size)]
 
 
 def _cache(model, chunks, side: str, device, total: int):

@@ -8,7 +8,7 @@ keys of one model kind set for the other are refused as the ``model`` section is
 from __future__ import annotations
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.model.config import SINGLE_VECTOR
+from hopscotch.retriever.model.config import CROSS_ENCODER, SINGLE_VECTOR
 from hopscotch.retriever.training.loss import checked_backend
 from hopscotch.retriever.training.recipe.sections import DistillKeys
 
@@ -35,6 +35,23 @@ def check_loss_kind(recipe) -> None:
     elif recipe.data.group_size < 2:
         raise UsageError(f"recipe key loss.distill: {loss.distill} needs data.group_size >= 2 (the positive and at "
                          f"least one hard negative, each with a teacher score), got {recipe.data.group_size}")
+    if recipe.model.kind == CROSS_ENCODER:
+        _check_cross_encoder_run(recipe)
+
+
+def _check_cross_encoder_run(recipe) -> None:
+    """A cross-encoder ranks each query's own group (no in-batch negatives): at least one hard negative, no
+    GradCache (pairs have no embeddings to cache: ``train.encode_chunk_size`` bounds the memory), no dev set (it
+    ranks no corpus alone: evaluate it as ``hopscotch search --rerank-model``)."""
+    if recipe.data.group_size < 2:
+        raise UsageError(f"recipe key data.group_size: a {CROSS_ENCODER} ranks each query's own passages (the positive "
+                         f"and its hard negatives), so it needs >= 2, got {recipe.data.group_size}")
+    if recipe.train.gradcache_chunk_size is not None:
+        raise UsageError(f"recipe key train.gradcache_chunk_size applies to encoders; a {CROSS_ENCODER} scores pairs "
+                         "(train.encode_chunk_size bounds its memory)")
+    if recipe.eval.queries:
+        raise UsageError(f"recipe key eval.queries: a {CROSS_ENCODER} reranks a first stage and has no dev search of "
+                         "its own; evaluate OUTPUT/final with hopscotch search --rerank-model")
 
 
 def check_together(recipe) -> None:

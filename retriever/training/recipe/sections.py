@@ -25,6 +25,12 @@ multi-vector-only keys above are refused, naming the key, when set away from the
 (:func:`check_model_kind`). ``loss.temperature`` divides MaxSim scores (sums over query tokens, not cosines):
 multi-vector recipes use about 1 (sentence-transformers' and PyLate's default scale).
 
+``cross_encoder`` (a reranker: the query and a document read together, one logit; the model of
+:mod:`hopscotch.retriever.model.cross_encoder`, saved as a ``sentence_transformers.CrossEncoder`` folder) takes the
+shared keys but ``late_fusion``; its pair is ``query_max_len + passage_max_len`` tokens, the query side (the reasoning
+cut from the left) at most ``query_max_len <= passage_max_len`` of them. Its loss is listwise cross-entropy over each
+query's own group (:mod:`hopscotch.retriever.training.listwise`; ``loss.temperature`` 1: the logits themselves).
+
 ``loss.distill`` (:class:`DistillKeys`) adds a distillation term from the teacher scores the tuples carry.
 """
 
@@ -36,7 +42,7 @@ from dataclasses import dataclass, field, fields
 from typing import Literal
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.model.config import MODEL_KINDS, MULTI_VECTOR, SINGLE_VECTOR, EncoderConfig
+from hopscotch.retriever.model.config import CROSS_ENCODER, MODEL_KINDS, MULTI_VECTOR, SINGLE_VECTOR, EncoderConfig
 from hopscotch.retriever.model.multi_vector import DEFAULT_MARKERS
 from hopscotch.retriever.training.loss import DISTILL_LOSSES
 from hopscotch.retriever.training.recipe.knobs import knob
@@ -84,7 +90,7 @@ _SINGLE_VECTOR_ONLY = ("pooling", "normalize", "passage_prefix", "shared_towers"
 class ModelKindKeys:
     """``model.kind`` and the multi-vector keys; checked together with the rest of ``model`` on construction."""
 
-    kind: Literal[MODEL_KINDS] = SINGLE_VECTOR      # single_vector | multi_vector
+    kind: Literal[MODEL_KINDS] = SINGLE_VECTOR      # single_vector | multi_vector | cross_encoder
     dim: int = knob(128, ge=1)                      # multi-vector: size of every token vector
     query_augmentation: int | None = knob(32, ge=1, hint="null: no [MASK] augmentation")  # multi-vector
     skiplist: bool = True                           # multi-vector: drop punctuation tokens from documents
@@ -96,29 +102,44 @@ class ModelKindKeys:
 
 
 def check_model_kind(model) -> None:
-    """Refuse keys of the other kind set away from their defaults, and multi-vector settings that contradict;
+    """Refuse keys of another kind set away from their defaults, and settings of one kind that contradict;
     ``model`` is a :class:`ModelRecipe`."""
-    if model.kind == SINGLE_VECTOR:
+    if model.kind != MULTI_VECTOR:  # the multi-vector keys
         for key, f in ModelKindKeys.__dataclass_fields__.items():
             if key != "kind" and getattr(model, key) != f.default:
                 raise UsageError(f"recipe key model.{key} applies to model.kind {MULTI_VECTOR} only, got "
-                                 f"{getattr(model, key)!r} with model.kind {SINGLE_VECTOR}")
+                                 f"{getattr(model, key)!r} with model.kind {model.kind}")
+    if model.kind == SINGLE_VECTOR:
         return
     defaults = EncoderConfig()
     for key in _SINGLE_VECTOR_ONLY:
         if getattr(model, key) != getattr(defaults, key):
             raise UsageError(f"recipe key model.{key} applies to model.kind {SINGLE_VECTOR} only, got "
-                             f"{getattr(model, key)!r} with model.kind {MULTI_VECTOR}")
+                             f"{getattr(model, key)!r} with model.kind {model.kind}")
     for key, wanted in (("padding_side", (None, "right")), ("attn_implementation", (None,))):
         if getattr(model, key) not in wanted:
-            raise UsageError(f"recipe key model.{key}: a {MULTI_VECTOR} model takes {wanted[-1]!r} "
+            raise UsageError(f"recipe key model.{key}: a {model.kind} model takes {wanted[-1]!r} "
                              f"(sentence-transformers' own modules), got {getattr(model, key)!r}")
     if model.lora.enabled:
-        raise UsageError(f"recipe key model.lora.enabled: LoRA trains {SINGLE_VECTOR} models only; a {MULTI_VECTOR} "
+        raise UsageError(f"recipe key model.lora.enabled: LoRA trains {SINGLE_VECTOR} models only; a {model.kind} "
                          "model is fine-tuned in full")
-    if model.query_augmentation is not None and model.query_augmentation > model.query_max_len:
+    if model.kind == CROSS_ENCODER:
+        _check_cross_encoder(model)
+    elif model.query_augmentation is not None and model.query_augmentation > model.query_max_len:
         raise UsageError(f"recipe key model.query_augmentation must be <= model.query_max_len ({model.query_max_len})"
                          f", got {model.query_augmentation}")
+
+
+def _check_cross_encoder(model) -> None:
+    """A cross-encoder has no query mix, and its query side takes at most half of the pair
+    (:class:`~hopscotch.retriever.model.cross_encoder.CrossEncoderConfig`)."""
+    if model.late_fusion is not None:
+        raise UsageError(f"recipe key model.late_fusion applies to encoders (a query mix of two encodings), got "
+                         f"{model.late_fusion!r} with model.kind {CROSS_ENCODER}")
+    if model.query_max_len > model.passage_max_len:
+        raise UsageError(f"recipe key model.query_max_len must be <= model.passage_max_len ({model.passage_max_len}) "
+                         f"with model.kind {CROSS_ENCODER} (the query side takes at most half of the pair of "
+                         f"query_max_len + passage_max_len tokens), got {model.query_max_len}")
 
 
 @dataclass

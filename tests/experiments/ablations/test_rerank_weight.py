@@ -43,3 +43,13 @@ def test_render_and_json():
     assert "| reasoning-aware BM25, top 100 (the first stage) |" in text
     data = json.loads(json.dumps(rw.to_json(summary)))
     assert data["tune_mean"]["0.5"] == summary["tune_mean"][0.5] and "tune|bm25|hotpotqa" in data["table"]
+
+
+def test_a_cross_encoders_selection_is_named_so_and_has_its_own_section():
+    measured = _measured({0.0: 20, 0.25: 30})
+    measured["kind"] = "cross_encoder"
+    summary = rw.summarize(measured)
+    text = rw.render(summary, "python scripts/agent_rerank_weight.py --model M --label ce")
+    assert "| cross-encoder rerank, `--reasoning --rerank-first-weight 0.25` (chosen) |" in text
+    assert "the pure cross-encoder reorder (W = 0)" in text and "MaxSim" not in text
+    assert rw.markers("cross_encoder") == (rw.CE_START, rw.CE_END) and rw.markers("multi_vector") == (rw.START, rw.END)

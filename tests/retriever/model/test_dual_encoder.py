@@ -53,6 +53,16 @@ def test_length_sorted_sub_batches_give_the_same_embeddings_and_gradients(tiny_b
     assert torch.allclose(grads[0][1], grads[1][1], atol=1e-6)
 
 
+def test_length_chunks_are_longest_first_and_cover_every_row_once():
+    from hopscotch.retriever.model.dual_encoder import length_chunks
+
+    lengths = torch.tensor([5, 9, 5, 2, 9, 7, 1])
+    chunks = length_chunks(lengths, 3)
+    assert [c.tolist() for c in chunks] == [[1, 4, 5], [0, 2, 3], [6]]  # stable: ties keep their order
+    assert sorted(torch.cat(chunks).tolist()) == list(range(7))
+    assert [c.tolist() for c in length_chunks(lengths, 10)] == [[1, 4, 5, 0, 2, 3, 6]]
+
+
 def test_reasoning_is_cut_from_the_left_so_query_survives(tiny_bert_dir):
     model = load(tiny_bert_dir)
     tok = model.tokenizer

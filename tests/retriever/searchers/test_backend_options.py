@@ -52,10 +52,10 @@ def test_rerank_options_rerank_a_searcher_built_from_options(mv_world):
 
     first = BM25Options(bm25=str(mv_world["bm25"]), corpus=str(mv_world["corpus"]))
     searcher = build_searcher(first, rerank=RerankOptions(model=str(mv_world["mv"]), depth=10, first_weight=0.0))
-    assert isinstance(searcher, RerankedSearcher) and searcher.maxsim_reranker.depth == 10
+    assert isinstance(searcher, RerankedSearcher) and searcher.rerank_stage.depth == 10
     _same(searcher, build_searcher("bm25", bm25=str(mv_world["bm25"]), corpus=str(mv_world["corpus"]),
                                    rerank_model=str(mv_world["mv"]), rerank_depth=10, rerank_first_weight=0.0))
-    assert build_searcher(first, rerank=None).maxsim_reranker is None
+    assert build_searcher(first, rerank=None).rerank_stage is None
     with pytest.raises(TypeError, match="no searcher backend's options"):
         build_searcher(RerankOptions(model="m"))
     with pytest.raises(TypeError):

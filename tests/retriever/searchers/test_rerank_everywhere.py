@@ -7,9 +7,7 @@ re-implemented in ``test_harness_protocol.py`` (loaded from there, not copied)."
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
@@ -20,17 +18,6 @@ from hopscotch.retriever.searchers import SEARCHERS, build_searcher
 K, DEPTH = 4, 12
 QUERY = "shipbuilding company headquarters city"
 REASON = "The company builds ships; I need the city of its headquarters, not its founder."
-
-
-def _load_harness():
-    path = Path(__file__).with_name("test_harness_protocol.py")
-    spec = importlib.util.spec_from_file_location("hopscotch_harness_protocol", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-harness = _load_harness()
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +50,7 @@ def _pairs(hits):
 # --- BrowseComp-Plus and AgentIR ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", ["bm25", "hybrid"])
-def test_browsecomp_plus_registry_reranks_by_maxsim(world, kind):
+def test_browsecomp_plus_registry_reranks_by_maxsim(world, kind, harness):
     from hopscotch.retriever.searchers.rerank import RerankedSearcher
 
     argv = ["--searcher-type", kind, *world["argv"][kind], *world["rerank"], "--k", str(K)]
@@ -73,7 +60,7 @@ def test_browsecomp_plus_registry_reranks_by_maxsim(world, kind):
         assert type(searcher.first.bm25) is SEARCHERS["bm25"] and type(searcher.first.dense) is SEARCHERS["dense"]
     assert searcher.name == f"{kind}+rerank" and searcher.search_type == SEARCHERS[kind].search_type
     assert searcher.takes_reasoning and searcher.reranker is None and args.model == "gpt-4.1"
-    assert searcher.maxsim_reranker.depth == DEPTH
+    assert searcher.rerank_stage.depth == DEPTH
     ref = world["refs"][kind]
     want = ref.search_batch([QUERY], K)[0]
     hits = json.loads(harness.BcpSearchToolHandler(searcher, k=args.k)._search(QUERY, "q0"))
@@ -91,7 +78,7 @@ def test_browsecomp_plus_registry_reranks_by_maxsim(world, kind):
     assert _pairs(generation.search(QUERY, "q1", K)) == want
 
 
-def test_agentir_store_rerank_through_a_reranked_searcher(world):
+def test_agentir_store_rerank_through_a_reranked_searcher(world, harness):
     parser = harness.agentir_parser()
     argv = ["--searcher-type", "bm25", *world["argv"]["bm25"], *world["rerank"], "--k", str(K)]
     temp, _ = parser.parse_known_args(argv)
@@ -219,7 +206,7 @@ def test_a_remote_first_stage_is_reranked_with_its_documents(world):
 
 # --- errors: orphan rerank flags, first stages without documents, unused backend flags -------------------------
 
-def test_rerank_depth_without_rerank_model_is_an_error_everywhere(cli, world, small_world, tmp_path):
+def test_rerank_depth_without_rerank_model_is_an_error_everywhere(cli, world, small_world, tmp_path, harness):
     orphan = ["--rerank-depth", "5"]
     bm25 = world["argv"]["bm25"]
     for argv in (["search", "--queries", small_world / "queries.jsonl", "--out", tmp_path / "r.trec", *bm25],
@@ -235,7 +222,7 @@ def test_rerank_depth_without_rerank_model_is_an_error_everywhere(cli, world, sm
         build_searcher("bm25", bm25=world["bm25"], corpus=world["corpus"], rerank_cache=str(tmp_path / "c"))
 
 
-def test_reranking_a_first_stage_without_documents_is_refused(world):
+def test_reranking_a_first_stage_without_documents_is_refused(world, harness):
     with pytest.raises(UsageError, match="needs each candidate's text, and the bm25 searcher has no documents"):
         harness.bcp_build(["--searcher-type", "bm25", "--bm25", str(world["bm25"]), *world["rerank"]])
     with pytest.raises(UsageError, match="has no documents"):
@@ -270,13 +257,13 @@ def test_unused_backend_flags_are_still_refused(cli, world, small_world, tmp_pat
     assert not (tmp_path / "r.trec").exists()
 
 
-def test_each_searcher_names_its_vector_stage_and_its_maxsim_reranker(world):
+def test_each_searcher_names_its_vector_stage_and_its_rerank_stage(world):
     """What ``hopscotch search`` and ``replay`` report (query input, the index's reasoning note, the reranking) comes
-    from ``vector_stage`` and ``maxsim_reranker``, whatever wraps what."""
+    from ``vector_stage`` and ``rerank_stage``, whatever wraps what."""
     bm25, hybrid = world["refs"]["bm25"].first, world["refs"]["hybrid"].first
     dense = build_searcher("dense", index=world["index"])
     assert dense.vector_stage is dense and hybrid.vector_stage is hybrid.dense and bm25.vector_stage is None
     assert world["refs"]["hybrid"].vector_stage is hybrid.dense and world["refs"]["bm25"].vector_stage is None
-    assert dense.maxsim_reranker is None and hybrid.maxsim_reranker is None
-    assert world["refs"]["bm25"].maxsim_reranker.depth == DEPTH
+    assert dense.rerank_stage is None and hybrid.rerank_stage is None
+    assert world["refs"]["bm25"].rerank_stage.depth == DEPTH
     assert world["refs"]["bm25"].first_stage is bm25 and dense.first_stage is dense

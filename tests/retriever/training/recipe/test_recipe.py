@@ -240,3 +240,16 @@ def test_the_agent_recipe_trains_and_searches_on_the_whole_reasoning_without_a_q
     c = r.encoder_config()
     assert (c.query_input, c.late_fusion, c.late_fusion_max_words, c.late_fusion_long) == ("reasoning", None, None, None)
     assert r.train.wise_ft_alpha == 1.0 and r.data.query_input_weights == [1]
+
+
+def test_the_agent_reranker_and_distillation_recipes():
+    rr = load_recipe(ROOT / "recipes" / "minilm_agent_reranker.yaml")
+    assert rr.model.kind == "cross_encoder" and rr.loss.temperature == 1.0 and rr.data.group_size == 4
+    assert rr.model.query_max_len + rr.model.passage_max_len == 256 and rr.model.query_max_len <= rr.model.passage_max_len
+    script = (ROOT / "scripts" / "train_agent_retriever.sh").read_text()
+    assert "--reranker" in script and "RECIPE=recipes/minilm_agent_reranker.yaml" in script
+    distill = load_recipe(ROOT / "recipes" / "minilm_agent_distill.yaml")
+    assert distill.loss.distill == "kl" and distill.data.group_size == 4
+    assert all("teacher_both" in f for f in distill.data.train)  # the recipe says which teacher scored its tuples
+    for name in ("minilm_agent", "minilm_agent_reranker", "minilm_agent_distill"):
+        assert load_recipe(ROOT / "recipes" / f"{name}.yaml").train.encode_chunk_size == 8  # docs/benchmarks.md
