@@ -17,7 +17,7 @@ reasoning-aware BM25); the hybrid cannot score a document outside its fused list
 below every hit. The oracle and the labels do not change with the source: the lexical oracle's query relevance stays
 the step query's plain BM25 score.
 
-Example::
+Example (not run)::
 
     stage = first_stage("bm25-reasoning", bm25_index)
     [hits] = stage.search(["Gummo director"], [step], k=50)       # step: a TraceStep (its reasoning, context)

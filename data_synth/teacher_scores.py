@@ -20,7 +20,7 @@ A passage missing from the BM25 index scores 0 there (counted in the stats: give
 The output (``OUT``) and its stats (``OUT.stats.json``: the teacher, its models, the first stage's defaults, counts)
 are written atomically; each line gets ``teacher`` beside its passages.
 
-Example::
+Example (not run)::
 
     spec = TeacherSpec("hybrid", corpus="corpus.jsonl", model="runs/agent/final")
     annotate(["tuples.jsonl"], "teacher/tuples.jsonl", spec)

@@ -1,30 +1,38 @@
-"""A reranker's first-stage weight (``--rerank-first-weight W``), chosen on the question-level dev sets of
-:mod:`.trajectory_use`: the multi-vector reranker's (issue 34 item 2) or a cross-encoder's (the kind of ``--model``'s
-folder; a cross-encoder reranks its ``--rerank-depth``, default its own, and takes no token cache).
+"""A reranker's first-stage weight (``--rerank-first-weight W``) chosen by the selection rule
+(:func:`hopscotch.retriever.evaluation.selection.select_default`), and the reranked pipeline's depth/quality table:
+the multi-vector reranker's or a cross-encoder's (the kind of ``--model``'s folder).
 
-The first stage is reasoning-aware BM25's top 100 (``hopscotch search --bm25 IDX --reasoning``); the reranker
-reorders it with a multi-vector model's MaxSim (``--rerank-model M --reasoning``: the model's recorded query input
-and late fusion), and scores each candidate ``W * minmax(BM25) + (1 - W) * minmax(MaxSim)``. W = 0 is a pure MaxSim
-reorder (the default before this experiment). Each W of :data:`WEIGHTS` is run on every set; the rule, on the tune
-questions only: the W with the highest mean nDCG@10 over the sets (ties: the smaller W), provided none of its tune
-cells is significantly below the BM25 list's (p < 0.05), else the best W that satisfies that.
+The first stage is reasoning-aware BM25's top 100 (``hopscotch search --bm25 IDX --reasoning``, its default
+expansion). The reranker's score of each of a query's top ``depth`` candidates comes from one search at W = 0 (``...
+--rerank-model M --rerank-depth DEPTH --rerank-first-weight 0``: the pure reorder, whose list holds every reranked
+candidate's score; a pair's score does not depend on the other candidates), cached under WORK; every (depth N <=
+DEPTH, weight W) run is then derived from the two lists exactly as ``hopscotch search ... --rerank-depth N
+--rerank-first-weight W`` ranks them (:func:`derived_run`: the top N by ``W * minmax(first stage) + (1 - W) *
+minmax(reranker)``, the first stage's next candidates below; a test checks it against the CLI).
 
-Cells: nDCG@10 ± 95% CI on tune and test questions; ``p`` against the first-stage list (same questions) and, for
-the chosen W, against W = 0.
+The rule: the objective is the mean tune nDCG@10 over the real agent calls in a harness's shape, every other set
+guards against a significant loss to the first stage (the list the reranker replaces). Sets whose calls carry the
+same records share their searches (:func:`~hopscotch_experiments.ablations.agent_ablation.shared_runs`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from hopscotch_experiments.ablations.ablation_runs import build_indexes, evaluate_ndcg, search
+from hopscotch_experiments.ablations.ablation_runs import K, build_indexes, evaluate_ndcg, search
+from hopscotch_experiments.ablations.agent_ablation import expansion_tag, shared_runs
+from hopscotch_experiments.agent_data.eval_sets import GUARDS, OBJECTIVE, TITLES, build_sets
+from hopscotch.retriever.evaluation.metrics import compare_runs
+from hopscotch.retriever.evaluation.selection import select_default
+from hopscotch.retriever.io.runs import read_run
+from hopscotch.retriever.searchers.rerank_stage import sorted_by_score, with_first_stage, with_tail
 
 START, END = "<!-- rerank-weight:start -->", "<!-- rerank-weight:end -->"
 #: the docs section of a cross-encoder's selection (the multi-vector one keeps START / END)
 CE_START, CE_END = "<!-- rerank-weight-ce:start -->", "<!-- rerank-weight-ce:end -->"
-SETS = ("tongyi_question", "tongyi_pages_question", "hotpotqa")
-WEIGHTS = (0.0, 0.25, 0.5, 0.75)
-DEPTH = 100
+SETS = OBJECTIVE + GUARDS
+WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
+DEPTHS = (10, 20, 50, 100)
 
 
 def markers(kind: str) -> tuple[str, str]:
@@ -32,97 +40,102 @@ def markers(kind: str) -> tuple[str, str]:
     return (CE_START, CE_END) if kind == "cross_encoder" else (START, END)
 
 
-def measure(model: str, work: Path, names=SETS, weights=WEIGHTS, label: str = "mv", depth: int | None = None) -> dict:
-    """``{"cells": {(set, system): {"tune", "test"}}, "sets": {set: sizes}, "kind"}``; systems ``"bm25"`` and ``w``
-    floats. A cross-encoder reranks ``depth`` candidates (None: its default), a multi-vector model :data:`DEPTH`."""
-    from hopscotch_experiments.agent_data.eval_sets import build_sets
-    from hopscotch.retriever.io.runs import read_run
+def ranked(run: dict) -> list[tuple[str, float]]:
+    """A run's list of one query, best first (ties by docid, as a run file reads)."""
+    return sorted(run.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def derived_run(first: dict, scores: dict, depth: int, weight: float, k: int = K) -> dict:
+    """``{qid: {docid: score}}``: each query's first-stage top ``depth`` reranked (``scores[qid][docid]``: the
+    reranker's) and interpolated with the first stage at ``weight``, the next candidates below, cut to ``k``: what
+    :class:`~hopscotch.retriever.searchers.rerank.RerankedSearcher` returns."""
+    out = {}
+    for qid, run in first.items():
+        cands = ranked(run)
+        head = cands[:depth]
+        ids = [d for d, _ in head]
+        own = scores.get(qid, {})
+        if any(d not in own for d in ids):
+            raise ValueError(f"query {qid}: the reranker's scores miss some of its top {depth} (scored deeper?)")
+        reranked = with_first_stage(head, sorted_by_score(ids, [own[d] for d in ids]), weight)
+        out[qid] = dict(with_tail(reranked, cands[depth:], k))
+    return out
+
+
+def measure(model: str, work: Path, names=SETS, label: str = "ce", depth: int = 20) -> dict:
+    """``{"sets", "first": {set: run}, "scores": {set: {qid: {docid: score}}}, "kind", "depth"}``: the first stage's
+    runs and the reranker's scores of every set's queries' top ``depth``."""
     from hopscotch.retriever.model.cross_encoder import is_cross_encoder_folder
 
     kind = "cross_encoder" if is_cross_encoder_folder(model) else "multi_vector"
-
-    cells, info = {}, {}
-    for name, es in build_sets(work, names).items():
-        paths = es.write(work / "sets" / name)
-        corpus_name = es.index_name or name
-        idx = build_indexes(work, corpus_name, es.corpus, {})
-        first = ("--bm25", idx["bm25"], "--reasoning")
-        runs = {"bm25": search(work / "runs" / f"{name}.bm25.reasoning.trec", paths, *first)}
-        rerank = (("--rerank-depth", depth) if depth else ()) if kind == "cross_encoder" else \
-            ("--rerank-depth", depth or DEPTH, "--rerank-cache", work / "rerank_cache" / f"{corpus_name}.{label}")
-        for w in weights:
-            runs[w] = search(work / "runs" / f"{name}.{label}.bm25rr.reasoning.w{w:g}.trec", paths, *first,
-                             "--corpus", es.corpus, "--rerank-model", model, *rerank, "--rerank-first-weight", w)
-        info[name] = {"tune": len(es.tune), "test": len(es.test)}
-        for system, path in runs.items():
-            run = read_run(path)
-            cells[name, system] = {s: evaluate_ndcg(run, es.qrels, getattr(es, s)) for s in ("tune", "test")}
-    return {"cells": cells, "sets": info, "weights": list(weights), "kind": kind}
-
-
-def summarize(measured: dict) -> dict:
-    """The table (mean, ci95, p per split), the tune means per W and the chosen W."""
-    from hopscotch.retriever.evaluation.metrics import compare_runs
-
-    cells, sets, weights = measured["cells"], list(measured["sets"]), measured["weights"]
-    table: dict = {}
-    for split in ("tune", "test"):
-        for system in ("bm25", *weights):
-            for name in sets:
-                res = cells[name, system][split]
-                cell = {"mean": res.mean["ndcg@10"], "ci95": res.ci95["ndcg@10"]}
-                if system != "bm25":
-                    cell["p_bm25"] = compare_runs(cells[name, "bm25"][split], res, "ndcg@10").p_randomization
-                    if system != 0.0 and 0.0 in weights:
-                        cell["p_w0"] = compare_runs(cells[name, 0.0][split], res, "ndcg@10").p_randomization
-                table[split, system, name] = cell
-    means = {w: sum(table["tune", w, n]["mean"] for n in sets) / len(sets) for w in weights}
-
-    def below_bm25(w) -> list[str]:
-        return [n for n in sets if table["tune", w, n]["mean"] < table["tune", "bm25", n]["mean"]
-                and table["tune", w, n]["p_bm25"] < 0.05]
-
-    ranked = sorted(weights, key=lambda w: (-means[w], w))
-    safe = [w for w in ranked if not below_bm25(w)]
-    chosen = safe[0] if safe else ranked[0]
-    return {"sets": measured["sets"], "weights": weights, "table": table, "tune_mean": means, "chosen": chosen,
-            "kind": measured.get("kind", "multi_vector"),
-            "chosen_below_bm25": below_bm25(chosen),
-            "bm25_tune_mean": sum(table["tune", "bm25", n]["mean"] for n in sets) / len(sets)}
+    sets = build_sets(work, list(names))
+    paths = {n: es.write(work / "sets" / n) for n, es in sets.items()}
+    prefix, spaths = shared_runs(work, sets, paths)
+    first, scores = {}, {}
+    tag = expansion_tag()
+    for n, es in sets.items():
+        idx = build_indexes(work, es.index_name or n, es.corpus, {})
+        stage = ("--bm25", idx["bm25"], "--reasoning")
+        first_run = read_run(search(work / "runs" / f"{prefix[n]}.bm25r.{tag}.trec", spaths[n], *stage))
+        cache = ("--rerank-cache", work / "rerank_cache" / f"{es.index_name or n}.{label}") if kind != \
+            "cross_encoder" else ()
+        rerank = read_run(search(work / "runs" / f"{prefix[n]}.{label}.rr{depth}.w0.{tag}.trec", spaths[n], *stage,
+                                 "--corpus", es.corpus, "--rerank-model", model, "--rerank-depth", depth,
+                                 "--rerank-first-weight", 0, *cache))
+        keep = set(es.tune) | set(es.test)
+        first[n] = {q: r for q, r in first_run.items() if q in keep}
+        # the reranked head: the first stage's top `depth` of each query, with the reranker's scores
+        scores[n] = {q: {d: rerank[q][d] for d, _ in ranked(first[n][q])[:depth]} for q in first[n]}
+    return {"sets": sets, "first": first, "scores": scores, "kind": kind, "depth": depth}
 
 
-def to_json(summary: dict) -> dict:
-    return {**summary, "tune_mean": {f"{w:g}": m for w, m in summary["tune_mean"].items()},
-            "table": {f"{split}|{system if system == 'bm25' else f'{system:g}'}|{name}": v
-                      for (split, system, name), v in summary["table"].items()}}
+def _per_query(measured: dict, n: str, run: dict, split: str):
+    es = measured["sets"][n]
+    return evaluate_ndcg(run, es.qrels, getattr(es, split))
 
 
-def render(summary: dict, command: str) -> str:
-    from hopscotch_experiments.agent_data.eval_sets import TITLES
+def choose(measured: dict, weights=WEIGHTS, depth: int | None = None) -> tuple[object, dict]:
+    """The selection over the weights at ``depth`` (None: the measured depth), tune questions."""
+    depth = depth or measured["depth"]
+    names = list(measured["sets"])
+    objective = [n for n in OBJECTIVE if n in names]
+    guards = [n for n in GUARDS if n in names]
+    first = {n: _per_query(measured, n, measured["first"][n], "tune").per_query for n in objective + guards}
+    candidates = {}
+    for w in weights:
+        candidates[f"W={w:g}"] = {n: _per_query(measured, n, derived_run(measured["first"][n], measured["scores"][n],
+                                                                         depth, w), "tune").per_query
+                                  for n in objective + guards}
+    candidates["first stage alone"] = first
+    return select_default(candidates, first, objective, guards), candidates
 
-    sets = summary["sets"]
-    ce = summary.get("kind") == "cross_encoder"
-    reranker, reorder = ("cross-encoder", "cross-encoder") if ce else ("multi-vector", "MaxSim")
 
-    def cell(c: dict) -> str:
-        ps = [f"{tag} p={c[key]:.3f}{'*' if c[key] < 0.05 else ''}" for key, tag in (("p_bm25", "vs BM25"),
-                                                                                     ("p_w0", "vs W=0")) if key in c]
-        return f"{c['mean']:.3f} ± {c['ci95']:.3f}" + (f" ({', '.join(ps)})" if ps else "")
+def test_table(measured: dict, weight: float, depths=DEPTHS, names=None) -> list[str]:
+    """The held-out rows: the first stage and the reranked pipeline at each depth (at ``weight``), nDCG@10 with the
+    paired test against the first stage, for the sets ``names`` (default: every set)."""
+    names = names or list(measured["sets"])
+    depths = sorted({d for d in depths if d < measured["depth"]} | {measured["depth"]})
+    lines = ["| system | " + " | ".join(f"{TITLES.get(n, n)} ({len(measured['sets'][n].test)})" for n in names)
+             + " |", "|---|" + "---|" * len(names)]
+    base = {n: _per_query(measured, n, measured["first"][n], "test") for n in names}
+    lines.append("| reasoning-aware BM25, top 100 (the first stage) | "
+                 + " | ".join(f"{base[n].mean['ndcg@10']:.3f}" for n in names) + " |")
+    for d in depths:
+        cells = []
+        for n in names:
+            res = _per_query(measured, n, derived_run(measured["first"][n], measured["scores"][n], d, weight), "test")
+            c = compare_runs(base[n], res, "ndcg@10")
+            cells.append(f"{c.mean_b:.3f} ({c.delta:+.3f}, p={c.p_randomization:.3f})")
+        lines.append(f"| reranked top {d}, W = {weight:g} | " + " | ".join(cells) + " |")
+    return lines
 
-    lines = []
-    for split, title in (("tune", "dev (tune) questions: these decide"), ("test", "held-out test questions: reported")):
-        lines += ["", f"**{title}**", "",
-                  "| system | " + " | ".join(f"{TITLES.get(n, n)} ({sets[n][split]})" for n in sets) + " |",
-                  "|---|" + "---|" * len(sets)]
-        for system in ("bm25", *summary["weights"]):
-            name = ("reasoning-aware BM25, top 100 (the first stage)" if system == "bm25" else
-                    f"{reranker} rerank, `--reasoning --rerank-first-weight {system:g}`"
-                    + (" (chosen)" if system == summary["chosen"] else ""))
-            lines.append(f"| {name} | " + " | ".join(cell(summary["table"][split, system, n]) for n in sets) + " |")
-    means = ", ".join(f"W={w:g} {m:.3f}" for w, m in summary["tune_mean"].items())
+
+def render(measured: dict, selection, command: str) -> str:
+    kind = "cross-encoder" if measured["kind"] == "cross_encoder" else "multi-vector"
+    weight = float(selection.pick.name.split("=")[1]) if selection.pick.name.startswith("W=") else 1.0
     return "\n".join([
-        f"Generated by `{command}`. nDCG@10 ± 95% CI; `p`: paired randomisation tests against the first-stage list "
-        f"and against the pure {reorder} reorder (W = 0), `*` p < 0.05.", *lines, "",
-        f"Tune means: BM25 {summary['bm25_tune_mean']:.3f}, {means}. Chosen: **W = {summary['chosen']:g}** "
-        f"(highest tune mean with no tune cell significantly below the first stage"
-        f"{'' if not summary['chosen_below_bm25'] else '; none qualified, so the highest mean'})."])
+        f"Generated by `{command}`: the {kind} reranker over reasoning-aware BM25's top 100, its first-stage weight "
+        f"chosen at depth {measured['depth']} by the selection rule (tune questions):", "",
+        *[f"    {line}" for line in selection.lines()], "",
+        "Held-out test questions, nDCG@10 (delta and paired randomisation p against the first stage):", "",
+        *test_table(measured, weight)])

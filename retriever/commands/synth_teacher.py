@@ -1,6 +1,6 @@
 """``hopscotch synth --mode teacher``: tuple files scored again by a teacher (:mod:`hopscotch.data_synth.teacher_scores`).
 
-Example::
+Example (not run)::
 
     hopscotch synth --mode teacher --tuples runs/agent/data/clean/hotpot_tuples.jsonl --teacher hybrid \\
         --corpus ../shared/data/hotpotqa_ircot/corpus.jsonl --teacher-model runs/agent/final \\

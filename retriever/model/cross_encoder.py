@@ -18,7 +18,7 @@ document, exactly there: ``CrossEncoder(path).predict([(query_side, document)])`
 document length, given the query side as :meth:`CrossEncoderModel.format_queries` writes it (a query side that fits
 ``query_max_len`` is the template itself).
 
-Example::
+Example (not run)::
 
     model = build_cross_encoder_model("minilm", query_max_len=256, passage_max_len=256, seed=0)
     [q] = model.format_queries(["who directed Gummo"], ["The film came out in 1997."])

@@ -9,7 +9,7 @@ loss (:class:`~hopscotch.retriever.training.listwise.ListwiseLoss`) reads each q
 through sentence-transformers' own modules (:meth:`CrossEncoderModel.logits`), so training scores exactly as
 ``CrossEncoder.predict`` does; ``chunk_size`` scores length-sorted sub-batches, each cut to its longest pair.
 
-Example::
+Example (not run)::
 
     model = TrainableCrossEncoder(build_cross_encoder_model("minilm"), EncoderConfig(temperature=1.0))
     features = model.tokenize_groups(["who directed Gummo"], ["It came out in 1997."], [[("Gummo", "..."), ("Kids", "...")]])

@@ -18,7 +18,7 @@ stage's scores (:func:`~hopscotch.retriever.searchers.rerank_stage.with_first_st
   bundled MiniLM scores about 7 pairs a second at 256 tokens and 3.5 at 512, docs/benchmarks.md) and
   :data:`CROSS_ENCODER_FIRST_WEIGHT`.
 
-Example::
+Example (not run)::
 
     reranker = CrossEncoderReranker("runs/agent_reranker/final", depth=20)
     searcher = RerankedSearcher(build_searcher("bm25", bm25="idx/bm25", corpus="corpus.jsonl"), reranker)

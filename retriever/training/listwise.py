@@ -17,7 +17,7 @@ the softmax. The distillation term (``loss.distill``) is :func:`~hopscotch.retri
 the same ``[B, G]`` logits and the passages' teacher scores. Scores and log-sum-exp run in float32 whatever the
 autocast; each process's mean is weighted as the encoders' loss weighs a local term (DDP averages the gradients).
 
-Example::
+Example (not run)::
 
     loss_fn = ListwiseLoss()
     out = loss_fn(None, scores, labels, 1.0, q_pos_ids, p_ids)   # scores: one logit per passage of the batch

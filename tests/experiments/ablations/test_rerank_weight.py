@@ -1,55 +1,71 @@
-"""The reranker's first-stage weight (:mod:`hopscotch_experiments.ablations.rerank_weight`): the rule on tune (the
-best mean, ties to the smaller W, no tune cell significantly below the first stage), the paired tests, the docs
-section and its JSON."""
+"""The reranker's first-stage weight and depth (:mod:`hopscotch_experiments.ablations.rerank_weight`): a run derived
+from the reranker's cached scores is the run ``hopscotch search --rerank-depth N --rerank-first-weight W`` writes;
+the weight is chosen by the selection rule; the report names the pick and the test table's depths."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
+
 from hopscotch_experiments.ablations import rerank_weight as rw
 
-from .test_trajectory_use import SETS, _result
+
+def test_a_derived_run_is_the_clis(small_world, tiny_cross_encoder_dir, tmp_path, cli):
+    from hopscotch.retriever.index.bm25 import BM25Index
+    from hopscotch.retriever.io.corpus import read_corpus
+    from hopscotch.retriever.io.runs import read_run
+
+    corpus = small_world / "corpus.jsonl"
+    BM25Index.build(read_corpus(corpus), show_progress=False).save(tmp_path / "bm25")
+    rows = [json.loads(line) for line in (small_world / "queries.jsonl").read_text().splitlines()][:5]
+    for row in rows:
+        row["reasoning"] = f"I should look up {row['text'].split()[-1]} first."
+    (tmp_path / "q.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    base = ["search", "--queries", tmp_path / "q.jsonl", "--bm25", tmp_path / "bm25", "--reasoning", "--k", 12]
+
+    def run(name, *extra):
+        code, _, err = cli(*base, "--out", tmp_path / f"{name}.trec", *extra)
+        assert code == 0, err
+        return read_run(tmp_path / f"{name}.trec")
+
+    first = run("first")
+    rerank = ["--corpus", corpus, "--rerank-model", tiny_cross_encoder_dir]
+    w0 = run("w0", *rerank, "--rerank-depth", 8, "--rerank-first-weight", 0)
+    scores = {q: {d: w0[q][d] for d, _ in rw.ranked(first[q])[:8]} for q in first}
+    for depth, weight in ((8, 0.0), (5, 0.3), (3, 0.7)):
+        want = run(f"d{depth}w{weight}", *rerank, "--rerank-depth", depth, "--rerank-first-weight", weight)
+        got = rw.derived_run(first, scores, depth, weight, k=12)
+        for q in want:
+            assert [d for d, _ in rw.ranked(got[q])] == [d for d, _ in rw.ranked(want[q])]
+            assert [s for _, s in rw.ranked(got[q])] == pytest.approx([s for _, s in rw.ranked(want[q])], abs=1e-4)
+    with pytest.raises(ValueError, match="miss some of its top 9"):
+        rw.derived_run(first, scores, 9, 0.0)
 
 
-def _measured(per_w: dict, bm25: int = 24):
-    """The first stage puts ``bm25`` of 40 queries' documents first; weight w puts ``per_w[w]``."""
-    cells = {}
-    for name in SETS:
-        cells[name, "bm25"] = {"tune": _result(bm25), "test": _result(bm25)}
-        for w, hits in per_w.items():
-            cells[name, w] = {"tune": _result(hits), "test": _result(hits)}
-    return {"cells": cells, "sets": {n: {"tune": 40, "test": 40} for n in SETS}, "weights": list(per_w)}
+class _Set:
+    def __init__(self, qids):
+        self.tune, self.test = qids, qids
+        self.qrels = {q: {"gold": 1} for q in qids}
 
 
-def test_the_best_tune_mean_is_chosen_and_ties_go_to_the_smaller_weight():
-    summary = rw.summarize(_measured({0.0: 20, 0.25: 30, 0.5: 30, 0.75: 26}))
-    assert summary["chosen"] == 0.25 and summary["chosen_below_bm25"] == []
-    cell = summary["table"]["tune", 0.25, "hotpotqa"]
-    assert cell["p_bm25"] < 0.05 and cell["p_w0"] < 0.05
-    assert "p_w0" not in summary["table"]["tune", 0.0, "hotpotqa"]
+def _measured() -> dict:
+    """Two sets of 30 queries; the first stage ranks the gold 3rd; the reranker puts it first on the objective set
+    and last of its top 5 on the guard set."""
+    qids = {n: [f"{n}{i}" for i in range(30)] for n in ("tongyi_turn", "hotpotqa")}
+    first = {n: {q: {"a": 5.0, "b": 4.0, "gold": 3.0, "c": 2.0, "d": 1.0} for q in qs} for n, qs in qids.items()}
+    scores = {"tongyi_turn": {q: {"a": 0.1, "b": 0.2, "gold": 0.9, "c": 0.3, "d": 0.0} for q in qids["tongyi_turn"]},
+              "hotpotqa": {q: {"a": 0.9, "b": 0.8, "gold": 0.0, "c": 0.7, "d": 0.6} for q in qids["hotpotqa"]}}
+    return {"sets": {n: _Set(qs) for n, qs in qids.items()}, "first": first, "scores": scores,
+            "kind": "cross_encoder", "depth": 5}
 
 
-def test_a_weight_significantly_below_the_first_stage_is_passed_over():
-    measured = _measured({0.0: 18, 0.5: 40, 0.75: 20})
-    measured["cells"]["hotpotqa", 0.5]["tune"] = _result(4)  # the best mean (40 and 4 of 40) but one set far below
-    summary = rw.summarize(measured)
-    assert summary["tune_mean"][0.5] > summary["tune_mean"][0.75] and summary["chosen"] == 0.75
-
-
-def test_render_and_json():
-    summary = rw.summarize(_measured({0.0: 20, 0.5: 30}))
-    text = rw.render(summary, "python scripts/agent_rerank_weight.py --model M")
-    assert "Chosen: **W = 0.5**" in text and "`--reasoning --rerank-first-weight 0.5` (chosen)" in text
-    assert "| reasoning-aware BM25, top 100 (the first stage) |" in text
-    data = json.loads(json.dumps(rw.to_json(summary)))
-    assert data["tune_mean"]["0.5"] == summary["tune_mean"][0.5] and "tune|bm25|hotpotqa" in data["table"]
-
-
-def test_a_cross_encoders_selection_is_named_so_and_has_its_own_section():
-    measured = _measured({0.0: 20, 0.25: 30})
-    measured["kind"] = "cross_encoder"
-    summary = rw.summarize(measured)
-    text = rw.render(summary, "python scripts/agent_rerank_weight.py --model M --label ce")
-    assert "| cross-encoder rerank, `--reasoning --rerank-first-weight 0.25` (chosen) |" in text
-    assert "the pure cross-encoder reorder (W = 0)" in text and "MaxSim" not in text
+def test_the_weight_is_chosen_by_the_rule_and_the_report_names_it():
+    measured = _measured()
+    selection, candidates = rw.choose(measured, (0.0, 0.5, 0.9))
+    # W = 0 wins the objective but loses the guard significantly; W = 0.9 keeps the first stage's order on both
+    assert selection.judged["W=0"].disqualified and selection.judged["W=0"].disqualified_by == ["hotpotqa"]
+    assert selection.pick.name in ("W=0.5", "W=0.9", "first stage alone") and not selection.pick.disqualified
+    text = rw.render(measured, selection, "python scripts/agent_rerank_weight.py --model M")
+    assert "selection rule:" in text and "| reranked top 5, W = " in text and "| reranked top 10," not in text
     assert rw.markers("cross_encoder") == (rw.CE_START, rw.CE_END) and rw.markers("multi_vector") == (rw.START, rw.END)

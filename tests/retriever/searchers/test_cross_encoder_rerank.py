@@ -38,10 +38,10 @@ def world(small_world, small_world_index, tiny_cross_encoder_dir, tmp_path_facto
     reranker = CrossEncoderReranker(str(tiny_cross_encoder_dir), depth=DEPTH)
     first = {"bm25": build_searcher("bm25", bm25=root / "bm25", corpus=corpus),
              "dense": build_searcher("dense", index=small_world_index),
-             "hybrid": build_searcher("hybrid", bm25=root / "bm25", index=small_world_index, depth=1000)}  # --depth's
+             "hybrid": build_searcher("hybrid", bm25=root / "bm25", index=small_world_index)}  # --depth's default
     argv = {"bm25": ["--bm25", str(root / "bm25"), "--corpus", str(corpus)], "dense": ["--index", str(small_world_index)],
             "hybrid": ["--bm25", str(root / "bm25"), "--index", str(small_world_index)]}
-    # BrowseComp-Plus's and AgentIR's parsers leave the hybrid's --depth at the searcher's own default
+    # BrowseComp-Plus's and AgentIR's parsers leave the hybrid's --depth at the searcher's own default, as search does
     first["hybrid_harness"] = build_searcher("hybrid", bm25=root / "bm25", index=small_world_index)
     return {"root": root, "rows": rows, "queries": root / "queries.jsonl", "ce": tiny_cross_encoder_dir,
             "refs": {kind: RerankedSearcher(s, reranker) for kind, s in first.items()}, "argv": argv,
@@ -113,7 +113,7 @@ def test_hopscotch_search_reranks_with_a_cross_encoder(cli, world, kind, tmp_pat
                                          ("--rerank-windows", "2")])
 def test_the_maxsim_only_flags_are_refused_for_a_cross_encoder(cli, world, tmp_path, flag, value):
     code, _, err = cli("search", "--queries", world["queries"], *world["argv"]["bm25"], *world["rerank"], flag, value,
-                       "--out", tmp_path / "r.trec")
+                       "--reasoning", "--out", tmp_path / "r.trec")
     assert code == 2 and f"{flag} applies to a multi-vector reranker" in err and len(err.strip().splitlines()) == 1
 
 
