@@ -31,6 +31,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.queries import Query
+from hopscotch.retriever.model.query_input import as_context
 
 CANDIDATE_SOURCES = ("bm25-reasoning", "bm25", "hybrid")
 DEFAULT_CANDIDATES = "bm25-reasoning"
@@ -74,7 +76,7 @@ class ReasoningBM25(FirstStage):
         self.searcher = BM25Searcher(index)  # expansion None: DEFAULT_BM25_EXPANSION, as hopscotch search's default
 
     def search(self, queries, contexts, k):
-        return self.searcher.search_batch(list(queries), k, list(contexts), reasoning_aware=True)
+        return self.searcher.search_batch(step_queries(queries, contexts), k)
 
     def _score_missing(self, query, context, docids):
         parts = self.searcher.expansion.text_parts(query, context)
@@ -98,11 +100,22 @@ class HybridStage(FirstStage):
         self.searcher = build_searcher("hybrid", bm25=index, index=str(dense_index))
 
     def search(self, queries, contexts, k):
-        return self.searcher.search_batch(list(queries), k, list(contexts), reasoning_aware=True)
+        return self.searcher.search_batch(step_queries(queries, contexts), k)
 
     def score_documents(self, query, context, docids, hits):
         floor = min(hits.values(), default=0.0) - 1.0  # outside the fused list: below every hit
         return [hits.get(d, floor) for d in docids]
+
+
+def step_queries(queries: Sequence[str], contexts: Sequence) -> list[Query]:
+    """Each step's query with its context (a reasoning string, or a record with the context fields such as a
+    TraceStep), searched reasoning-aware: the query a harness sends for that step."""
+    out = []
+    for text, context in zip(queries, contexts):
+        c = as_context(context)
+        out.append(Query(text, c.reasoning, current_reasoning=c.current_reasoning, prior_queries=c.prior_queries,
+                         prior_results=c.prior_results, reasoning_aware=True))
+    return out
 
 
 def first_stage(name: str, index, dense_index: str | os.PathLike | None = None) -> FirstStage:

@@ -37,12 +37,12 @@ def build(model: str, corpus: Path, out: Path) -> float:
                   "--batch-size", "32"])
 
 
-def qps(searcher, queries: list[str], repeats: int, **kw) -> float:
-    searcher.search_batch(queries[:4], 10, **kw)  # warm-up
+def qps(searcher, queries: list[str], repeats: int) -> float:
+    searcher.search_batch(queries[:4], 10)  # warm-up
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        searcher.search_batch(queries, 10, **kw)
+        searcher.search_batch(queries, 10)
         times.append(time.perf_counter() - t0)
     return len(queries) / statistics.median(times)
 

@@ -58,16 +58,15 @@ def late_fusion_runs(index: Path, model: str, variant: str, queries: list, gate:
     and the encoder used: the dense searcher's own late fusion with the two encodings computed once, its
     passage windows and, with ``gate``, its word gate (longer contexts are searched with the query alone at
     every w): what ``--late-fusion w [--late-fusion-max-words gate]`` searches with."""
-    from hopscotch.retriever.model.query_input import ReasoningContext
     from hopscotch.retriever.searchers import build_searcher
 
-    texts, contexts = [q.text for q in queries], [ReasoningContext.of(q) for q in queries]
+    aware = [q.with_reasoning() for q in queries]
     emb = {}
     for w in (1.0, 0.0):
         searcher = build_searcher("dense", index=index, model=model, query_input=variant, late_fusion=w,
                                   late_fusion_max_words=gate, encoder=encoder)
         encoder = searcher.encoder
-        emb[w] = searcher.query_embeddings(texts, contexts, True)
+        emb[w] = searcher.query_embeddings(aware)
     runs = {}
     for w in weights:
         ranked = searcher.search_embeddings(w * emb[1.0] + (1 - w) * emb[0.0], k)

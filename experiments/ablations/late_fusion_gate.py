@@ -25,7 +25,6 @@ def per_query_scores(work: Path, name: str, model: str, variant: str, encoder=No
     from hopscotch.retriever.evaluation.metrics import evaluate
     from hopscotch.retriever.io.qrels import read_qrels
     from hopscotch.retriever.io.queries import read_queries
-    from hopscotch.retriever.model.query_input import ReasoningContext
 
     folder = work / "sets" / name
     split = {q: s for s in ("tune", "test") for q in (folder / f"{s}_qids.txt").read_text().split()}
@@ -37,7 +36,7 @@ def per_query_scores(work: Path, name: str, model: str, variant: str, encoder=No
     for w, run in runs.items():
         result = evaluate(run, {q.qid: qrels[q.qid] for q in queries}, ["ndcg@10"])
         scores[w] = {q: v["ndcg@10"] for q, v in result.per_query.items()}
-    words = {q.qid: len(str(ReasoningContext.of(q)).split()) for q in queries}
+    words = {q.qid: len((q.reasoning or "").split()) for q in queries}
     return scores, split, words, encoder
 
 

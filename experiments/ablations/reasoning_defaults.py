@@ -70,7 +70,6 @@ def dense_runs(work: Path, names: list[str], model: str, variants=VARIANTS, weig
     from hopscotch_experiments.agent_data.eval_sets import build_sets
     from hopscotch_experiments.ablations.ablation_runs import build_indexes
     from hopscotch.retriever.io.queries import read_queries
-    from hopscotch.retriever.model.query_input import ReasoningContext
     from hopscotch.retriever.searchers import build_searcher
 
     out, encoder, memo = {}, None, {}
@@ -79,8 +78,8 @@ def dense_runs(work: Path, names: list[str], model: str, variants=VARIANTS, weig
         index = build_indexes(work, es.index_name or n, es.corpus, {"trained": model})["trained"]
         keep = set(es.tune) | set(es.test)
         queries = [q for q in read_queries(paths["queries"]) if q.qid in keep]
-        texts, contexts = [q.text for q in queries], [ReasoningContext.of(q) for q in queries]
-        words = {q.qid: len(str(c or "").split()) for q, c in zip(queries, contexts)}
+        aware = [q.with_reasoning() for q in queries]
+        words = {q.qid: len((q.reasoning or "").split()) for q in queries}
         runs = out[n] = SetRuns(es, queries, words)
         keys = [json.dumps([q.text, q.reasoning, q.current_reasoning, q.prior_queries, q.prior_results], default=str)
                 for q in queries]
@@ -90,13 +89,11 @@ def dense_runs(work: Path, names: list[str], model: str, variants=VARIANTS, weig
                                       encoder=encoder)
             encoder = searcher.encoder
             # the Tongyi label variants of one shape carry the same calls: each distinct call is encoded once
-            full = _encoded(memo, variant, keys, lambda i: searcher.query_embeddings(
-                [texts[j] for j in i], [contexts[j] for j in i], True))
+            full = _encoded(memo, variant, keys, lambda i: searcher.query_embeddings([aware[j] for j in i]))
             if plain is None:
                 plain_searcher = build_searcher("dense", index=index, model=model, query_input=variant,
                                                 late_fusion=0.0, encoder=encoder)
-                plain = _encoded(memo, "query", keys, lambda i: plain_searcher.query_embeddings(
-                    [texts[j] for j in i], [contexts[j] for j in i], True))
+                plain = _encoded(memo, "query", keys, lambda i: plain_searcher.query_embeddings([aware[j] for j in i]))
             for w in weights:
                 vectors = (w * full + (1 - w) * plain).astype(np.float32)
                 ranked = searcher.search_embeddings(vectors, 10)   # nDCG@10 reads the top 10 only

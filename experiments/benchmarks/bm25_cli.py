@@ -99,7 +99,7 @@ def measure(files: dict, k: int = 100, repeats: int = 3) -> dict:
 
     def loop(s):
         with RunWriter(scratch, tag="bench") as w:
-            for qid, hits in iter_search(s, queries, k, False, 256):
+            for qid, hits in iter_search(s, queries, k, 256):
                 w.write(qid, hits)
 
     steps = {"retrieve": lambda: model.retrieve(tokens, k=k, show_progress=False),

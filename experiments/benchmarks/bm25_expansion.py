@@ -52,7 +52,7 @@ def tongyi_calls(steps: Path, count: int, shape: str = "accumulated") -> list[Qu
         if shape == "turn":
             reasoning = turn_record({"_id": step.query_id, "text": step.query,
                                      "current_reasoning": step.current_reasoning}, history[step.query_id][0])["reasoning"]
-        out.append(Query(step.query_id, step.query, reasoning))
+        out.append(Query(step.query, reasoning, qid=step.query_id))
         if len(out) == count:
             break
     return out
@@ -65,13 +65,12 @@ def measure(index, queries: list[Query], settings: dict[str, str | None], repeat
     searchers = {}
     for label, flags in settings.items():
         searchers[label] = base if flags is None else BM25Searcher(base.index, expansion=expansion_from_flags(flags))
-    texts = [q.text for q in queries]
-    reasonings = [q.reasoning for q in queries]
+    aware = [q.with_reasoning() for q in queries]
     times: dict[str, list[float]] = {label: [] for label in settings}
     for round_ in range(repeats + 1):
         for label, searcher in searchers.items():
             t0 = time.perf_counter()
-            searcher.search_batch(texts, k, reasonings, reasoning_aware=settings[label] is not None)
+            searcher.search_batch(aware if settings[label] is not None else queries, k)
             if round_:
                 times[label].append(time.perf_counter() - t0)
     plain = times.get("plain")

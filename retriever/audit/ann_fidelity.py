@@ -151,7 +151,6 @@ def real_query_vectors(index_dir, queries_path, model, reasoning: bool, opts: An
     """``(searcher, vectors, note)``: the dense searcher of ``index_dir`` (its FAISS index: ``opts``) and the
     search vectors of the queries file (a seeded sample of ``opts.max_queries`` when it holds more)."""
     from hopscotch.retriever.io.queries import read_queries
-    from hopscotch.retriever.model.query_input import ReasoningContext
     from hopscotch.retriever.searchers.dense import DenseOptions, DenseSearcher
 
     queries = list(read_queries(queries_path))
@@ -167,8 +166,7 @@ def real_query_vectors(index_dir, queries_path, model, reasoning: bool, opts: An
                            refine=opts.refine, query_input=query_input, first_windows_only=True)
     searcher = DenseSearcher(index_dir, model=model, options=options)
     reasoning = reasoning or query_input is not None
-    vectors = searcher.query_embeddings([q.text for q in queries], [ReasoningContext.of(q) for q in queries],
-                                        reasoning_aware=reasoning)
+    vectors = searcher.query_embeddings([q.with_reasoning(reasoning) for q in queries])
     return searcher, vectors, note
 
 

@@ -3,7 +3,7 @@
 The same search calls (reasoning-aware, as ``hopscotch search --reasoning``) are run under five conditions of
 each query's reasoning:
 
-* ``given``: as it is (:meth:`~hopscotch.retriever.model.query_input.ReasoningContext.of`, other context included);
+* ``given``: as it is (the query's reasoning, its other context fields included);
 * ``dropped``: none (the template says ``Reasoning: Empty``; the other context fields go too);
 * ``truncated``: its last ``N`` words (default: the last half of its words, rounded up);
 * ``shuffled``: its sentences in a seeded random order, one per line (split after ``.``, ``!``, ``?`` and at line
@@ -32,11 +32,13 @@ import math
 import random
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from hopscotch.retriever.audit.report import AuditReport
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.evaluation.metrics import compare_runs, evaluate
-from hopscotch.retriever.model.query_input import QueryContext, ReasoningContext, as_context
+from hopscotch.retriever.io.queries import Query
+from hopscotch.retriever.model.query_input import as_context
 
 CONDITIONS = ("given", "dropped", "truncated", "shuffled", "swapped")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\s*\n+\s*")
@@ -73,13 +75,16 @@ def shuffled_sentences(text: str | None, rng: random.Random) -> str | None:
     return "\n".join(parts)
 
 
-def _packed(context: QueryContext):
-    return ReasoningContext(context) if context.has_extra() else context.reasoning
+def _edited(query: Query, edit: Callable[[str | None], str | None]) -> Query:
+    """``query`` searched reasoning-aware with ``edit`` applied to its reasoning and current reasoning."""
+    return replace(query, reasoning=edit(query.reasoning), current_reasoning=edit(query.current_reasoning),
+                   reasoning_aware=True)
 
 
-def _edited(query, edit: Callable[[str | None], str | None]):
-    c = as_context(query)
-    return _packed(QueryContext(edit(c.reasoning), edit(c.current_reasoning), c.prior_queries, c.prior_results))
+def _with_context_of(query: Query, donor: Query) -> Query:
+    """``query`` searched reasoning-aware with ``donor``'s whole context."""
+    return replace(query, reasoning=donor.reasoning, current_reasoning=donor.current_reasoning,
+                   prior_queries=donor.prior_queries, prior_results=donor.prior_results, reasoning_aware=True)
 
 
 def swap_partners(queries: Sequence, seed: int) -> list[int]:
@@ -100,31 +105,29 @@ def swap_partners(queries: Sequence, seed: int) -> list[int]:
     return partner
 
 
-def perturbed_contexts(queries: Sequence, condition: str, seed: int = 13, truncate_words: int | None = None) -> list:
-    """The reasoning (a string, a ReasoningContext or None) each query is searched with under ``condition``."""
+def perturbed_queries(queries: Sequence[Query], condition: str, seed: int = 13, truncate_words: int | None = None
+                      ) -> list[Query]:
+    """Each query as it is searched (reasoning-aware) under ``condition``: its text with the context the condition
+    gives it."""
     if condition == "given":
-        return [ReasoningContext.of(q) for q in queries]
+        return [q.with_reasoning() for q in queries]
     if condition == "dropped":
-        return [None] * len(queries)
+        return [Query(q.text, qid=q.qid, extra=q.extra, reasoning_aware=True) for q in queries]
     if condition == "truncated":
         return [_edited(q, lambda t: last_words(t, truncate_words)) for q in queries]
     if condition == "shuffled":
         return [_edited(q, lambda t, q=q: shuffled_sentences(t, random.Random(f"{seed}:{q.qid}"))) for q in queries]
     if condition == "swapped":
-        given = [ReasoningContext.of(q) for q in queries]
-        return [given[j] for j in swap_partners(queries, seed)]
+        return [_with_context_of(q, queries[j]) for q, j in zip(queries, swap_partners(queries, seed))]
     raise ValueError(f"unknown condition {condition!r}: use one of {CONDITIONS}")
 
 
-def search_condition(searcher, queries: Sequence, contexts: Sequence, k: int, batch_size: int = 64
-                     ) -> dict[str, dict[str, float]]:
-    """A run ``{qid: {docid: score}}``: reasoning-aware ``search_batch`` calls with the given contexts."""
+def search_condition(searcher, queries: Sequence[Query], k: int, batch_size: int = 64) -> dict[str, dict[str, float]]:
+    """A run ``{qid: {docid: score}}`` of the (perturbed) queries, ``batch_size`` a ``search_batch`` call."""
     run: dict[str, dict[str, float]] = {}
     for start in range(0, len(queries), batch_size):
         chunk = queries[start:start + batch_size]
-        hits = searcher.search_batch([q.text for q in chunk], k, list(contexts[start:start + batch_size]),
-                                     reasoning_aware=True)
-        run.update({q.qid: dict(h) for q, h in zip(chunk, hits)})
+        run.update({q.qid: dict(h) for q, h in zip(chunk, searcher.search_batch(chunk, k))})
     return run
 
 
@@ -166,8 +169,8 @@ def audit_perturbation(searcher, queries: Sequence, qrels: dict, *, metric: str 
     for condition in CONDITIONS:
         if log:
             log(f"searching {len(queries)} queries, reasoning {condition}")
-        runs[condition] = search_condition(searcher, queries, perturbed_contexts(queries, condition, seed,
-                                                                                  truncate_words), k, batch_size)
+        runs[condition] = search_condition(searcher, perturbed_queries(queries, condition, seed, truncate_words), k,
+                                           batch_size)
         results[condition] = evaluate(runs[condition], qrels, [metric])
     rows = {}
     for condition in CONDITIONS:
@@ -193,7 +196,7 @@ def audit_perturbation(searcher, queries: Sequence, qrels: dict, *, metric: str 
     notes = []
     limit = settings.get("late_fusion_max_words")
     if isinstance(limit, int):
-        longer = sum(len(str(ReasoningContext.of(q) or "").split()) > limit for q in queries)
+        longer = sum(len((q.reasoning or "").split()) > limit for q in queries)
         if longer:
             notes.append(f"{longer} of {len(queries)} reasonings are longer than the model's late_fusion_max_words "
                          f"({limit}): those queries are searched with the query alone")

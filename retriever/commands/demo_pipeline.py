@@ -99,7 +99,7 @@ def eval_sets(world_dir: Path, held_out: list[str]) -> dict[str, tuple[list[Quer
     steps, step_qrels = [], {}
     for s in read_traces([world_dir / "traces.jsonl"], "world"):
         if s.question_id in keep:
-            steps.append(Query(s.query_id, s.query, s.reasoning))
+            steps.append(Query(s.query, s.reasoning, qid=s.query_id))
             step_qrels[s.query_id] = {d: 1 for d in s.gold_docids}
     return {"questions": (questions, qrels), "steps": (steps, step_qrels)}
 
@@ -144,7 +144,8 @@ def run_systems(systems: dict, sets: dict, out: Path, stages: Stages, record: di
                 continue  # the questions carry no reasoning
             path = out / "runs" / f"{set_name}.{system}.trec"
             if not path.exists():
-                write_run(path, search_run(searcher, queries, k=100, reasoning_aware=reasoning_aware), tag=system)
+                searched = [q.with_reasoning(reasoning_aware) for q in queries]
+                write_run(path, search_run(searcher, searched, k=100), tag=system)
             results[(set_name, system)] = evaluate(read_run(path), qrels, METRICS)
     return results
 

@@ -85,12 +85,18 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _reads_reasoning(args) -> bool:
+    """Whether the calls are searched with their reasoning: ``--reasoning``, or ``--query-input`` (which implies it)."""
+    return bool(args.reasoning or getattr(args, "query_input", None))
+
+
 def _trajectories(args):
     """The replayed calls (as ReplayCall and as Query records), every question in order, and skip counts."""
     from hopscotch.data_synth.traces import read_traces, unique_steps
     from hopscotch.retriever.errors import UsageError
     from hopscotch.retriever.evaluation.replay import ReplayCall
     from hopscotch.retriever.io.queries import Query
+    from hopscotch.retriever.searchers.harness import read_template
 
     if not Path(args.runs).exists():
         raise UsageError(f"--runs {args.runs}: no such file or folder")
@@ -114,8 +120,9 @@ def _trajectories(args):
         order[q] += 1
         call = ReplayCall(q, order[q], step.query.strip(), step.step, step.source)
         calls.append(call)
-        queries.append(Query(call.id, call.query, step.reasoning, {}, step.current_reasoning, step.prior_queries,
-                             step.prior_results))
+        queries.append(read_template(Query(call.query, step.reasoning, current_reasoning=step.current_reasoning,
+                                           prior_queries=step.prior_queries, prior_results=step.prior_results,
+                                           qid=call.id, reasoning_aware=_reads_reasoning(args))))
     if not calls:
         raise UsageError(f"--runs {args.runs}: no search call with a query to replay")
     return calls, queries, list(order), skipped
@@ -159,8 +166,7 @@ def _search(searcher, queries, args, out_dir: Path) -> dict:
     path = out_dir / "calls.trec"
     with RunWriter(path, tag=searcher.name or "hopscotch") as out, \
             progress(total=len(queries), desc=f"replay ({searcher.name})", unit="call") as bar:
-        for qid, hits in iter_search(searcher, queries, clamp_k("replay", args.k, searcher), args.reasoning,
-                                     args.batch_size):
+        for qid, hits in iter_search(searcher, queries, clamp_k("replay", args.k, searcher), args.batch_size):
             best: dict[str, float] = {}
             for docid, score in hits:
                 d = canonical_docid(docid)

@@ -61,15 +61,15 @@ def run(args) -> int:
     from hopscotch.retriever.io.progress import progress
     from hopscotch.retriever.io.queries import read_queries
     from hopscotch.retriever.io.runs import RunWriter
-    from hopscotch.retriever.model.query_template import parse_query
     from hopscotch.retriever.searchers import iter_search, searcher_from_args
+    from hopscotch.retriever.searchers.harness import read_template
 
     if args.k <= 0 or args.batch_size <= 0:
         raise UsageError("--k and --batch-size must be positive")
     guard = check_outputs(vars(args), outputs=[args.out], ignore=("batch_size", "rerank_cache"),
                           inputs=arg_paths(args, "queries", "bm25", "corpus", "index", "model", "fusion_config",
                                            "rerank_model"))
-    queries = list(read_queries(args.queries))
+    queries = [read_template(q) for q in read_queries(args.queries)]  # a query in AgentIR's template: its reasoning
     if not queries:
         raise UsageError(f"{args.queries}: no queries")
     if getattr(args, "query_input", None):
@@ -78,9 +78,10 @@ def run(args) -> int:
                                   for q in queries):
         print(f"hopscotch search: note: no query in {args.queries} has a 'reasoning' (or other context) field; "
               "every query is encoded with 'Reasoning: Empty'", file=sys.stderr)
-    # without --reasoning only a query written in the reasoning template carries one (BM25 reads it back)
-    reads = True if args.reasoning else (None if any(parse_query(q.text) for q in queries) else False)
-    searcher = searcher_from_args(args, reasoning=reads)  # with --rerank-model: the first stage's top --rerank-depth reranked
+    if args.reasoning:
+        queries = [q.with_reasoning() for q in queries]
+    # without --reasoning only a query written in the reasoning template carries one (read back above)
+    searcher = searcher_from_args(args, reasoning=any(q.reasoning_aware for q in queries))  # with --rerank-model: the first stage's top --rerank-depth reranked
     k = clamp_k("search", args.k, searcher)
     vector = searcher.vector_stage  # under a reranker, the first stage's; a hybrid's vector half
     if args.reasoning and vector is not None:
@@ -97,7 +98,7 @@ def run(args) -> int:
     t0 = time.perf_counter()
     with RunWriter(args.out, tag=args.tag) as out, progress(total=len(queries), desc=f"search ({searcher.name})",
                                                             unit="query") as bar:
-        for qid, hits in iter_search(searcher, queries, k, args.reasoning, args.batch_size):
+        for qid, hits in iter_search(searcher, queries, k, args.batch_size):
             out.write(qid, hits)
             bar.update(1)
     guard.finish()

@@ -15,8 +15,8 @@ them reaches the encoder is the query input variant (:mod:`hopscotch.retriever.m
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hopscotch.retriever.errors import FormatError
@@ -28,21 +28,67 @@ QTEXT_KEYS = ("text", "query", "question")
 CONTEXT_KEYS = ("reasoning", "current_reasoning", "prior_queries", "prior_results")
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Query:
-    """A query, with the agent's reasoning (and other context) before it when there is one.
+    """A query, with the agent's reasoning (and other context) before it when there is one: what every searcher
+    searches (``search_batch(queries, k)``) and what a query file holds.
 
-    ``extra`` keeps the other fields of the record (``answers``, ``answer``, ``answer_aliases``, ...);
-    the context fields are those of :func:`parse_context_fields` (None: absent).
+    ``text`` is the query itself and ``reasoning`` the reasoning before it; the other context fields are those of
+    :func:`parse_context_fields` (None: absent). ``reasoning_aware`` says whether a search reads the context: the
+    dense and multi-vector encoders encode it (``{instruction}Reasoning: {text or 'Empty'}\\n\\nQuery: {query}``,
+    the text picked by their query input variant), BM25 expands the query with it; False (a query file's rows
+    until ``hopscotch search --reasoning``, a REST request without ``reason=``): the query alone. ``qid`` names
+    it in a run; ``extra`` keeps the other fields of its record (``answers``, ``answer``, ...).
+
+    >>> Query("who directed Gummo", "The film came out in 1997.", reasoning_aware=True).has_context
+    True
+    >>> Query("who directed Gummo").reasoning_aware
+    False
     """
 
-    qid: str
     text: str
     reasoning: str | None = None
-    extra: dict = field(default_factory=dict)
-    current_reasoning: str | None = None
-    prior_queries: tuple[str, ...] | None = None
-    prior_results: tuple[dict, ...] | None = None
+    current_reasoning: str | None = field(default=None, kw_only=True)
+    prior_queries: tuple[str, ...] | None = field(default=None, kw_only=True)
+    prior_results: tuple[dict, ...] | None = field(default=None, kw_only=True)
+    reasoning_aware: bool = field(default=False, kw_only=True)
+    qid: str = field(default="", kw_only=True)
+    extra: dict = field(default_factory=dict, kw_only=True, compare=False)
+
+    @property
+    def has_context(self) -> bool:
+        """Whether the query carries a reasoning or any other context field."""
+        return any(value is not None for value in (self.reasoning, self.current_reasoning, self.prior_queries,
+                                                   self.prior_results))
+
+    def with_reasoning(self, aware: bool = True) -> Query:
+        """This query searched with its context (``aware``) or without it."""
+        return self if self.reasoning_aware == aware else replace(self, reasoning_aware=aware)
+
+
+def queries_of(texts: Sequence[str], reasonings: Sequence[str | None] | None = None,
+               reasoning_aware: bool | Sequence[bool] = False) -> list[Query]:
+    """Queries from parallel lists: each text with its reasoning (None: none), searched reasoning-aware as
+    ``reasoning_aware`` says (one flag for all, or one per query).
+
+    >>> [(q.text, q.reasoning_aware) for q in queries_of(["a", "b"], ["why a", None], [True, False])]
+    [('a', True), ('b', False)]
+    """
+    n = len(texts)
+    reasonings = [None] * n if reasonings is None else list(reasonings)
+    aware = [reasoning_aware] * n if isinstance(reasoning_aware, bool) else list(reasoning_aware)
+    if len(reasonings) != n or len(aware) != n:
+        raise ValueError(f"{n} queries but {len(reasonings)} reasonings and {len(aware)} reasoning_aware flags")
+    return [Query(t, r, reasoning_aware=bool(a)) for t, r, a in zip(texts, reasonings, aware)]
+
+
+def as_query(value: Query | str) -> Query:
+    """``value`` as a :class:`Query`: a string is a plain query (its text searched alone, never parsed)."""
+    if isinstance(value, Query):
+        return value
+    if isinstance(value, str):
+        return Query(value)
+    raise TypeError(f"a search query is a Query or a string, got {type(value).__name__}")
 
 
 def _result_entry(item, path, lineno) -> dict:
@@ -111,7 +157,7 @@ def read_queries(path: str | os.PathLike) -> Iterator[Query]:
                 continue  # tolerate a header line
             qid = check_id(parts[0].strip(), p, lineno, "a query id", whitespace=False)
             seen.add(qid, p, lineno)
-            yield Query(qid, check_text("\t".join(parts[1:]).strip(), p, lineno, "a query text"))
+            yield Query(check_text("\t".join(parts[1:]).strip(), p, lineno, "a query text"), qid=qid)
         return
     expected = "a query object with '_id'|'query_id'|'qid'|'id' and 'text'|'query'|'question'"
     for lineno, obj in read_jsonl(p, expected):
@@ -123,7 +169,7 @@ def read_queries(path: str | os.PathLike) -> Iterator[Query]:
         seen.add(qid, p, lineno)
         context = parse_context_fields(obj, p, lineno)
         extra = {k: v for k, v in obj.items() if k not in (*QID_KEYS, *QTEXT_KEYS, *CONTEXT_KEYS)}
-        yield Query(qid, check_text(text, p, lineno, "a query text"), extra=extra, **context)
+        yield Query(check_text(text, p, lineno, "a query text"), qid=qid, extra=extra, **context)
 
 
 def write_queries(path: str | os.PathLike, queries) -> None:

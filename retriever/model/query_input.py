@@ -116,35 +116,9 @@ class QueryContext:
         return (self.current_reasoning, self.prior_queries, self.prior_results) != (None, None, None)
 
 
-class ReasoningContext(str):
-    """A step's full reasoning as a ``str`` that also carries its :class:`QueryContext`.
-
-    Searchers take ``reasonings`` as strings; this one is today's reasoning to every backend that only
-    wants the string (BM25, the remote client, the REST ``reason`` parameter) while the dense searcher
-    reads the step's other context fields from :attr:`context`.
-    """
-
-    def __new__(cls, context: QueryContext):
-        obj = super().__new__(cls, context.reasoning or "")
-        obj.context = context
-        return obj
-
-    def __getnewargs__(self):
-        return (self.context,)
-
-    @classmethod
-    def of(cls, step) -> str | None:
-        """``step.reasoning`` (a Query, TrainingTuple, TraceStep, ...), as a ReasoningContext when the step
-        carries more context than its reasoning."""
-        context = as_context(step)
-        return cls(context) if context.has_extra() else context.reasoning
-
-
 def as_context(value) -> QueryContext:
-    """A :class:`QueryContext` from None, a reasoning string, a ReasoningContext, a mapping with the
-    context keys, or any object with those attributes (Query, TrainingTuple, TraceStep)."""
-    if isinstance(value, ReasoningContext):
-        return value.context
+    """A :class:`QueryContext` from None, a reasoning string, a mapping with the context keys, or any object with
+    those attributes (a :class:`~hopscotch.retriever.io.queries.Query`, TrainingTuple, TraceStep)."""
     if value is None or isinstance(value, str):
         return QueryContext(reasoning=value)
     if isinstance(value, QueryContext):

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.model.config import checked_count, checked_weight
+from hopscotch.retriever.model.query_input import as_context
 
 #: the dense searcher's flags of the mix (``--late-fusion``, ``--late-fusion-max-words``, ``--late-fusion-long``)
 LATE_FUSION_FLAG = "--late-fusion"
@@ -74,12 +75,13 @@ class QueryMix:
 
     def weight_for(self, context, differs: bool = True, *, mix_plain: bool = False) -> float:
         """``w`` of one query: :attr:`weight` (None: 1), or :attr:`long_weight` (None: 0) when its reasoning
-        ``context`` has more than :attr:`max_words` words. A query whose two encodings are the same
+        ``context`` (a reasoning string, or a query with its context: :func:`~hopscotch.retriever.model.query_input.
+        as_context`) has more than :attr:`max_words` words. A query whose two encodings are the same
         (``differs`` False) keeps its one encoding (1.0), or with ``mix_plain`` (scores normalised per side, so
         that all queries score on one scale) is mixed with itself at :attr:`weight`."""
         w = 1.0 if self.weight is None else self.weight
         if not differs:
             return w if mix_plain else 1.0
-        if self.max_words is not None and len(str(context or "").split()) > self.max_words:
+        if self.max_words is not None and len((as_context(context).reasoning or "").split()) > self.max_words:
             return self.long_weight or 0.0
         return w

@@ -34,8 +34,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
-from hopscotch.retriever.model.query_input import ReasoningContext
+from hopscotch.retriever.io.queries import Query
 from hopscotch.retriever.searchers.adapter.flags import FlagValues, add_option
+from hopscotch.retriever.searchers.harness import harness_query
 
 Ranked = list[tuple[str, float]]
 
@@ -163,9 +164,10 @@ class BaseSearcher(ABC):
         return None
 
     @abstractmethod
-    def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
-                     reasoning_aware: bool | Sequence[bool] = False) -> list[Ranked]:
-        """Top-``k`` ``(docid, score)`` lists, best first, one per query."""
+    def search_batch(self, queries: Sequence[Query | str], k: int = 10) -> list[Ranked]:
+        """Top-``k`` ``(docid, score)`` lists, best first, one per query (a
+        :class:`~hopscotch.retriever.io.queries.Query`, searched with its context when it is ``reasoning_aware``;
+        a string: a plain query)."""
 
     @abstractmethod
     def get_document(self, docid: str) -> dict[str, Any] | None:
@@ -200,17 +202,17 @@ class BaseSearcher(ABC):
         if not _is_k(k) or k < 1:
             raise TypeError(f"search(): k must be a positive integer, got {k!r}")
         depth = max(k, int(getattr(self.reranker, "first_stage_k", k) or k)) if self.reranker else k
-        results = self.hits_with_text(query, depth, reasoning)
+        results = self.hits_with_text(harness_query(query, reasoning), depth)
         if prepend_candidates:
             results = with_prepended(results, prepend_candidates, self.snippet_chars)
         if self.reranker is not None and results:
             results = self.reranker.rerank(query, results, query_id, k)
         return {"results": results, "rerank_output": None} if store_rerank else results
 
-    def hits_with_text(self, query: str, k: int, reasoning: str | None = None) -> list[dict[str, Any]]:
-        """:meth:`search`'s hit dicts for one query, before any reranking: :meth:`search_batch` (reasoning-aware
-        exactly when ``reasoning`` is given) and :meth:`get_document` for each hit."""
-        hits = self.search_batch([query], k, [reasoning], reasoning_aware=reasoning is not None)[0]
+    def hits_with_text(self, query: Query | str, k: int) -> list[dict[str, Any]]:
+        """:meth:`search`'s hit dicts for one query, before any reranking: :meth:`search_batch` and
+        :meth:`get_document` for each hit."""
+        hits = self.search_batch([query], k)[0]
         return [hit_dict(docid, score, self.get_document(docid), self.snippet_chars) for docid, score in hits]
 
     def search_description(self, k: int = 10) -> str:
@@ -251,19 +253,15 @@ def with_prepended(results: list[dict], candidates: Sequence[dict], max_chars: i
     return first + rest[:max(0, len(results) - len(first))]
 
 
-def iter_search(searcher: BaseSearcher, queries, k: int, reasoning_aware: bool = False, batch_size: int = 256):
-    """Yield ``(qid, [(docid, score), ...])`` for :class:`~hopscotch.retriever.io.queries.Query` records,
-    ``batch_size`` queries per ``search_batch`` call; with ``reasoning_aware`` each query's ``reasoning``
-    (with its other context fields, for the dense searcher's query input variant) is used."""
+def iter_search(searcher: BaseSearcher, queries, k: int, batch_size: int = 256):
+    """Yield ``(qid, [(docid, score), ...])`` for :class:`~hopscotch.retriever.io.queries.Query` records (each
+    searched with its context when it is ``reasoning_aware``), ``batch_size`` queries per ``search_batch`` call."""
     queries = list(queries)
     for start in range(0, len(queries), batch_size):
         chunk = queries[start:start + batch_size]
-        results = searcher.search_batch([q.text for q in chunk], k, [ReasoningContext.of(q) for q in chunk],
-                                        reasoning_aware=reasoning_aware)
-        yield from ((q.qid, hits) for q, hits in zip(chunk, results))
+        yield from ((q.qid, hits) for q, hits in zip(chunk, searcher.search_batch(chunk, k)))
 
 
-def search_run(searcher: BaseSearcher, queries, k: int, reasoning_aware: bool = False, batch_size: int = 256
-               ) -> dict[str, dict[str, float]]:
+def search_run(searcher: BaseSearcher, queries, k: int, batch_size: int = 256) -> dict[str, dict[str, float]]:
     """A whole run ``{qid: {docid: score}}`` (what :func:`hopscotch.retriever.io.runs.write_run` writes)."""
-    return {qid: dict(hits) for qid, hits in iter_search(searcher, queries, k, reasoning_aware, batch_size)}
+    return {qid: dict(hits) for qid, hits in iter_search(searcher, queries, k, batch_size)}

@@ -13,14 +13,13 @@ from typing import Any
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.docids import canonical_docid
-from hopscotch.retriever.model.query_template import parse_query
+from hopscotch.retriever.io.queries import Query, as_query
 from hopscotch.retriever.searchers.arg_types import positive_float, positive_int
 from hopscotch.retriever.searchers.base import (
     BaseSearcher,
     Ranked,
     add_index_option,
     add_option,
-    per_query,
 )
 from hopscotch.retriever.searchers.bm25_expansion import DEFAULT_BM25_EXPANSION, BM25Expansion
 from hopscotch.retriever.searchers.adapter.flags import options_of
@@ -132,27 +131,16 @@ class BM25Searcher(BaseSearcher):
         return cls(options.bm25, docstore=docstore_of(options.index, options.corpus),
                    expansion=expansion_of(options))
 
-    def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
-                     reasoning_aware: bool | Sequence[bool] = False) -> list[Ranked]:
+    def search_batch(self, queries: Sequence[Query | str], k: int = 10) -> list[Ranked]:
         """Plain BM25 for each query, except a reasoning-aware one with a non-empty reasoning: that one is
-        expanded with it (:attr:`expansion`). A query written in AgentIR's template (``Reasoning: R\n\nQuery:
-        Q``, as AgentIR's reasoning-aware client sends it) is read back as query Q with reasoning R (``Empty``:
-        none), so the template's words are never matched."""
-        queries = list(queries)
-        aware = per_query(reasoning_aware, len(queries), "reasoning_aware")
-        reasonings = per_query(reasonings, len(queries), "reasonings")
-        for i, text in enumerate(queries):
-            parsed = parse_query(text) if "\n\nQuery: " in text else None
-            if parsed is not None:
-                queries[i] = parsed[0]
-                if not (aware[i] and reasonings[i]):
-                    reasonings[i], aware[i] = parsed[1], parsed[1] is not None
-        parts = [self.expand(q, r) if a else None for q, r, a in zip(queries, reasonings, aware)]
+        expanded with it (:attr:`expansion`)."""
+        queries = [as_query(q) for q in queries]
+        parts = [self.expand(q.text, q) if q.reasoning_aware else None for q in queries]
         plain = [i for i, p in enumerate(parts) if p is None]
         out: list[Ranked] = [[] for _ in queries]
         with self._lock:
             if plain:
-                for i, hits in zip(plain, self.index.search([queries[i] for i in plain], k=k)):
+                for i, hits in zip(plain, self.index.search([queries[i].text for i in plain], k=k)):
                     out[i] = hits
             expanded = [i for i, p in enumerate(parts) if p is not None]
             if expanded:
@@ -163,7 +151,8 @@ class BM25Searcher(BaseSearcher):
         return out
 
     def expand(self, query: str, reasoning):
-        """The expanded form of ``query`` with ``reasoning`` (None: it stays plain): the raw bag's weighted texts
+        """The expanded form of ``query`` with ``reasoning`` (a reasoning string, or a query with its context; None:
+        it stays plain): the raw bag's weighted texts
         (:meth:`~hopscotch.retriever.searchers.bm25_expansion.BM25Expansion.text_parts`), else its weighted terms
         (:meth:`~hopscotch.retriever.searchers.bm25_expansion.BM25Expansion.term_query`, over this index's term
         statistics)."""

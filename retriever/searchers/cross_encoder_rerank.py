@@ -22,7 +22,7 @@ Example (not run)::
 
     reranker = CrossEncoderReranker("runs/agent_reranker/final", depth=20)
     searcher = RerankedSearcher(build_searcher("bm25", bm25="idx/bm25", corpus="corpus.jsonl"), reranker)
-    searcher.search_batch(["who directed Gummo"], k=10, ["The film came out in 1997."], reasoning_aware=True)
+    searcher.search_batch([Query("who directed Gummo", "The film came out in 1997.", reasoning_aware=True)], k=10)
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from collections.abc import Callable, Sequence
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.model.config import CROSS_ENCODER, checked_count, checked_weight
-from hopscotch.retriever.searchers.base import Ranked, per_query
+from hopscotch.retriever.io.queries import Query
+from hopscotch.retriever.searchers.base import Ranked
 from hopscotch.retriever.searchers.rerank_stage import fetched, sorted_by_score, with_first_stage
 
 #: first-stage candidates a cross-encoder reranks per query by default (``--rerank-depth``): 20 pairs take about 3 s
@@ -77,15 +78,12 @@ class CrossEncoderReranker:
     def describe() -> str:
         return "by the cross-encoder"
 
-    def rerank_batch(self, queries: Sequence[str], candidates: Sequence[Ranked], fetch: Callable[[str], dict | None],
-                     reasonings: Sequence | None = None, reasoning_aware: bool | Sequence[bool] = False,
+    def rerank_batch(self, queries: Sequence[Query], candidates: Sequence[Ranked], fetch: Callable[[str], dict | None],
                      depth: int | None = None) -> list[Ranked]:
         """Each query's top ``depth`` (default :attr:`depth`) candidates sorted by the cross-encoder's logit (ties
         keep first-stage order), or with :attr:`first_weight` above 0 by its interpolation with the first stage's
         scores; ``fetch(docid)`` gives a candidate's ``{"text"[, "title"]}``."""
         n, depth = len(queries), depth or self.depth
-        reasonings = per_query(reasonings, n, "reasonings")
-        aware = [bool(a) for a in per_query(reasoning_aware, n, "reasoning_aware")]
         out: list[Ranked] = []
         for start in range(0, n, QUERY_CHUNK):
             rows = range(start, min(n, start + QUERY_CHUNK))
@@ -93,8 +91,9 @@ class CrossEncoderReranker:
             docs = fetched([d for ids in lists for d in ids], fetch)
             texts = {d: self.model.format_documents([(doc.get("title"), doc.get("text") or "")])[0]
                      for d, doc in docs.items()}
-            sides = self.model.format_queries([queries[i] for i in rows], [reasonings[i] for i in rows],
-                                              self.query_input, [aware[i] for i in rows])
+            chunk = [queries[i] for i in rows]
+            sides = self.model.format_queries([q.text for q in chunk], chunk, self.query_input,
+                                              [q.reasoning_aware for q in chunk])
             flat = self.model.score([s for s, ids in zip(sides, lists) for _ in ids],
                                     [texts[d] for ids in lists for d in ids], self.batch_size)
             at = 0

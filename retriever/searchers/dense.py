@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.queries import Query, as_query
 from hopscotch.retriever.searchers.arg_types import positive_int
 from hopscotch.retriever.model.query_mix import QueryMix
 from hopscotch.retriever.model.query_input import ALLOWED, QueryInput, searcher_query_input  # noqa: F401
@@ -15,7 +16,6 @@ from hopscotch.retriever.searchers.base import (
     BaseSearcher,
     Ranked,
     add_option,
-    per_query,
 )
 from hopscotch.retriever.searchers.encoder_flags import add_encoder_options
 from hopscotch.retriever.searchers.index_documents import IndexFolderDocuments
@@ -84,7 +84,7 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
 
     Reasoning-aware queries follow :func:`~hopscotch.retriever.model.query_template.format_queries`: the
     reasoning slot holds what the query input variant (:attr:`query_input`) picks from each query's
-    context (a reasoning string, or a :class:`~hopscotch.retriever.model.query_input.ReasoningContext`);
+    context (a :class:`~hopscotch.retriever.io.queries.Query`'s reasoning and other context fields);
     when it does not fit the query length (a trained model's ``query_max_len``, else the encoder's max
     length) its *earliest* words are dropped, so the query itself is never cut. A trained model with
     separate towers encodes queries with its ``query_encoder/``.
@@ -265,28 +265,30 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
             return self.query_input.uses_reasoning
         return bool(self.settings.trained and self.settings.reasoning_aware)
 
-    def query_texts(self, queries: Sequence[str], reasonings=None, reasoning_aware=False) -> list[str]:
+    def query_texts(self, queries: Sequence[Query | str]) -> list[str]:
+        """The encoder text of each query: ``{instruction}{query}``, or for a reasoning-aware one the template with
+        what the query input variant picks from its context (:func:`~hopscotch.retriever.model.query_template.
+        format_queries`)."""
         from hopscotch.retriever.model.query_template import format_queries
 
-        reasonings = per_query(reasonings, len(queries), "reasonings")
-        aware = per_query(reasoning_aware, len(queries), "reasoning_aware")
-        return format_queries(self.encoder.model.tokenizer, self.query_max_len, queries, reasonings,
-                              instruction=self.instruction, reasoning_aware=aware, query_input=self.query_input)
+        queries = [as_query(q) for q in queries]
+        return format_queries(self.encoder.model.tokenizer, self.query_max_len, [q.text for q in queries], queries,
+                              instruction=self.instruction, reasoning_aware=[q.reasoning_aware for q in queries],
+                              query_input=self.query_input)
 
-    def query_embeddings(self, queries: Sequence[str], reasonings=None, reasoning_aware=False,
-                         show_progress: bool = False):
+    def query_embeddings(self, queries: Sequence[Query | str], show_progress: bool = False):
         """The search vectors: each query's encoding, or under the query mix (:attr:`query_mix`,
         :class:`~hopscotch.retriever.model.query_mix.QueryMix`) the weighted sum ``w * q_reasoning + (1 - w) *
         q_query`` of the reasoning-aware ones, ``w`` per query (w = 1, 0: exactly one of them)."""
         import numpy as np
 
-        texts = self.query_texts(queries, reasonings, reasoning_aware)
+        queries = [as_query(q) for q in queries]
+        texts = self.query_texts(queries)
         if self.query_mix.is_identity:
             return self.encoder.encode_texts(texts, show_progress=show_progress, desc="encode queries")
-        plain = self.query_texts(queries, None, False)
-        contexts = per_query(reasonings, len(queries), "reasonings")
-        weights = np.array([self.query_mix.weight_for(context, text != simple)
-                            for text, simple, context in zip(texts, plain, contexts)], dtype=np.float32)
+        plain = self.query_texts([q.with_reasoning(False) for q in queries])
+        weights = np.array([self.query_mix.weight_for(q, text != simple)
+                            for text, simple, q in zip(texts, plain, queries)], dtype=np.float32)
         out = np.zeros((len(texts), self.encoder.dim), dtype=np.float32)
         aware = np.flatnonzero(weights > 0)
         if aware.size:
@@ -299,11 +301,10 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
             out[simple] += (1.0 - weights[simple, None]) * emb
         return out
 
-    def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
-                     reasoning_aware: bool | Sequence[bool] = False, show_progress: bool = False) -> list[Ranked]:
+    def search_batch(self, queries: Sequence[Query | str], k: int = 10) -> list[Ranked]:
         if not queries:
             return []
-        return self.search_embeddings(self.query_embeddings(queries, reasonings, reasoning_aware, show_progress), k)
+        return self.search_embeddings(self.query_embeddings(queries), k)
 
     def search_embeddings(self, emb, k: int) -> list[Ranked]:
         """The top ``k`` documents of each search vector (rows of ``emb``); with windows, each document scored

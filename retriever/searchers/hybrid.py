@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.queries import Query, as_query
 from hopscotch.retriever.io.runs import ranked
 from hopscotch.retriever.searchers.arg_types import finite_float, non_negative_float, positive_int
 from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option
@@ -293,14 +294,14 @@ class HybridSearcher(BaseSearcher):
         if flags.get("index") and not flags.get("bm25") and not url:  # check before loading a model
             raise UsageError("the hybrid searcher needs a BM25 index folder (--bm25) or endpoint (--bm25-url)")
 
-    def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
-                     reasoning_aware: bool | Sequence[bool] = False, show_progress: bool = False) -> list[Ranked]:
+    def search_batch(self, queries: Sequence[Query | str], k: int = 10) -> list[Ranked]:
+        queries = [as_query(q) for q in queries]
         depth = max(k, self.depth)
-        sparse = self.bm25.search_batch(queries, depth, reasonings, reasoning_aware)
+        sparse = self.bm25.search_batch(queries, depth)
         # the dense half reads the reasoning only when its model does (a plain model's template input is worse
         # than its query alone); BM25 expands with it whenever it is given
-        dense_aware = reasoning_aware if self.dense.takes_reasoning else False
-        dense = self.dense.search_batch(queries, depth, reasonings, dense_aware, show_progress=show_progress)
+        dense = self.dense.search_batch(queries if self.dense.takes_reasoning else
+                                        [q.with_reasoning(False) for q in queries], depth)
         settings = self.settings
         # tied documents in docid order, as in a run file: each engine (bm25s, Lucene, FAISS) breaks ties its own
         # way, and RRF reads ranks, so a BM25 endpoint fuses as the local index does (and as tune-fusion's runs)

@@ -16,7 +16,7 @@ so a full-index search and a rerank of the same candidates give the same scores 
 Example::
 
     searcher = MultiVectorIndexSearcher("mv_index", nprobe=4, candidates=256)
-    searcher.search_batch(["expert comparisons"], k=10, reasonings=["find studies ..."], reasoning_aware=True)
+    searcher.search_batch([Query("expert comparisons", "find studies ...", reasoning_aware=True)], k=10)
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ import numpy as np
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.searchers.arg_types import positive_int
-from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, per_query
+from hopscotch.retriever.io.queries import Query, as_query
+from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option
 from hopscotch.retriever.searchers.encoder_flags import add_encoder_options
 from hopscotch.retriever.searchers.index_documents import IndexFolderDocuments
 from hopscotch.retriever.searchers.registry import register_searcher
@@ -141,15 +142,13 @@ class MultiVectorIndexSearcher(IndexFolderDocuments, BaseSearcher):
             return self.query_input.uses_reasoning
         return self.scorer.query_input.uses_reasoning
 
-    def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
-                     reasoning_aware: bool | Sequence[bool] = False, show_progress: bool = False) -> list[Ranked]:
+    def search_batch(self, queries: Sequence[Query | str], k: int = 10) -> list[Ranked]:
         if not queries:
             return []
-        reasonings = per_query(reasonings, len(queries), "reasonings")
-        aware = per_query(reasoning_aware, len(queries), "reasoning_aware")
+        queries = [as_query(q) for q in queries]
         out = []
-        pairs = self.scorer.query_vectors(list(queries), reasonings, aware)
-        for (q_main, q_plain), w in zip(pairs, self.scorer.query_weights(reasonings, pairs)):
+        pairs = self.scorer.query_vectors([q.text for q in queries], queries, [q.reasoning_aware for q in queries])
+        for (q_main, q_plain), w in zip(pairs, self.scorer.query_weights(queries, pairs)):
             rows, _ = self.store.candidates(q_main.numpy(), self.nprobe, max(self.candidates, k),
                                             plain=None if q_plain is None else q_plain.numpy(), weight=w)
             if not len(rows):

@@ -24,13 +24,13 @@ from urllib.parse import quote, urlencode
 from urllib.request import Request, urlopen
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.queries import Query, as_query
 from hopscotch.retriever.searchers.arg_types import positive_float
 from hopscotch.retriever.searchers.base import (
     BaseSearcher,
     Ranked,
     add_option,
     hit_dict,
-    per_query,
 )
 from hopscotch.retriever.searchers.adapter.flags import options_of
 from hopscotch.retriever.searchers.rerank import add_rerank_options
@@ -41,6 +41,12 @@ DEFAULT_TIMEOUT = 60.0
 #: answers retried (rate limit, a busy or restarting service), and how many times
 RETRIED_STATUSES = frozenset({429, 502, 503, 504})
 RETRIES = 2
+
+
+def reason_of(query: Query) -> str | None:
+    """The ``reason`` a query sends: its reasoning when it is reasoning-aware (blank: the service reads ``Empty``),
+    else none (the service encodes reasoning-aware exactly when ``reason`` is sent)."""
+    return (query.reasoning or "") if query.reasoning_aware else None
 
 
 class RemoteSearchError(UsageError):
@@ -242,26 +248,23 @@ class RemoteSearcher(BaseSearcher):
         search_candidates(answer, self.url + self.search_path)
         return answer
 
-    def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
-                     reasoning_aware: bool | Sequence[bool] = False) -> list[Ranked]:
-        reasonings = per_query(reasonings, len(queries), "reasonings")
-        aware = per_query(reasoning_aware, len(queries), "reasoning_aware")
-        # the service encodes reasoning-aware exactly when 'reason' is sent (blank reads as 'Empty')
-        sent = [(r or "") if a else None for r, a in zip(reasonings, aware)]
+    def search_batch(self, queries: Sequence[Query | str], k: int = 10) -> list[Ranked]:
+        queries = [as_query(q) for q in queries]
 
-        def one(i: int) -> Ranked:
-            answer = self.search_raw(queries[i], k, sent[i], max_doc_length=0)
+        def one(q: Query) -> Ranked:
+            answer = self.search_raw(q.text, k, reason_of(q), max_doc_length=0)
             return [(str(c["docid"]), float(c["score"])) for c in answer["candidates"]]
 
         if not queries:
             return []
         with ThreadPoolExecutor(max_workers=max(1, min(self.threads, len(queries)))) as pool:
-            return list(pool.map(one, range(len(queries))))
+            return list(pool.map(one, queries))
 
-    def hits_with_text(self, query: str, k: int, reasoning: str | None = None) -> list[dict[str, Any]]:
+    def hits_with_text(self, query: Query | str, k: int) -> list[dict[str, Any]]:
         """One request: the service sends each hit's whole document with it (a ``{docid, title, text}``
         object, or a string as Pyserini's ``doc``), so :meth:`search` needs no ``get_document`` calls."""
-        answer = self.search_raw(query, k, reasoning)
+        query = as_query(query)
+        answer = self.search_raw(query.text, k, reason_of(query))
         return [hit_dict(str(c["docid"]), c["score"], c.get("doc"), self.snippet_chars) for c in answer["candidates"]]
 
     def get_document(self, docid: str) -> dict[str, Any] | None:

@@ -39,7 +39,7 @@ Example::
 
     reranker = MultiVectorReranker("out/colbert", depth=100, cache_dir="cache/rerank", late_fusion=0.5)
     searcher = RerankedSearcher(build_searcher("bm25", bm25="idx/bm25", corpus="corpus.jsonl"), reranker)
-    searcher.search_batch(["who directed Gummo"], k=10, ["The film came out in 1997."], reasoning_aware=True)
+    searcher.search_batch([Query("who directed Gummo", "The film came out in 1997.", reasoning_aware=True)], k=10)
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.searchers.arg_types import positive_int, unit_interval
 from hopscotch.retriever.model.config import MULTI_VECTOR, checked_count, checked_weight
 from hopscotch.retriever.model.query_mix import RERANK_LATE_FUSION_FLAG, QueryMix
-from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option, per_query
+from hopscotch.retriever.io.queries import Query, as_query
+from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option
 from hopscotch.retriever.searchers.cross_encoder_rerank import (
     CROSS_ENCODER_DEPTH,
     CROSS_ENCODER_FIRST_WEIGHT,
@@ -235,23 +236,20 @@ class MultiVectorReranker:
         return added
 
     # -- scoring ---------------------------------------------------------------------------------
-    def rerank_batch(self, queries: Sequence[str], candidates: Sequence[Ranked], fetch: Callable[[str], dict | None],
-                     reasonings: Sequence | None = None, reasoning_aware: bool | Sequence[bool] = False,
+    def rerank_batch(self, queries: Sequence[Query], candidates: Sequence[Ranked], fetch: Callable[[str], dict | None],
                      depth: int | None = None) -> list[Ranked]:
         """Each query's top ``depth`` (default :attr:`depth`) candidates sorted by MaxSim (ties keep
         first-stage order), or with :attr:`first_weight` above 0 by its interpolation with the first stage's
         scores; ``fetch(docid)`` gives a candidate's ``{"text"[, "title"]}``."""
         n, depth = len(queries), depth or self.depth
-        reasonings = per_query(reasonings, n, "reasonings")
-        aware = per_query(reasoning_aware, n, "reasoning_aware")
         out: list[Ranked] = []
         for start in range(0, n, QUERY_CHUNK):
             rows = range(start, min(n, start + QUERY_CHUNK))
             lists = [[d for d, _ in candidates[i][:depth]] for i in rows]
             vectors = self.document_vectors([d for ids in lists for d in ids], fetch)
-            contexts = [reasonings[i] for i in rows]
-            encodings = self.scorer.query_vectors([queries[i] for i in rows], contexts, [bool(aware[i]) for i in rows])
-            weights = self.scorer.query_weights(contexts, encodings)
+            chunk = [queries[i] for i in rows]
+            encodings = self.scorer.query_vectors([q.text for q in chunk], chunk, [q.reasoning_aware for q in chunk])
+            weights = self.scorer.query_weights(chunk, encodings)
             for i, ids, (q_main, q_plain), w in zip(rows, lists, encodings, weights):
                 scores = self.scorer.scores(q_main, q_plain, [vectors[d] for d in ids], w)
                 maxsim = sorted_by_score(ids, scores)  # ties in first-stage order
@@ -286,15 +284,14 @@ class RerankedSearcher(BaseSearcher):
         self.local = first.local
         self.snippet_chars = first.snippet_chars
 
-    def search_batch(self, queries: Sequence[str], k: int = 10, reasonings: Sequence[str | None] | None = None,
-                     reasoning_aware: bool | Sequence[bool] = False, show_progress: bool = False) -> list[Ranked]:
+    def search_batch(self, queries: Sequence[Query | str], k: int = 10) -> list[Ranked]:
         if not queries:
             return []
+        queries = [as_query(q) for q in queries]
         stage = self.rerank_stage
         depth = max(k, stage.depth) if stage.widens_with_k else stage.depth
-        candidates = self.first.search_batch(queries, max(k, depth), reasonings, reasoning_aware)
-        reranked = stage.rerank_batch(queries, candidates, self.first.get_document, reasonings, reasoning_aware,
-                                      depth=depth)
+        candidates = self.first.search_batch(queries, max(k, depth))
+        reranked = stage.rerank_batch(queries, candidates, self.first.get_document, depth=depth)
         return [with_tail(r, c[depth:], k) for r, c in zip(reranked, candidates)]
 
     def get_document(self, docid: str) -> dict[str, Any] | None:

@@ -11,8 +11,9 @@ A rerank stage (the MaxSim reranker of a multi-vector model,
   top ``k`` instead (MaxSim: cheap per candidate) or leaves the first stage's next candidates below the reranked
   ones (a cross-encoder: :func:`with_tail`); ``first_weight``: the first stage's weight in :func:`with_first_stage`;
   ``query_input``: the variant of reasoning-aware queries; ``late_fusion``: its query mix weight, or None;
-* ``rerank_batch(queries, candidates, fetch, reasonings, reasoning_aware, depth) -> [[(docid, score)], ...]``: each
-  query's top ``depth`` candidates reordered, ``fetch(docid)`` giving a candidate's ``{"text"[, "title"]}``.
+* ``rerank_batch(queries, candidates, fetch, depth) -> [[(docid, score)], ...]``: each query's (a
+  :class:`~hopscotch.retriever.io.queries.Query`) top ``depth`` candidates reordered, ``fetch(docid)`` giving a
+  candidate's ``{"text"[, "title"]}``.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Example (not run: it needs a searcher)::
 
     batcher = QueryBatcher(searcher, max_batch=64, max_wait=0.002)
-    ranked = batcher.search("who directed Gummo", k=10)          # blocking
-    future = batcher.submit("who directed Gummo", k=10)          # concurrent.futures.Future of the same
+    ranked = batcher.search(Query("who directed Gummo"), k=10)   # blocking
+    future = batcher.submit(Query("who directed Gummo"), k=10)   # concurrent.futures.Future of the same
     batcher.close()
 """
 
@@ -16,14 +16,14 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
+from hopscotch.retriever.io.queries import Query, as_query
 from hopscotch.retriever.searchers.base import BaseSearcher, Ranked
 
 
 @dataclass
 class _Request:
-    query: str
+    query: Query
     k: int
-    reasoning: str | None
     future: Future = field(default_factory=Future)
 
 
@@ -31,8 +31,8 @@ class QueryBatcher:
     """Funnels concurrent single-query searches into batched ``search_batch`` calls on one worker thread.
 
     The worker takes the first waiting request, then everything else already queued (waiting at most
-    ``max_wait`` seconds for more), up to ``max_batch``; requests with the same ``k`` share one call. A
-    request with a ``reasoning`` (even blank) is encoded reasoning-aware, one without it plainly. A failing
+    ``max_wait`` seconds for more), up to ``max_batch``; requests with the same ``k`` share one call. Each
+    request is a :class:`~hopscotch.retriever.io.queries.Query` (reasoning-aware or plain). A failing
     call fails every request of that call. ``stats`` counts calls and queries, so ``queries / calls`` is the
     mean batch size.
     """
@@ -47,17 +47,18 @@ class QueryBatcher:
         self._thread = threading.Thread(target=self._loop, name="query-batcher", daemon=True)
         self._thread.start()
 
-    def submit(self, query: str, k: int, reasoning: str | None = None) -> Future:
-        """Queue one search; the future resolves to its ranked ``(docid, score)`` list (or its error)."""
+    def submit(self, query: Query | str, k: int) -> Future:
+        """Queue one search (a string: a plain query); the future resolves to its ranked ``(docid, score)`` list
+        (or its error)."""
         if self._closed:
             raise RuntimeError("the query batcher is closed")
-        req = _Request(query, k, reasoning)
+        req = _Request(as_query(query), k)
         self._queue.put(req)
         return req.future
 
-    def search(self, query: str, k: int, reasoning: str | None = None, timeout: float | None = 300) -> Ranked:
+    def search(self, query: Query | str, k: int, timeout: float | None = 300) -> Ranked:
         """:meth:`submit` and wait (at most ``timeout`` seconds) for the result."""
-        return self.submit(query, k, reasoning).result(timeout=timeout)
+        return self.submit(query, k).result(timeout=timeout)
 
     def close(self) -> None:
         """Finish the queued requests, then stop the worker."""
@@ -96,8 +97,7 @@ class QueryBatcher:
 
     def _run(self, k: int, reqs: list[_Request]) -> None:
         try:
-            results = self.searcher.search_batch([r.query for r in reqs], k, [r.reasoning for r in reqs],
-                                                 reasoning_aware=[r.reasoning is not None for r in reqs])
+            results = self.searcher.search_batch([r.query for r in reqs], k)
         except BaseException as exc:  # noqa: BLE001 - hand any failure to every waiting request
             for r in reqs:
                 r.future.set_exception(exc)

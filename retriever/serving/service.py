@@ -34,6 +34,7 @@ from typing import Any
 
 from hopscotch.retriever.io.docids import canonical_docid
 from hopscotch.retriever.searchers.base import BaseSearcher, Ranked
+from hopscotch.retriever.searchers.harness import harness_query
 from hopscotch.retriever.serving.batcher import QueryBatcher
 
 API_VERSION = "v1"
@@ -177,8 +178,10 @@ class SearchService:
         return SearchRequest(name, query, hits, parse, max_len, reason, reason if used else None)
 
     def submit(self, req: SearchRequest) -> Future:
-        """Queue the search on its index's batcher: a future of the ranked ``(docid, score)`` list."""
-        return self.batchers[req.index].submit(req.query, req.hits, req.reasoning)
+        """Queue the search on its index's batcher: a future of the ranked ``(docid, score)`` list. The request's
+        query is read at the harness edge (:func:`~hopscotch.retriever.searchers.harness.harness_query`: a query
+        in AgentIR's template carries its reasoning)."""
+        return self.batchers[req.index].submit(harness_query(req.query, req.reasoning), req.hits)
 
     def render_search(self, req: SearchRequest, ranked: Ranked) -> dict[str, Any]:
         """The ``SearchResponse`` body: each hit's document read from the searcher (blocking reads)."""

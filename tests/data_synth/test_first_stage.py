@@ -14,7 +14,7 @@ import pytest
 
 from hopscotch.data_synth.candidates import CandidateGenerator
 from hopscotch.data_synth.config import SynthConfig
-from hopscotch.data_synth.first_stage import ReasoningBM25, first_stage
+from hopscotch.data_synth.first_stage import ReasoningBM25, first_stage, step_queries
 from hopscotch.data_synth.pipeline import SynthInputs, synthesize
 from hopscotch.data_synth.traces import read_traces
 from hopscotch.retriever.errors import UsageError
@@ -43,7 +43,7 @@ def test_reasoning_aware_windows_are_the_bm25_searchers_own_lists(small_world, w
     steps = _steps(small_world)
     gen = CandidateGenerator(world_index, depth=10, max_gold=0, stage=stage)
     windows = gen.windows([s.query for s in steps], [[] for _ in steps], contexts=steps)
-    want = BM25Searcher(world_index).search_batch([s.query for s in steps], 10, steps, reasoning_aware=True)
+    want = BM25Searcher(world_index).search_batch(step_queries([s.query for s in steps], steps), 10)
     plain = world_index.search([s.query for s in steps], k=10)
     for window, hits in zip(windows, want):
         assert [(d, s) for d, s, _ in window] == sorted(hits, key=lambda h: (-h[1], h[0]))

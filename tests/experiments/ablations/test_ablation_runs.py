@@ -31,23 +31,21 @@ def _same(run: dict, ranked: list, queries) -> None:
 
 def test_late_fusion_runs_are_what_the_dense_searcher_returns(small_world, small_world_index, tiny_bert_dir,
                                                               tmp_path):
-    from hopscotch.retriever.model.query_input import ReasoningContext
     from hopscotch.retriever.searchers import build_searcher
 
     queries = _agent_steps(small_world, tmp_path)
-    texts, contexts = [q.text for q in queries], [ReasoningContext.of(q) for q in queries]
     runs, encoder = late_fusion_runs(small_world_index, str(tiny_bert_dir), "reasoning", queries,
                                      weights=(0.0, 0.4, 1.0), k=10)
     assert set(runs) == {0.0, 0.4, 1.0} and encoder is not None
     for w, run in runs.items():
         searcher = build_searcher("dense", index=small_world_index, model=str(tiny_bert_dir),
                                   query_input="reasoning", late_fusion=w)
-        _same(run, searcher.search_batch(texts, 10, contexts, reasoning_aware=True), queries)
+        _same(run, searcher.search_batch([q.with_reasoning() for q in queries], 10), queries)
     assert runs[0.0] != runs[1.0]
     # with a word gate below every reasoning's length, each w searches those steps with the query alone
     gated, _ = late_fusion_runs(small_world_index, str(tiny_bert_dir), "reasoning", queries, gate=3,
                                 encoder=encoder, weights=(1.0,), k=10)
-    long_ones = {q.qid for q in queries if len(str(ReasoningContext.of(q)).split()) > 3}
+    long_ones = {q.qid for q in queries if len((q.reasoning or "").split()) > 3}
     assert long_ones and all(gated[1.0][q] == pytest.approx(runs[0.0][q], abs=1e-5) for q in long_ones)
 
 

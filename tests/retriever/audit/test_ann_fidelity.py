@@ -70,7 +70,6 @@ def test_ivf_with_one_probe_gives_a_fidelity_warning_and_all_probes_recall_one(i
 def test_real_vectors_are_the_dense_searchers_reasoning_aware_query_embeddings(index, small_world, tmp_path):
     from hopscotch.retriever.audit.ann_fidelity import real_query_vectors
     from hopscotch.retriever.io.queries import read_queries
-    from hopscotch.retriever.model.query_input import ReasoningContext
 
     rows = [json.loads(line) for line in (small_world / "queries.jsonl").read_text().splitlines()]
     path = tmp_path / "queries.jsonl"  # every other query with the agent's reasoning before it
@@ -79,8 +78,7 @@ def test_real_vectors_are_the_dense_searchers_reasoning_aware_query_embeddings(i
     queries = list(read_queries(path))
     searcher, aware, note = real_query_vectors(index, path, None, True, AnnOptions())
     _, plain, _ = real_query_vectors(index, path, None, False, AnnOptions())
-    expected = searcher.query_embeddings([q.text for q in queries], [ReasoningContext.of(q) for q in queries],
-                                         reasoning_aware=True)
+    expected = searcher.query_embeddings([q.with_reasoning() for q in queries])
     assert np.allclose(aware, expected) and not np.allclose(aware[1], plain[1]) and note == "40 queries"
     _, sampled, note = real_query_vectors(index, path, None, True, AnnOptions(max_queries=7, seed=3))
     assert len(sampled) == 7 and note == "7 of 40 queries (seed 3)"

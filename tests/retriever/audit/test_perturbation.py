@@ -11,7 +11,7 @@ import pytest
 from hopscotch.retriever.audit.perturbation import (
     audit_perturbation,
     last_words,
-    perturbed_contexts,
+    perturbed_queries,
     question_key,
     sentences,
     shuffled_sentences,
@@ -19,34 +19,39 @@ from hopscotch.retriever.audit.perturbation import (
 )
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.queries import Query
-from hopscotch.retriever.model.query_input import ReasoningContext
 
 
 def _q(qid: str, reasoning: str | None, **kw) -> Query:
-    return Query(qid, f"query {qid}", reasoning, **kw)
+    return Query(f"query {qid}", reasoning, qid=qid, **kw)
+
+
+def _reasonings(queries: list[Query]) -> list[str | None]:
+    assert all(q.reasoning_aware for q in queries)  # every condition is searched reasoning-aware
+    return [q.reasoning for q in queries]
 
 
 def test_conditions_drop_truncate_shuffle():
     text = "First I look. Then I read! Is it there? Finally\nthe answer."
     qs = [_q("a_turn1", text), _q("b_turn1", "one two three four five")]
-    assert perturbed_contexts(qs, "given") == [text, "one two three four five"]
-    assert perturbed_contexts(qs, "dropped") == [None, None]
-    assert perturbed_contexts(qs, "truncated")[1] == "three four five"  # the last half, rounded up: 3 of 5
-    assert perturbed_contexts(qs, "truncated", truncate_words=2)[1] == "four five"
+    assert _reasonings(perturbed_queries(qs, "given")) == [text, "one two three four five"]
+    assert _reasonings(perturbed_queries(qs, "dropped")) == [None, None]
+    assert _reasonings(perturbed_queries(qs, "truncated"))[1] == "three four five"  # the last half, rounded up
+    assert _reasonings(perturbed_queries(qs, "truncated", truncate_words=2))[1] == "four five"
     assert last_words("a b c", 1) == "c" and last_words(None, 3) is None
     assert sentences(text) == ["First I look.", "Then I read!", "Is it there?", "Finally", "the answer."]
-    shuffled = perturbed_contexts(qs, "shuffled", seed=1)[0]
+    shuffled = _reasonings(perturbed_queries(qs, "shuffled", seed=1))[0]
     assert sorted(sentences(shuffled)) == sorted(sentences(text)) and shuffled != text
-    assert shuffled == perturbed_contexts(qs, "shuffled", seed=1)[0]
+    assert shuffled == _reasonings(perturbed_queries(qs, "shuffled", seed=1))[0]
     assert shuffled_sentences("One sentence only.", random.Random(0)) == "One sentence only."
 
 
 def test_other_context_fields_are_kept_by_truncation_and_dropped_with_the_reasoning():
     q = _q("a", "alpha beta gamma delta", current_reasoning="gamma delta", prior_queries=("first",))
-    truncated = perturbed_contexts([q], "truncated")[0]
-    assert isinstance(truncated, ReasoningContext) and str(truncated) == "gamma delta"
-    assert truncated.context.current_reasoning == "delta" and truncated.context.prior_queries == ("first",)
-    assert perturbed_contexts([q], "dropped") == [None]
+    [truncated] = perturbed_queries([q], "truncated")
+    assert (truncated.text, truncated.qid, truncated.reasoning) == (q.text, q.qid, "gamma delta")
+    assert truncated.current_reasoning == "delta" and truncated.prior_queries == ("first",)
+    [dropped] = perturbed_queries([q], "dropped")
+    assert not dropped.has_context and dropped.reasoning_aware and dropped.text == q.text
 
 
 def test_swap_is_a_seeded_derangement_over_questions():
@@ -54,9 +59,9 @@ def test_swap_is_a_seeded_derangement_over_questions():
     partners = swap_partners(qs, seed=5)
     assert all(question_key(qs[j]) != question_key(qs[i]) for i, j in enumerate(partners))
     assert partners == swap_partners(qs, seed=5) and partners != swap_partners(qs, seed=6)
-    swapped = perturbed_contexts(qs, "swapped", seed=5)
-    assert all(str(s).split()[2] != question_key(q) for s, q in zip(swapped, qs))
-    assert question_key(Query("x_turn2", "t", extra={"question_id": "Q"})) == "Q"
+    swapped = perturbed_queries(qs, "swapped", seed=5)
+    assert all(s.reasoning.split()[2] != question_key(q) and s.text == q.text for s, q in zip(swapped, qs))
+    assert question_key(Query("t", qid="x_turn2", extra={"question_id": "Q"})) == "Q"
     with pytest.raises(UsageError, match="two questions"):
         swap_partners([_q("q_turn1", "a"), _q("q_turn2", "b")], seed=0)
 

@@ -9,6 +9,7 @@ import pytest
 import requests
 
 from hopscotch.retriever.io.runs import read_run
+from hopscotch.retriever.io.queries import queries_of
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +55,7 @@ def test_reasoning_aware_expansion_and_hybrid_reach_the_disk_backend(built, smal
     for backend in ("bm25s", "disk"):
         searcher = build_searcher("bm25", bm25=built["root"] / backend, corpus=built["corpus"])
         assert searcher.index.backend == backend
-        results[backend] = searcher.search_batch(texts, 10, reasonings, reasoning_aware=True)
+        results[backend] = searcher.search_batch(queries_of(texts, reasonings, True), 10)
     for a, b in zip(results["disk"], results["bm25s"]):
         assert [round(s, 4) for _, s in a] == [round(s, 4) for _, s in b]
     hybrid = build_searcher("hybrid", bm25=built["root"] / "disk", index=small_world_index)

@@ -9,7 +9,7 @@ import pickle
 import pytest
 
 from hopscotch.retriever.errors import FormatError, UsageError
-from hopscotch.retriever.io.queries import read_queries
+from hopscotch.retriever.io.queries import Query, read_queries
 from hopscotch.retriever.io.tuples import parse_tuple, passage_dict, read_training_tuples, tuple_line
 from hopscotch.retriever.model.config import EncoderConfig, model_settings, read_saved_config
 from hopscotch.retriever.model.query_input import (
@@ -18,7 +18,6 @@ from hopscotch.retriever.model.query_input import (
     SNIPPET_CHARS,
     QueryContext,
     QueryInput,
-    ReasoningContext,
     as_context,
     reasoning_text,
     tail_text,
@@ -103,7 +102,8 @@ def test_query_and_reasoning_variants_equal_the_reasoning_aware_flag(tok):
     assert old_aware == format_queries(tok, 48, queries, reasonings, instruction="I: ", query_input="reasoning")
     assert old_aware == [format_query_truncated(tok, 48, q, r, instruction="I: ") for q, r in zip(queries, reasonings)]
     # contexts that carry more than the reasoning give the same 'reasoning' texts
-    contexts = [ReasoningContext(QueryContext(r, "cur", ("p",), ())) for r in reasonings]
+    contexts = [Query(q, r, current_reasoning="cur", prior_queries=("p",), prior_results=())
+                for q, r in zip(queries, reasonings)]
     assert old_aware == format_queries(tok, 48, queries, contexts, instruction="I: ")
     # per-query flags and variants
     mixed = format_queries(tok, 48, queries, contexts, reasoning_aware=[True, False, True],
@@ -121,13 +121,12 @@ def test_every_variant_fits_the_limit_and_keeps_the_query(tok, variant):
     assert (text == "who directed Gummo") == (variant == "query")
 
 
-def test_reasoning_context_is_the_reasoning_string_and_pickles():
-    rc = ReasoningContext(CONTEXT)
-    assert rc == CONTEXT.reasoning and isinstance(rc, str) and as_context(rc) is CONTEXT
-    back = pickle.loads(pickle.dumps(rc))
-    assert back == rc and back.context == CONTEXT
-    assert ReasoningContext.of(QueryContext(reasoning="r")) == "r"
-    assert not isinstance(ReasoningContext.of(QueryContext(reasoning="r")), ReasoningContext)
+def test_a_query_carries_its_context_and_pickles():
+    q = Query("q", CONTEXT.reasoning, current_reasoning=CONTEXT.current_reasoning, prior_queries=CONTEXT.prior_queries,
+              prior_results=CONTEXT.prior_results, reasoning_aware=True, qid="q1")
+    assert as_context(q) == CONTEXT and q.has_context and not Query("q").has_context
+    back = pickle.loads(pickle.dumps(q))
+    assert back == q and back.qid == "q1" and back.with_reasoning(False).reasoning_aware is False
     assert as_context({"reasoning": "r", "prior_results": ["s"]}).prior_results == ({"title": "", "snippet": "s"},)
 
 

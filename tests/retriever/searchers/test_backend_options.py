@@ -8,13 +8,14 @@ import argparse
 import pytest
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.queries import queries_of
 
 QUERIES = ["who directed the film", "capital city river"]
 
 
 def _same(a, b):
-    assert a.search_batch(QUERIES, 5, ["a reasoning about films", None], True) == \
-        b.search_batch(QUERIES, 5, ["a reasoning about films", None], True)
+    assert a.search_batch(queries_of(QUERIES, ["a reasoning about films", None], True), 5) == \
+        b.search_batch(queries_of(QUERIES, ["a reasoning about films", None], True), 5)
 
 
 def test_each_local_backend_builds_from_its_options(mv_world, small_world_index):

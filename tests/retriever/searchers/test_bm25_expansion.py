@@ -9,9 +9,10 @@ import pytest
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.index.bm25 import BM25Index
 from hopscotch.retriever.io.corpus import Document
-from hopscotch.retriever.model.query_input import QueryContext, ReasoningContext
 from hopscotch.retriever.searchers.bm25 import BM25Searcher
 from hopscotch.retriever.searchers.bm25_expansion import DEFAULT_BM25_EXPANSION, BM25Expansion
+from hopscotch.retriever.io.queries import Query, queries_of
+from hopscotch.retriever.searchers.harness import harness_query
 
 DOCS = [
     ("d0", "Harmony Korine directed the film Gummo in Nashville"),
@@ -35,7 +36,7 @@ def test_expansion_parts_and_validation():
     assert e.text_parts("q", "one two three four five six") == (("q", 3.0), ("three four five six", 1.0))
     assert e.text_parts("q", None) is None and e.text_parts("q", "   ") is None
     assert BM25Expansion.parse("query").text_parts("q", "anything") is None   # off
-    ctx = ReasoningContext(QueryContext(reasoning="all of it", current_reasoning="just now"))
+    ctx = Query("q", "all of it", current_reasoning="just now", reasoning_aware=True)
     assert BM25Expansion.parse("current_reasoning").expansion_text("q", ctx) == "just now"
     assert BM25Expansion.parse("reasoning").expansion_text("q", ctx) == "all of it"
     for weight in (0, -1, float("nan"), float("inf")):
@@ -51,10 +52,10 @@ def test_no_reasoning_is_plain_bm25_exactly(index):
     queries = [QUERY, "Xenia tornado", "Stanford draft guard"]
     plain = index.search(queries, k=6)
     assert searcher.search_batch(queries, 6) == plain
-    assert searcher.search_batch(queries, 6, [None, "", "  "], reasoning_aware=True) == plain
-    assert searcher.search_batch(queries, 6, [REASONING] * 3, reasoning_aware=False) == plain
-    # AgentIR's template with an empty reasoning: the bare query, never the template's words
-    templated = [f"Reasoning: Empty\n\nQuery: {q}" for q in queries]
+    assert searcher.search_batch(queries_of(queries, [None, "", "  "], True), 6) == plain
+    assert searcher.search_batch(queries_of(queries, [REASONING] * 3, False), 6) == plain
+    # AgentIR's template with an empty reasoning, read at the harness edge: the bare query, never the template's words
+    templated = [harness_query(f"Reasoning: Empty\n\nQuery: {q}") for q in queries]
     assert searcher.search_batch(templated, 6) == plain
 
 
@@ -75,13 +76,14 @@ def test_weighted_query_equals_bm25s_on_the_repeated_text(index):
 def test_reasoning_moves_the_ranking(index):
     searcher = BM25Searcher(index, expansion=BM25Expansion.parse("reasoning", 1))
     plain = [d for d, _ in searcher.search_batch([QUERY], 3)[0]]
-    expanded = [d for d, _ in searcher.search_batch([QUERY], 3, [REASONING], reasoning_aware=True)[0]]
+    expanded = [d for d, _ in searcher.search_batch(queries_of([QUERY], [REASONING], True), 3)[0]]
     assert plain[0] in ("d0", "d4") and expanded[0] == "d1"   # the film set in Xenia, which only the reasoning names
     # per-query flags: only the aware query is expanded
-    mixed = searcher.search_batch([QUERY, QUERY], 3, [REASONING, REASONING], reasoning_aware=[False, True])
+    mixed = searcher.search_batch(queries_of([QUERY, QUERY], [REASONING, REASONING], [False, True]), 3)
     assert [d for d, _ in mixed[0]] == plain and [d for d, _ in mixed[1]] == expanded
-    # AgentIR's reasoning-aware client sends the template as the query: the same as query + reasoning
-    templated = searcher.search_batch([f"Reasoning: {REASONING}\n\nQuery: {QUERY}"], 3)[0]
+    # AgentIR's reasoning-aware client sends the template as the query, read at the harness edge: the same as
+    # query + reasoning; a searcher itself never parses it (a plain string is a plain query)
+    templated = searcher.search_batch([harness_query(f"Reasoning: {REASONING}\n\nQuery: {QUERY}")], 3)[0]
     assert [d for d, _ in templated] == expanded
     # the harness call search(query, k, reasoning)
     assert [h["docid"] for h in searcher.search(QUERY, 3, REASONING)] == expanded
@@ -183,8 +185,8 @@ def test_term_expansion_is_the_same_on_both_backends(tmp_path):
     assert mem.term_stats().frequencies(["xenia", "gummo", "nope"]) == disk.term_stats().frequencies(
         ["xenia", "gummo", "nope"]) == [2.0, 2.0, 0.0]
     e = BM25Expansion.parse("reasoning", 1.0, terms=4, weight=3.0, k3=1.2)
-    a = BM25Searcher(mem, expansion=e).search_batch([QUERY, "draft"], 6, [LONG, REASONING], reasoning_aware=True)
-    b = BM25Searcher(disk, expansion=e).search_batch([QUERY, "draft"], 6, [LONG, REASONING], reasoning_aware=True)
+    a = BM25Searcher(mem, expansion=e).search_batch(queries_of([QUERY, "draft"], [LONG, REASONING], True), 6)
+    b = BM25Searcher(disk, expansion=e).search_batch(queries_of([QUERY, "draft"], [LONG, REASONING], True), 6)
     for x, y in zip(a, b):
         assert [d for d, _ in x] == [d for d, _ in y] and [s for _, s in x] == pytest.approx([s for _, s in y],
                                                                                            rel=1e-5)
@@ -213,5 +215,5 @@ def test_cli_term_flags_reach_the_searcher(index, tmp_path, cli):
                        "--bm25-k3", "1.2")
     assert code == 0, err
     expected = BM25Searcher(index, expansion=BM25Expansion.parse("reasoning", 1.0, terms=3, weight=2.0, k3=1.2)
-                            ).search_batch([QUERY], 3, [LONG], reasoning_aware=True)[0]
+                            ).search_batch(queries_of([QUERY], [LONG], True), 3)[0]
     assert [line.split()[2] for line in out.read_text().splitlines()] == [d for d, _ in expected]

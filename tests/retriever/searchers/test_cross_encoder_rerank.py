@@ -13,7 +13,9 @@ import pytest
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.runs import read_run
+from hopscotch.retriever.searchers.harness import harness_query
 from hopscotch.retriever.searchers import SEARCHERS, build_searcher
+from hopscotch.retriever.io.queries import queries_of
 
 K, DEPTH = 5, 8
 QUERY = "shipbuilding company headquarters city"
@@ -69,8 +71,8 @@ def test_the_order_is_the_cross_encoders_and_the_rest_follows_the_first_stage(wo
     pure = RerankedSearcher(first, CrossEncoderReranker(stage.model, depth=DEPTH, first_weight=0.0))
     for reasoning in (None, REASON):
         aware = reasoning is not None
-        got = pure.search_batch([QUERY], 12, [reasoning], aware)[0]
-        cands = first.search_batch([QUERY], 12, [reasoning], aware)[0]
+        got = pure.search_batch(queries_of([QUERY], [reasoning], aware), 12)[0]
+        cands = first.search_batch(queries_of([QUERY], [reasoning], aware), 12)[0]
         top = got[:DEPTH]
         assert sorted(d for d, _ in top) == sorted(d for d, _ in cands[:DEPTH])  # the first stage's top depth
         [side] = stage.model.format_queries([QUERY], [reasoning], reasoning_aware=aware)
@@ -85,9 +87,8 @@ def test_the_order_is_the_cross_encoders_and_the_rest_follows_the_first_stage(wo
         assert [s for _, s in top] == pytest.approx(want, abs=1e-6)
         assert [s for _, s in top] == sorted(want, reverse=True)
         assert got[DEPTH:] == [(d, top[-1][1] - j - 1) for j, (d, _) in enumerate(cands[DEPTH:12])]
-        assert ref.search_batch([QUERY], 3, [reasoning], aware)[0] == ref.search_batch([QUERY], 12, [reasoning],
-                                                                                       aware)[0][:3]
-    plain, reasoned = (pure.search_batch([QUERY], DEPTH, [r], r is not None)[0] for r in (None, REASON))
+        assert ref.search_batch(queries_of([QUERY], [reasoning], aware), 3)[0] == ref.search_batch(queries_of([QUERY], [reasoning], aware), 12)[0][:3]
+    plain, reasoned = (pure.search_batch(queries_of([QUERY], [r], r is not None), DEPTH)[0] for r in (None, REASON))
     assert plain != reasoned  # the reasoning reaches the cross-encoder (and the first stage)
 
 
@@ -101,7 +102,7 @@ def test_hopscotch_search_reranks_with_a_cross_encoder(cli, world, kind, tmp_pat
     run = read_run(out)
     ref = world["refs"][kind]
     for row in world["rows"]:
-        want = ref.search_batch([row["text"]], K, [row.get("reasoning")], reasoning_aware=True)[0]
+        want = ref.search_batch(queries_of([row["text"]], [row.get("reasoning")], True), K)[0]
         assert list(run[row["_id"]]) == [d for d, _ in want]
         assert list(run[row["_id"]].values()) == pytest.approx([s for _, s in want], abs=1e-4)
     code, _, err = cli("search", "--queries", world["queries"], *world["argv"][kind], *world["rerank"],
@@ -133,8 +134,8 @@ def test_browsecomp_plus_and_agentir_searchers_rerank_with_it(world, kind, harne
     SEARCHERS[temp.searcher_type].parse_args(parser)
     agentir = SEARCHERS[temp.searcher_type](parser.parse_args(argv))
     turn = harness.AgentIRSearchTool(agentir, k=K, reasoning_aware=True).handle_single(QUERY, REASON)
-    sent = harness.format_reasoning_query(QUERY, REASON)  # parsed back by the first stage and the reranker alike
-    want = ref.search_batch([sent], K)[0]
+    sent = harness.format_reasoning_query(QUERY, REASON)  # read back at the harness edge, for the first stage and the reranker alike
+    want = ref.search_batch([harness_query(sent)], K)[0]
     assert turn["docids"] == [d for d, _ in want] and turn["rerank_output"] is None
     assert agentir.search(QUERY, K, store_rerank=True)["results"] == ref.search(QUERY, K)
 
@@ -158,7 +159,7 @@ def test_serve_rest_and_mcp_answer_with_the_reranked_searcher(world, monkeypatch
         body = requests.get(url, params={"query": QUERY, "hits": K, "reason": REASON}, timeout=60).json()
         assert body["query"]["reason_used"] is True and body["query"]["query_input"].endswith("; rerank reasoning")
         _same([(c["docid"], c["score"]) for c in body["candidates"]],
-              ref.search_batch([QUERY], K, [REASON], reasoning_aware=True)[0])
+              ref.search_batch(queries_of([QUERY], [REASON], True), K)[0])
     finally:
         server.shutdown_and_close()
     pytest.importorskip("mcp")

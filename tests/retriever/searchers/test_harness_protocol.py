@@ -16,7 +16,9 @@ import json
 
 import pytest
 
+from hopscotch.retriever.searchers.harness import harness_query
 from hopscotch.retriever.searchers import SEARCHERS, build_searcher
+from hopscotch.retriever.io.queries import queries_of
 
 K = 4
 QUERY = "shipbuilding company headquarters city"
@@ -254,7 +256,7 @@ def test_agentir_search_tool(world, kind):
     for aware, thinking in [(False, None), (True, "The company builds ships; find its home port."), (True, None)]:
         turn = AgentIRSearchTool(searcher, k=args.k, reasoning_aware=aware).handle_single(QUERY, thinking)
         sent = format_reasoning_query(QUERY, thinking) if aware else QUERY
-        want = [d for d, _ in ref.search_batch([sent], K)[0]]
+        want = [d for d, _ in ref.search_batch([harness_query(sent)], K)[0]]  # read at the edge
         assert turn["response"].startswith(f"A search for '{QUERY}' found {K} results"), turn["response"]
         assert turn["docids"] == want and turn["rerank_output"] is None
         if kind != "remote":  # AgentIR shows each hit's first line as its title: the document's title
@@ -278,7 +280,7 @@ def test_reasoning_aware_bm25_through_both_harnesses(world, kind):
     far = searcher.get_document([d for d, _ in searcher.search_batch([QUERY], 40)[0]][-1])   # far down the list
     name = far["title"]
     thinking = f"Everything points to {name}. The founder is {name}; {name}, {name}, {name}: look at {name} next."
-    want = [d for d, _ in searcher.search_batch([QUERY], K, [thinking], True)[0]]
+    want = [d for d, _ in searcher.search_batch(queries_of([QUERY], [thinking], True), K)[0]]
     assert want != plain and [h["docid"] for h in searcher.search(QUERY, K, thinking)] == want
     if kind == "bm25":
         turn = AgentIRSearchTool(searcher, k=K, reasoning_aware=True).handle_single(QUERY, thinking)
@@ -286,7 +288,7 @@ def test_reasoning_aware_bm25_through_both_harnesses(world, kind):
         empty = AgentIRSearchTool(searcher, k=K, reasoning_aware=True).handle_single(QUERY, None)   # 'Empty'
         assert empty["docids"] == plain
     else:   # the BM25 half got the reasoning, the untrained dense half the query alone
-        sparse = searcher.bm25.search_batch([QUERY], searcher.depth, [thinking], True)[0]
+        sparse = searcher.bm25.search_batch(queries_of([QUERY], [thinking], True), searcher.depth)[0]
         dense = searcher.dense.search_batch([QUERY], searcher.depth)[0]
         assert [d for d, _ in searcher.settings.apply(sparse, dense, K)] == want
 

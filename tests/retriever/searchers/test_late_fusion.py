@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from hopscotch.retriever.io.queries import queries_of
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +23,7 @@ def _search(index, model, queries, reasonings, **options):
     from hopscotch.retriever.searchers import build_searcher
 
     searcher = build_searcher("dense", index=index, model=model, **options)
-    return searcher.search_batch(queries, 10, reasonings, reasoning_aware=True)
+    return searcher.search_batch(queries_of(queries, reasonings, True), 10)
 
 
 def _brute_force(index, model, queries, reasonings, w, k=10):

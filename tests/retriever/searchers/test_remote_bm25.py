@@ -24,6 +24,7 @@ import pytest
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.corpus import read_corpus
 from hopscotch.retriever.searchers import SEARCHERS, build_searcher
+from hopscotch.retriever.io.queries import queries_of
 
 TOKEN = "bm25-secret"
 K = 10
@@ -194,8 +195,8 @@ def test_remote_bm25_half_fuses_as_the_local_one(world, which, fusion):
     texts, reasonings = world["texts"], world["reasonings"]
     assert_same_lists(remote.search_batch(texts, K), local.search_batch(texts, K), tol)
     # reasoning-aware: BM25 expands each query with its reasoning, sent as repeated text
-    assert_same_lists(remote.search_batch(texts, K, reasonings, reasoning_aware=True),
-                      local.search_batch(texts, K, reasonings, reasoning_aware=True), tol)
+    assert_same_lists(remote.search_batch(queries_of(texts, reasonings, True), K),
+                      local.search_batch(queries_of(texts, reasonings, True), K), tol)
     # each list is asked for --depth hits, without text
     sent = remote.remote_bm25.client.search_path
     if which == "pyserini":
@@ -212,7 +213,7 @@ def test_the_expansion_is_sent_as_repeated_text(world):
     remote = remote_hybrid(world, "pyserini")
     query, reasoning = world["texts"][0], "the harbour city of the shipbuilding company"
     pys.requests.clear()
-    remote.search_batch([query], K, [reasoning], reasoning_aware=True)
+    remote.search_batch(queries_of([query], [reasoning], True), K)
     sent = [p["query"] for _, p in pys.requests]
     tail = DEFAULT_BM25_EXPANSION.expansion_text(query, reasoning)
     assert DEFAULT_BM25_EXPANSION.query_weight == 8 and sent == [" ".join([query] * 8 + [tail])]
@@ -221,9 +222,9 @@ def test_the_expansion_is_sent_as_repeated_text(world):
                            bm25_query_weight=2.5)
     half = remote_hybrid(world, "pyserini", bm25_query_weight=2.5)
     pys.requests.clear()
-    got = half.bm25.search_batch([query], 50, [reasoning], reasoning_aware=True)
+    got = half.bm25.search_batch(queries_of([query], [reasoning], True), 50)
     assert [p["query"] for _, p in pys.requests] == [" ".join([query] * 5 + [tail] * 2)]
-    want = local.bm25.search_batch([query], 50, [reasoning], reasoning_aware=True)
+    want = local.bm25.search_batch(queries_of([query], [reasoning], True), 50)
     assert_same_lists(got, want, 1e-5)
     with pytest.raises(UsageError, match=r"--bm25-query-weight 0.37: a remote BM25 endpoint .* denominator up to 10"):
         remote_hybrid(world, "pyserini", bm25_query_weight=0.37)

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from hopscotch.retriever.io.runs import read_run
+from hopscotch.retriever.io.queries import queries_of
 
 
 @pytest.fixture(scope="module")
@@ -69,9 +70,9 @@ def test_reranked_lists_are_maxsim_permutations_of_the_first_stage(world, late_f
     searcher = RerankedSearcher(first, MultiVectorReranker(model, depth=12, late_fusion=late_fusion, first_weight=0.0))
     queries, reasonings = texts(world)
     aware = [r is not None for r in reasonings]
-    reranked = searcher.search_batch(queries, 12, reasonings, aware)
-    top5 = searcher.search_batch(queries, 5, reasonings, aware)
-    before = first.search_batch(queries, 12, reasonings, aware)  # the first stage sees the reasoning too
+    reranked = searcher.search_batch(queries_of(queries, reasonings, aware), 12)
+    top5 = searcher.search_batch(queries_of(queries, reasonings, aware), 5)
+    before = first.search_batch(queries_of(queries, reasonings, aware), 12)  # the first stage sees the reasoning too
     for q, r, ranked, short, cands in zip(queries, reasonings, reranked, top5, before):
         assert sorted(d for d, _ in ranked) == sorted(d for d, _ in cands)  # a permutation of the top depth
         assert short == ranked[:5]
@@ -140,13 +141,13 @@ def test_cache_is_hit_the_second_time_and_not_shared_with_another_model(world, t
 
     queries, reasonings = texts(world)
     first = first_stage(world)
-    candidates = {d for hits in first.search_batch(queries, 10, reasonings, True) for d, _ in hits}
+    candidates = {d for hits in first.search_batch(queries_of(queries, reasonings, True), 10) for d, _ in hits}
     cache = tmp_path / "cache"
 
     def run(model, **kw):
         searcher = RerankedSearcher(first, MultiVectorReranker(counting(model), depth=10, cache_dir=cache, **kw))
         encoded.clear()
-        return searcher.search_batch(queries, 10, reasonings, True), sum(encoded)
+        return searcher.search_batch(queries_of(queries, reasonings, True), 10), sum(encoded)
 
     model = load_multi_vector_model(world["mv"], device="cpu")
     fresh, n_fresh = run(model)

@@ -13,7 +13,9 @@ import pytest
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.runs import read_run
+from hopscotch.retriever.searchers.harness import harness_query
 from hopscotch.retriever.searchers import SEARCHERS, build_searcher
+from hopscotch.retriever.io.queries import queries_of
 
 K, DEPTH = 4, 12
 QUERY = "shipbuilding company headquarters city"
@@ -91,8 +93,8 @@ def test_agentir_store_rerank_through_a_reranked_searcher(world, harness):
     for aware, thinking in [(False, None), (True, REASON)]:
         turn = harness.AgentIRSearchTool(searcher, k=K, reasoning_aware=aware).handle_single(QUERY, thinking)
         sent = harness.format_reasoning_query(QUERY, thinking) if aware else QUERY
-        assert turn["docids"] == [d for d, _ in ref.search_batch([sent], K)[0]] and turn["rerank_output"] is None
-        assert [r["score"] for r in turn["results"]] == [s for _, s in ref.search_batch([sent], K)[0]]
+        assert turn["docids"] == [d for d, _ in ref.search_batch([harness_query(sent)], K)[0]] and turn["rerank_output"] is None
+        assert [r["score"] for r in turn["results"]] == [s for _, s in ref.search_batch([harness_query(sent)], K)[0]]
 
 
 # --- hopscotch serve: REST and MCP ----------------------------------------------------------------------------
@@ -126,8 +128,7 @@ def test_serve_rest_answers_with_the_reranked_searcher(world, monkeypatch):
         assert body["query"]["reason_used"] is True
         assert body["query"]["query_input"] == f"{ref.first.reasoning_input}; rerank reasoning"
         assert ref.first.reasoning_input.startswith("bm25 query x")
-        assert [(c["docid"], c["score"]) for c in body["candidates"]] == ref.search_batch(
-            [QUERY], 5, [REASON], reasoning_aware=True)[0]
+        assert [(c["docid"], c["score"]) for c in body["candidates"]] == ref.search_batch(queries_of([QUERY], [REASON], True), 5)[0]
     finally:
         server.shutdown_and_close()
 

@@ -9,6 +9,7 @@ import pytest
 
 from hopscotch.retriever.io.queries import read_queries
 from hopscotch.retriever.io.runs import ranked, read_run
+from hopscotch.retriever.io.queries import queries_of
 
 
 @pytest.fixture(scope="module")
@@ -120,9 +121,7 @@ def test_search_reasoning_defaults_to_the_saved_models_query_input(cli, built, t
     dense = build_searcher("dense", index=built["dense"], model=saved)
     steps = list(read_queries(queries))
     assert dense.query_input.kind == "current_reasoning" and dense.takes_reasoning  # a reasoning-aware model
-    from hopscotch.retriever.model.query_input import ReasoningContext
-
-    got = dense.query_texts([q.text for q in steps[:3]], [ReasoningContext.of(q) for q in steps[:3]], True)
+    got = dense.query_texts([q.with_reasoning() for q in steps[:3]])
     assert got[0] == f"Reasoning: Empty\n\nQuery: {steps[0].text}"
     assert got[1] == f"Reasoning: {steps[1].current_reasoning}\n\nQuery: {steps[1].text}"
     # an untrained model's --reasoning stays today's full-reasoning template
@@ -324,8 +323,8 @@ def test_dense_and_hybrid_from_args_and_store_rerank(built):
     # its dense half searches with the query alone
     assert hybrid.takes_reasoning is True and hybrid.dense.takes_reasoning is False
     reasoning = "The harbour city of the shipbuilding firm"
-    aware = hybrid.search_batch(["shipbuilding company"], 3, [reasoning], True)[0]
-    expected = hybrid.settings.apply(hybrid.bm25.search_batch(["shipbuilding company"], 30, [reasoning], True)[0],
+    aware = hybrid.search_batch(queries_of(["shipbuilding company"], [reasoning], True), 3)[0]
+    expected = hybrid.settings.apply(hybrid.bm25.search_batch(queries_of(["shipbuilding company"], [reasoning], True), 30)[0],
                                      hybrid.dense.search_batch(["shipbuilding company"], 30)[0], 3)
     assert aware == expected
     dense = SEARCHERS["dense"](argparse.Namespace(index=str(built["dense"]), instruction="Q: "))  # SearcherClass(args)

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from hopscotch.retriever.io.queries import as_query
 from hopscotch.retriever.searchers.base import BaseSearcher
 from hopscotch.retriever.serving.batcher import QueryBatcher
 from hopscotch.retriever.serving.server import HttpLimits, make_server, serve_in_thread
@@ -26,13 +27,13 @@ class WordSearcher(BaseSearcher):
     def __init__(self, docs: dict[str, str]):
         self.docs, self.batches, self.gate = docs, [], None
 
-    def search_batch(self, queries, k=10, reasonings=None, reasoning_aware=False):
+    def search_batch(self, queries, k=10):
         if self.gate is not None:
             self.gate.wait(10)
         self.batches.append(len(queries))
         out = []
         for q in queries:
-            words = set(q.lower().split())
+            words = set(as_query(q).text.lower().split())
             scored = sorted(((sum(w in words for w in t.lower().split()), d) for d, t in self.docs.items()),
                             key=lambda x: (-x[0], x[1]))
             out.append([(d, float(s)) for s, d in scored[:k]])
@@ -240,7 +241,7 @@ def test_query_batcher_batches_concurrent_queries_and_groups_by_k():
 
 def test_query_batcher_hands_a_failure_to_every_request_of_the_call():
     class Failing(WordSearcher):
-        def search_batch(self, queries, k=10, reasonings=None, reasoning_aware=False):
+        def search_batch(self, queries, k=10):
             raise ValueError("index on fire")
 
     batcher = QueryBatcher(Failing(DOCS))

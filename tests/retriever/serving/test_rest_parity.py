@@ -18,6 +18,7 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from hopscotch.retriever.io.corpus import read_corpus
+from hopscotch.retriever.io.queries import queries_of
 
 TOKEN = "parity-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -138,7 +139,7 @@ def test_reason_is_logged_and_expands_a_bm25_query(service, caplog):
     assert with_reason.json()["query"] == {"text": "harbour city", "reason_used": True,
                                            "query_input": searcher.reasoning_input}
     assert searcher.reasoning_input.startswith("bm25 query x")
-    want = searcher.search_batch(["harbour city"], 5, [reason], True)[0]
+    want = searcher.search_batch(queries_of(["harbour city"], [reason], True), 5)[0]
     assert [(c["docid"], c["score"]) for c in with_reason.json()["candidates"]] == [
         (d, pytest.approx(s)) for d, s in want]
     assert [c["docid"] for c in plain.json()["candidates"]] == [d for d, _ in searcher.search_batch(["harbour city"], 5)[0]]
@@ -223,7 +224,7 @@ def test_docids_in_either_climbmix_spelling():
         def __init__(self):
             self.docs = {"shard_00045_6622": "a ClimbMix document"}
 
-        def search_batch(self, queries, k=10, reasonings=None, reasoning_aware=False):
+        def search_batch(self, queries, k=10):
             return [[(d, 1.0) for d in self.docs][:k] for _ in queries]
 
         def get_document(self, docid):

@@ -18,6 +18,7 @@ import requests
 from hopscotch.retriever.io.queries import read_queries
 from hopscotch.retriever.io.runs import read_run
 from hopscotch.retriever.model.query_template import format_query
+from hopscotch.retriever.io.queries import queries_of
 
 TOKEN = "s3cret-token"
 
@@ -76,7 +77,7 @@ def test_reason_is_encoded_only_by_a_reasoning_aware_service(servers):
     query, reason = "Which river flows through the capital?", "The capital is probably in the north."
     emb = searcher.encoder.encode_texts([format_query(query, reason), query])
     assert not np.allclose(emb[0], emb[1])  # the two texts differ, so the searches do
-    want = aware.search_batch([query], 5, [reason], reasoning_aware=True)[0]
+    want = aware.search_batch(queries_of([query], [reason], True), 5)[0]
     plain = searcher.search_batch([query], 5)[0]
 
     body = get(servers["locked"], "/v1/wiki/search", token=TOKEN, query=query, reason=reason, hits=5).json()
@@ -187,8 +188,8 @@ def test_remote_searcher_matches_local(servers, small_world):
     want = local.search_batch(queries, 7)
     for g, w in zip(got, want):
         assert [d for d, _ in g] == [d for d, _ in w]
-    aware = remote.search_batch(queries[:2], 5, ["some reasoning", None], reasoning_aware=True)
-    local_aware = local.search_batch(queries[:2], 5, ["some reasoning", None], reasoning_aware=True)
+    aware = remote.search_batch(queries_of(queries[:2], ["some reasoning", None], True), 5)
+    local_aware = local.search_batch(queries_of(queries[:2], ["some reasoning", None], True), 5)
     assert [[d for d, _ in r] for r in aware] == [[d for d, _ in r] for r in local_aware]
     hits = remote.search(queries[0], k=3)
     assert [h["docid"] for h in hits] == [d for d, _ in want[0][:3]] and all(h["snippet"] for h in hits)

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from hopscotch.retriever.io.runs import read_run
+from hopscotch.retriever.io.queries import queries_of
 
 
 def exact_top(model, corpus, query, k):
@@ -58,9 +59,8 @@ def test_reasoning_aware_and_late_fused_queries(mv_world):
     rows = mv_world["rows"]
     queries, reasonings = [r["text"] for r in rows], [r.get("reasoning") for r in rows]
     plain = build_searcher("dense", index=str(mv_world["idx"]), query_input="query").search_batch(queries, k=5)
-    aware = build_searcher("dense", index=str(mv_world["idx"])).search_batch(queries, 5, reasonings, True)
-    fused = build_searcher("dense", index=str(mv_world["idx"]), late_fusion=0.0).search_batch(
-        queries, 5, reasonings, True)
+    aware = build_searcher("dense", index=str(mv_world["idx"])).search_batch(queries_of(queries, reasonings, True), 5)
+    fused = build_searcher("dense", index=str(mv_world["idx"]), late_fusion=0.0).search_batch(queries_of(queries, reasonings, True), 5)
     assert any(a != p for a, p in zip(aware[1::2], plain[1::2]))  # the reasoning moves the ranking
     assert [[d for d, _ in h] for h in fused] == [[d for d, _ in h] for h in plain]  # w = 0: the query alone
 
@@ -175,7 +175,7 @@ def test_serve_rest_and_mcp_answer_from_the_multi_vector_index(mv_world, monkeyp
         url = f"{server.url}/v1/mv/search"
         for params, reasoning in (({}, None), ({"reason": reason}, reason)):
             body = requests.get(url, params={"query": query, "hits": 5, **params}, timeout=60).json()
-            want = ref.search_batch([query], 5, [reasoning], reasoning_aware=reasoning is not None)[0]
+            want = ref.search_batch(queries_of([query], [reasoning], reasoning is not None), 5)[0]
             assert [(c["docid"], c["score"]) for c in body["candidates"]] == want
     finally:
         server.shutdown_and_close()
