@@ -477,10 +477,12 @@ def test_a_script_has_no_jsonl_reader_nor_atomic_writer_of_its_own(path):
 
 # --- argparse stays at the edge ---------------------------------------------------------------------------------
 
-#: where a parsed argparse namespace may be read: the commands, the CLI and the searchers' argparse adapter
-NAMESPACE_EDGE = ("hopscotch.retriever.commands", "hopscotch.retriever.cli", "hopscotch.retriever.searchers.adapter")
+#: where a parsed argparse namespace may be read: the commands, the CLI, the searchers' argparse adapter and the
+#: harness edge (BrowseComp-Plus's and AgentIR's ``SearcherClass(args)``)
+NAMESPACE_EDGE = ("hopscotch.retriever.commands", "hopscotch.retriever.cli", "hopscotch.retriever.searchers.adapter",
+                  "hopscotch.retriever.searchers.harness")
 NAMESPACE_NAMES = {"args", "namespace"}
-#: what is left (none: ``SearcherClass(args)`` and ``from_args`` are the adapter's metaclass, the hybrid's fusion from
+#: what is left (none: ``SearcherClass(args)`` and ``from_args`` are the harness edge's metaclass, the hybrid's fusion from
 #: parsed flags the adapter's ``fusion_from_args``). Shrink-only: none may join it.
 NAMESPACE_READERS_LEFT: set[tuple[str, str]] = set()
 
@@ -529,3 +531,90 @@ def test_the_namespace_check_sees_each_way_of_reading_one():
     assert reads("def f(args): return flag(args, 'k')")
     assert not reads("def f(options): return options.k")
     assert not reads("def f(query, *args): return args[0]")   # positional extras, not a namespace
+
+
+# --- a query's template is read at the harness edge only ----------------------------------------------------------
+
+#: where AgentIR's query template (``Reasoning: R\n\nQuery: Q``) may be read back: its own module (it writes and
+#: parses it), the model's saved query tokenizer (a saved model reads its own template back to truncate it) and the
+#: harness edge (a harness's query string becomes a ``Query`` there). Nothing else parses a template.
+TEMPLATE_READERS = {"retriever/model/query_template.py", "retriever/model/saving.py", "retriever/searchers/harness.py"}
+TEMPLATE_SEPARATOR = "\n\nQuery:"
+
+
+def _template_parsing(tree: ast.Module) -> list[int]:
+    """Lines that call ``parse_query`` (or import it), or hold the template's separator in a string."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and any(a.name == "parse_query" for a in node.names):
+            found.append(node.lineno)
+        elif isinstance(node, ast.Call) and (ast.unparse(node.func).split(".")[-1] == "parse_query"):
+            found.append(node.lineno)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and TEMPLATE_SEPARATOR in node.value:
+            found.append(node.lineno)
+    return sorted(set(found))
+
+
+def test_no_template_is_parsed_below_the_harness_edge():
+    """A query travels as a typed ``Query`` (text, reasoning, context); no searcher, index or model-search code
+    reads the reasoning back out of a template string."""
+    found = [f"{path.relative_to(ROOT)}:{line}" for path in MODULES.values()
+             if path.relative_to(ROOT).as_posix() not in TEMPLATE_READERS for line in _template_parsing(_tree(path))]
+    assert not found, found
+    assert all((ROOT / p).is_file() for p in TEMPLATE_READERS)
+
+
+def test_the_template_rule_sees_each_way_of_parsing_one():
+    tree = ast.parse("from hopscotch.retriever.model.query_template import parse_query\n"
+                     "q, r = parse_query(text)\n"
+                     "q = query_template.parse_query(text)\n"
+                     "head, _, tail = text.rpartition('\\n\\nQuery: ')\n"
+                     "ok = text.split('Query')\n"
+                     "doc = 'Reasoning: R\\\\n\\\\nQuery: Q'\n")
+    assert _template_parsing(tree) == [1, 2, 3, 4]
+
+
+# --- no metaclass swap ---------------------------------------------------------------------------------------------
+
+#: where a class statement may declare a metaclass: the harness edge (``HarnessConstructor``, the constructor
+#: conventions of BrowseComp-Plus and AgentIR) and the searcher interface that declares it
+METACLASS_HOMES = {"retriever/searchers/harness.py", "retriever/searchers/base.py"}
+
+
+def _class_swaps(tree: ast.Module) -> list[int]:
+    """Lines that assign an object's ``__class__`` (a metaclass or class swapped in after the fact)."""
+    found = []
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AugAssign, ast.AnnAssign)) else []
+        if any(isinstance(t, ast.Attribute) and t.attr == "__class__" for t in targets):
+            found.append(node.lineno)
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("setattr", "object.__setattr__") and \
+                len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and node.args[1].value == "__class__":
+            found.append(node.lineno)
+    return sorted(found)
+
+
+def _metaclass_declarations(tree: ast.Module) -> list[int]:
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.ClassDef) and any(k.arg == "metaclass" for k in node.keywords)]
+
+
+def test_no_class_has_its_metaclass_swapped():
+    """No code assigns a ``__class__``; the one metaclass (the harness edge's constructor conventions) is declared by
+    the searcher interface's class statement, in plain sight, and no other class statement declares one."""
+    swaps = [f"{path.relative_to(ROOT)}:{line}" for path in MODULES.values() for line in _class_swaps(_tree(path))]
+    assert not swaps, swaps
+    declared = [f"{path.relative_to(ROOT)}:{line}" for path in MODULES.values()
+                if path.relative_to(ROOT).as_posix() not in METACLASS_HOMES
+                for line in _metaclass_declarations(_tree(path))]
+    assert not declared, declared
+
+
+def test_the_metaclass_rule_sees_a_swap():
+    tree = ast.parse("cls.__class__ = Other\n"
+                     "setattr(cls, '__class__', Other)\n"
+                     "class A(B, metaclass=M):\n    pass\n"
+                     "obj.__class__\n"
+                     "class C(B):\n    pass\n")
+    assert _class_swaps(tree) == [1, 2] and _metaclass_declarations(tree) == [3]

@@ -7,9 +7,9 @@ the server) use ``search_batch`` which returns ranked ``(docid, score)`` lists. 
 agent's reasoning: with ``reasoning_aware`` the dense encoder sees
 ``{instruction}Reasoning: {text or 'Empty'}\\n\\nQuery: {query}``, otherwise ``{instruction}{query}``;
 ``text`` is the reasoning, or the part of the step's context its query input variant picks
-(:mod:`hopscotch.retriever.model.query_input`). A reasoning may be a
-:class:`~hopscotch.retriever.model.query_input.ReasoningContext`: a ``str`` (the full reasoning, all that
-BM25 and the remote client see) that also carries the step's other context fields.
+(:mod:`hopscotch.retriever.model.query_input`). Each query is a :class:`~hopscotch.retriever.io.queries.Query`
+(its text, reasoning and other context fields, and whether it is searched reasoning-aware); a harness's query string
+becomes one at the harness edge (:mod:`hopscotch.retriever.searchers.harness`), so no searcher parses a template.
 
 Harnesses drop a searcher in unchanged (:meth:`BaseSearcher.search` documents each calling convention):
 BrowseComp-Plus builds it with ``SearcherClass.parse_args(parser)`` then ``SearcherClass(args)`` (or
@@ -19,8 +19,8 @@ Each backend owns its command-line flags (:meth:`BaseSearcher.parse_args`, decla
 :func:`add_option`) and is built from their values (:meth:`BaseSearcher.from_flags`, which reads a
 :class:`~hopscotch.retriever.searchers.adapter.flags.FlagValues`) or from its options dataclass
 (:meth:`BaseSearcher.from_options`); see :mod:`hopscotch.retriever.searchers.registry`. No backend reads a parsed
-namespace: ``SearcherClass(args)`` and ``SearcherClass.from_args(args)`` come from the metaclass the registry gives
-each registered backend (:class:`~hopscotch.retriever.searchers.adapter.namespace.BuiltFromNamespace`). Every backend also declares the
+namespace: ``SearcherClass(args)`` and ``SearcherClass.from_args(args)`` come from the metaclass the interface declares
+at the harness edge (:class:`~hopscotch.retriever.searchers.harness.HarnessConstructor`). Every backend also declares the
 multi-vector reranker's ``--rerank-*`` flags: a searcher built from flags (``SearcherClass(args)``, the commands,
 ``build_searcher``: all through the argparse adapter, :mod:`hopscotch.retriever.searchers.adapter`) is wrapped
 by it when ``--rerank-model`` is given.
@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import argparse
 import numbers
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
 from hopscotch.retriever.io.queries import Query
 from hopscotch.retriever.searchers.adapter.flags import FlagValues, add_option
-from hopscotch.retriever.searchers.harness import harness_query
+from hopscotch.retriever.searchers.harness import HarnessConstructor, harness_query
 
 Ranked = list[tuple[str, float]]
 
@@ -68,7 +68,7 @@ def _is_k(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-class BaseSearcher(ABC):
+class BaseSearcher(metaclass=HarnessConstructor):
     """Abstract searcher. Subclasses implement :meth:`search_batch`, :meth:`get_document`,
     :meth:`parse_args`, :meth:`from_flags` and :meth:`from_options`, and register with
     :func:`~hopscotch.retriever.searchers.registry.register_searcher`."""

@@ -1,5 +1,15 @@
-"""The harness edge: where a query that an agent harness (or a REST / MCP client) sends as a string becomes a
-:class:`~hopscotch.retriever.io.queries.Query`.
+"""The harness edge: where what an agent harness sends becomes ours. Two conventions live here and nowhere else:
+
+* **the query**: a query string an agent harness (or a REST / MCP client) sends becomes a
+  :class:`~hopscotch.retriever.io.queries.Query` (:func:`harness_query`, :func:`read_template`);
+* **the constructor**: BrowseComp-Plus's registry and AgentIR build a searcher as ``SearcherClass(args)`` or
+  ``SearcherClass(reranker, args)`` from their own parsed flags, and call ``SearcherClass.from_args(args)``.
+  :class:`HarnessConstructor` is the metaclass :class:`~hopscotch.retriever.searchers.base.BaseSearcher` declares
+  (written in its class statement, never swapped in later): it hands those calls to the searchers' argparse adapter
+  (:func:`~hopscotch.retriever.searchers.adapter.namespace.searcher_from_namespace`, which
+  :mod:`~hopscotch.retriever.searchers.adapter.namespace` installs as :data:`HarnessConstructor.build` when the
+  package loads: the adapter sits above the searchers it builds, so it is handed down, not imported up); any
+  other call constructs the class as usual.
 
 AgentIR's reasoning-aware client writes the agent's reasoning into the query string itself, in the template its
 encoder reads (``Reasoning: R\\n\\nQuery: Q``, :func:`~hopscotch.retriever.model.query_template.format_query`).
@@ -17,7 +27,11 @@ own query input variant, exactly as for the same query sent with its reasoning t
 
 from __future__ import annotations
 
+import argparse
+from abc import ABCMeta
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any, ClassVar
 
 from hopscotch.retriever.io.queries import Query
 from hopscotch.retriever.model.query_template import parse_query
@@ -45,3 +59,31 @@ def read_template(query: Query) -> Query:
     if query.reasoning_aware and query.reasoning:
         return replace(query, text=text)
     return replace(query, text=text, reasoning=written, reasoning_aware=True)
+
+
+class HarnessConstructor(ABCMeta):
+    """The searchers' metaclass: ``SearcherClass(args)`` and ``SearcherClass(reranker, args)`` with a parsed
+    :class:`argparse.Namespace` (BrowseComp-Plus's registry, AgentIR) build the searcher from the flags, reranked
+    when ``--rerank-model`` is given, with ``reranker`` (BrowseComp-Plus's own, or None) as its harness reranker;
+    ``SearcherClass.from_args(args)`` builds the backend alone. Any other call constructs as usual."""
+
+    #: ``(searcher class, namespace, reranked) -> searcher``: the argparse adapter's builder (set when it loads)
+    build: ClassVar[Callable[[type, argparse.Namespace, bool], Any] | None] = None
+
+    def __call__(cls, *args, **kwargs):
+        if not kwargs and len(args) in (1, 2) and isinstance(args[-1], argparse.Namespace):
+            searcher = HarnessConstructor._builder()(cls, args[-1], True)
+            searcher.reranker = args[0] if len(args) == 2 else None
+            return searcher
+        return super().__call__(*args, **kwargs)
+
+    def from_args(cls, args: argparse.Namespace):
+        """Build the searcher from parsed flags (those its ``parse_args`` added; others are ignored), not
+        reranked."""
+        return HarnessConstructor._builder()(cls, args, False)
+
+    @staticmethod
+    def _builder():
+        if HarnessConstructor.build is None:
+            raise RuntimeError("the searchers' argparse adapter is not loaded: import hopscotch.retriever.searchers")
+        return HarnessConstructor.build

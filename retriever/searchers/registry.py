@@ -2,9 +2,10 @@
 
 A backend is one module of this package whose class is decorated with :func:`register_searcher`;
 :data:`BACKEND_MODULES` lists the modules imported (lazily, on first use of the registry) to register
-them. Importing a backend module loads no model library: BM25 never imports torch. Registering gives the class
-the argparse adapter's metaclass (:class:`~hopscotch.retriever.searchers.adapter.namespace.BuiltFromNamespace`:
-``SearcherClass(args)``, ``SearcherClass.from_args(args)``), so that no backend module imports namespace code.
+them. Importing a backend module loads no model library: BM25 never imports torch. Registering names the class;
+``SearcherClass(args)`` and ``SearcherClass.from_args(args)`` come from the metaclass every searcher declares, at the
+harness edge (:class:`~hopscotch.retriever.searchers.harness.HarnessConstructor`), so no backend module imports
+namespace code.
 
 Example::
 
@@ -44,7 +45,6 @@ from collections.abc import Callable, Iterator, Mapping
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.searchers.adapter.flags import OWN_DESTS, add_option
-from hopscotch.retriever.searchers.adapter.namespace import BuiltFromNamespace
 from hopscotch.retriever.searchers.base import BaseSearcher
 
 #: modules of ``hopscotch.retriever.searchers`` that register a backend when imported, in listing order
@@ -55,15 +55,11 @@ _CLASSES: dict[str, type[BaseSearcher]] = {}
 
 def register_searcher(name: str) -> Callable[[type[BaseSearcher]], type[BaseSearcher]]:
     """Class decorator: register a :class:`BaseSearcher` subclass as ``name`` (sets ``name`` and, unless
-    the class sets its own, ``search_type``) and make its metaclass :class:`BuiltFromNamespace` (a subclass of
-    the interface's :class:`~abc.ABCMeta` adding only the namespace calls), so that ``SearcherClass(args)`` builds
-    it from parsed flags."""
+    the class sets its own, ``search_type``)."""
 
     def decorate(cls: type[BaseSearcher]) -> type[BaseSearcher]:
         if _CLASSES.get(name, cls) is not cls:
             raise ValueError(f"searcher {name!r} is registered twice ({_CLASSES[name].__name__}, {cls.__name__})")
-        if not isinstance(cls, BuiltFromNamespace):
-            cls.__class__ = BuiltFromNamespace
         cls.name = name
         if not cls.__dict__.get("search_type"):
             cls.search_type = name

@@ -4,44 +4,26 @@
 Every path from flags to a searcher goes through :func:`searcher_from_namespace`: the backend built from the
 flags (``cls.from_args(args)``: its ``from_flags`` of :class:`~.flags.FlagValues`), wrapped by the MaxSim reranker
 when ``--rerank-model`` is given (:func:`rerank_options` -> :func:`~hopscotch.retriever.searchers.rerank.reranked`).
-Its callers: ``SearcherClass(args)`` and ``SearcherClass(reranker, args)`` (the :class:`BuiltFromNamespace`
-metaclass, which :func:`~hopscotch.retriever.searchers.registry.register_searcher` gives every registered backend:
-the backend modules import nothing of this), and :mod:`.build`'s ``searcher_from_args`` (``hopscotch search``,
-``serve`` REST and MCP, ``replay``) and ``build_searcher``. Nothing here runs at import.
+Its callers: ``SearcherClass(args)``, ``SearcherClass(reranker, args)`` and ``SearcherClass.from_args(args)`` (the
+harness edge's :class:`~hopscotch.retriever.searchers.harness.HarnessConstructor`, the metaclass every searcher
+declares, to which this module hands :func:`searcher_from_namespace` when it loads: the backend modules import
+nothing of this), and :mod:`.build`'s ``searcher_from_args`` (``hopscotch search``,
+``serve`` REST and MCP, ``replay``) and ``build_searcher``. Nothing else runs at import.
 """
 
 from __future__ import annotations
 
 import argparse
-from abc import ABCMeta
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.searchers.adapter.flags import FlagValues, flag
 from hopscotch.retriever.searchers.base import BaseSearcher
+from hopscotch.retriever.searchers.harness import HarnessConstructor
 from hopscotch.retriever.searchers.rerank import RerankOptions, reranked
 
 #: destinations of the ``--rerank-*`` flags other than ``--rerank-model`` (each needs it), by option field
 RERANK_FLAGS = {"depth": "rerank_depth", "cache_dir": "rerank_cache", "late_fusion": "rerank_late_fusion",
                 "windows": "rerank_windows", "first_weight": "rerank_first_weight"}
-
-
-class BuiltFromNamespace(ABCMeta):
-    """The metaclass of the registered backends (set by ``register_searcher``): ``SearcherClass(args)`` and
-    ``SearcherClass(reranker, args)`` (BrowseComp-Plus's registry, AgentIR) build a searcher from a parsed
-    :class:`argparse.Namespace` through :func:`searcher_from_namespace` (so ``--rerank-model`` reranks it); any
-    other call constructs as usual. ``SearcherClass.from_args(args)`` builds the backend alone."""
-
-    def __call__(cls, *args, **kwargs):
-        if not kwargs and len(args) in (1, 2) and isinstance(args[-1], argparse.Namespace):
-            searcher = searcher_from_namespace(cls, args[-1])
-            searcher.reranker = args[0] if len(args) == 2 else None
-            return searcher
-        return super().__call__(*args, **kwargs)
-
-    def from_args(cls, args: argparse.Namespace) -> BaseSearcher:
-        """Build the searcher from parsed flags (those its ``parse_args`` added; others are ignored): its
-        ``from_flags`` of their values, not reranked (:func:`searcher_from_namespace` reranks)."""
-        return cls.from_flags(FlagValues.of(args))
 
 
 def rerank_options(args: argparse.Namespace) -> RerankOptions | None:
@@ -56,16 +38,22 @@ def rerank_options(args: argparse.Namespace) -> RerankOptions | None:
     return RerankOptions(model=flag(args, "rerank_model"), query_input=flag(args, "query_input"), **values)
 
 
-def searcher_from_namespace(cls: type[BaseSearcher], args: argparse.Namespace) -> BaseSearcher:
-    """``cls.from_args(args)``, reranked when ``--rerank-model`` is given.
+def searcher_from_namespace(cls: type[BaseSearcher], args: argparse.Namespace, rerank: bool = True) -> BaseSearcher:
+    """``cls.from_args(args)``, reranked when ``--rerank-model`` is given (unless ``rerank`` is False: the backend
+    alone, as ``from_args`` builds it).
 
     The one place flags become a (reranked) searcher. Rerank flags are checked before the first stage loads;
     backends building their parts (hybrid's BM25 and dense halves) build them from options, so only the outermost
     searcher is reranked."""
-    rerank = rerank_options(args)  # --rerank-depth without --rerank-model: fail before loading anything
+    if not rerank:
+        return cls.from_flags(FlagValues.of(args))
+    options = rerank_options(args)  # --rerank-depth without --rerank-model: fail before loading anything
     searcher = cls.from_flags(FlagValues.of(args))
     try:
-        return reranked(searcher, rerank)
+        return reranked(searcher, options)
     except BaseException:
         searcher.close()
         raise
+
+
+HarnessConstructor.build = searcher_from_namespace  # SearcherClass(args) and from_args(args), at the harness edge

@@ -1,11 +1,9 @@
 """One backend from a parsed namespace: the rerank stage's options from flags, ``SearcherClass(args)`` through the
-metaclass the registry gives the registered backends (which import none of it)."""
+metaclass the searcher interface declares at the harness edge (the backends import none of the adapter)."""
 
 from __future__ import annotations
 
 import argparse
-from abc import ABCMeta
-
 import pytest
 
 from hopscotch.retriever.errors import UsageError
@@ -33,15 +31,19 @@ def test_rerank_options_come_from_the_rerank_flags():
     assert rerank_options(argparse.Namespace(rerank_model="m", rerank_cache="c")).cache_dir == "c"
 
 
-def test_only_the_registered_backends_are_built_from_a_namespace():
+def test_every_searcher_is_built_from_a_namespace_through_the_metaclass_it_declares():
     from hopscotch.retriever.searchers import SEARCHERS, BaseSearcher
-    from hopscotch.retriever.searchers.adapter.namespace import BuiltFromNamespace
+    from hopscotch.retriever.searchers.harness import HarnessConstructor
     from hopscotch.retriever.searchers.rerank import RerankedSearcher
 
-    assert type(BaseSearcher) is ABCMeta and type(RerankedSearcher) is ABCMeta
-    assert all(type(cls) is BuiltFromNamespace for cls in SEARCHERS.values())
+    # declared once, by the interface's class statement: every searcher inherits it, none has it swapped in
+    assert type(BaseSearcher) is HarnessConstructor and type(RerankedSearcher) is HarnessConstructor
+    assert "metaclass" not in str(SEARCHERS["bm25"].__dict__) and all(type(cls) is HarnessConstructor
+                                                                      for cls in SEARCHERS.values())
     with pytest.raises(UsageError, match="needs a BM25 index folder"):
         SEARCHERS["bm25"](argparse.Namespace(bm25=None))  # the namespace path: from_args's checks
+    with pytest.raises(UsageError, match="needs a BM25 index folder"):
+        SEARCHERS["bm25"].from_args(argparse.Namespace(bm25=None))
 
 
 def test_no_backend_module_imports_the_namespace_half_of_the_adapter():
