@@ -26,6 +26,8 @@ def _agent_steps(steps_file: Path, n: int):
         row = json.loads(line)
         query = row["search_query"]
         for i, text in enumerate(query if isinstance(query, list) else [query]):
+            if not (text or "").strip():
+                continue  # an empty call: nothing to search
             yield {"_id": f"{row['query_id']}_{n}_{i}", "text": text, "reasoning": row.get("reasoning") or ""}
         n += 1
 
@@ -33,7 +35,7 @@ def _agent_steps(steps_file: Path, n: int):
 def build_inputs(hopscotch: str, data: Path, inputs: Path, queries: int) -> None:
     """Query files, BM25 and dense indexes under ``inputs`` (skipped when already there)."""
     hotpot, qampari = data / "hotpotqa_ircot", data / "qampari_tongyi"
-    if not (inputs / "hotpot_questions.jsonl").exists():
+    if not (inputs / "qampari_corpus.jsonl").exists():
         with (hotpot / "queries.jsonl").open() as f:
             _write_jsonl(inputs / "hotpot_questions.jsonl",
                          ({"_id": r["_id"], "text": r["text"]} for r in map(json.loads, islice(f, queries))))
