@@ -1,5 +1,6 @@
 """DR-Synth: (reasoning, query, positive, hard-negative) tuples from QA datasets and agent traces,
 plus the embedded synthetic world used as the default data."""
+import importlib
 
 # DR-Synth entry points, imported lazily so that ``import hopscotch.data_synth.world`` stays light.
 _EXPORTS = {"synthesize": "hopscotch.data_synth.pipeline", "SynthInputs": "hopscotch.data_synth.pipeline",
@@ -9,8 +10,6 @@ _EXPORTS = {"synthesize": "hopscotch.data_synth.pipeline", "SynthInputs": "hopsc
 
 def __getattr__(name):
     if name in _EXPORTS:
-        import importlib
-
         return getattr(importlib.import_module(_EXPORTS[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

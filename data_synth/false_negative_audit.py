@@ -41,10 +41,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
+from hopscotch.data_synth.pipeline import default_stats_path
+from hopscotch.data_synth.qa import _answers_of, load_qa
 from hopscotch.retriever.audit.minhash import doc_text
 from hopscotch.retriever.audit.report import AuditReport
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.common import read_json, read_jsonl
 from hopscotch.retriever.io.tuples import Passage, TrainingTuple, parse_tuple
+from hopscotch.retriever.model.dense_encoder import DenseEncoder
+from hopscotch.retriever.model.query_template import format_document
 from hopscotch.retriever.text.answers import AnswerMatcher
 from hopscotch.retriever.text.normal_form import padded_normal_form
 from hopscotch.retriever.text.shingles import jaccard, shingles
@@ -99,9 +106,6 @@ def source_name(path: str | os.PathLike) -> str:
 
 def recorded_oracle(path: str | os.PathLike) -> str | None:
     """The ``reranker`` that DR-Synth recorded in the tuple file's ``<stem>.stats.json``, if there is one."""
-    from hopscotch.data_synth.pipeline import default_stats_path
-    from hopscotch.retriever.io.common import read_json
-
     stats = default_stats_path(path)
     if not stats.is_file():
         return None
@@ -113,8 +117,6 @@ def recorded_oracle(path: str | os.PathLike) -> str | None:
 
 def load_answers(qa_dirs: Sequence[str | os.PathLike]) -> dict[str, list[str]]:
     """``{question id: answers}`` of every ``--qa`` dataset (later datasets win on a shared id)."""
-    from hopscotch.data_synth.qa import load_qa
-
     out: dict[str, list[str]] = {}
     for qa_dir in qa_dirs:
         out.update({qid: q.answers for qid, q in load_qa(qa_dir).questions.items()})
@@ -136,8 +138,6 @@ def question_of(obj: dict, query_id: str, known: dict) -> str | None:
 
 
 def _row_answers(obj: dict, path, lineno) -> list[str]:
-    from hopscotch.data_synth.qa import _answers_of
-
     return _answers_of(obj, path, lineno)
 
 
@@ -160,8 +160,6 @@ def sample_negatives(paths: Sequence[str | os.PathLike], answers: dict[str, list
                      ) -> tuple[list[Item], dict[tuple[str, str], dict]]:
     """A seeded reservoir sample of at most ``sample`` negatives per (source, oracle), streamed from the tuple
     files, and per group ``{tuples, negatives, with_answers}`` counted over the whole files."""
-    from hopscotch.retriever.io.common import read_jsonl
-
     reservoirs: dict[tuple[str, str], list[Item]] = {}
     counts: dict[tuple[str, str], dict] = {}
     rngs: dict[tuple[str, str], random.Random] = {}
@@ -209,10 +207,6 @@ def judge_cheap(items: Sequence[Item], near_duplicate: float = 0.8) -> None:
 
 def judge_model(items: Sequence[Item], encode: Callable[[list[str]], object]) -> None:
     """Rule *closer_to_positive*: ``encode(texts)`` returns L2-normalized rows (cosine = dot product)."""
-    import numpy as np
-
-    from hopscotch.retriever.model.query_template import format_document
-
     if not items:
         return
     texts: dict[str, int] = {}
@@ -231,8 +225,6 @@ def judge_model(items: Sequence[Item], encode: Callable[[list[str]], object]) ->
 
 def model_encoder(model: str) -> Callable[[list[str]], object]:
     """``texts -> normalized embeddings`` of a sentence-transformers model (``minilm``: the bundled one)."""
-    from hopscotch.retriever.model.dense_encoder import DenseEncoder
-
     encoder = DenseEncoder(model, max_length=256)
     return encoder.encode_texts
 

@@ -33,6 +33,10 @@ import numpy as np
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.queries import Query
 from hopscotch.retriever.model.query_input import as_context
+from hopscotch.retriever.searchers import build_searcher
+from hopscotch.retriever.searchers.bm25 import BM25Searcher
+from hopscotch.retriever.searchers.bm25_expansion import DEFAULT_BM25_EXPANSION
+from hopscotch.retriever.searchers.fusion import default_settings
 
 CANDIDATE_SOURCES = ("bm25-reasoning", "bm25", "hybrid")
 DEFAULT_CANDIDATES = "bm25-reasoning"
@@ -70,8 +74,6 @@ class ReasoningBM25(FirstStage):
     reads_reasoning = True
 
     def __init__(self, index):
-        from hopscotch.retriever.searchers.bm25 import BM25Searcher
-
         super().__init__(index)
         self.searcher = BM25Searcher(index)  # expansion None: DEFAULT_BM25_EXPANSION, as hopscotch search's default
 
@@ -94,8 +96,6 @@ class HybridStage(FirstStage):
     reads_reasoning = True
 
     def __init__(self, index, dense_index: str | os.PathLike):
-        from hopscotch.retriever.searchers import build_searcher
-
         super().__init__(index)
         self.searcher = build_searcher("hybrid", bm25=index, index=str(dense_index))
 
@@ -135,14 +135,11 @@ def first_stage(name: str, index, dense_index: str | os.PathLike | None = None) 
 def describe_source(name: str) -> str:
     """The source ``name`` in words, with the defaults it searches with (the BM25 expansion, the hybrid's fusion):
     recorded in the stats and in the work files' manifest (a changed default is another run)."""
-    from hopscotch.retriever.searchers.bm25_expansion import DEFAULT_BM25_EXPANSION
-
     if name == "bm25":
         return "bm25 (the query alone)"
     expansion = f"bm25 {DEFAULT_BM25_EXPANSION.describe()}"
     if name == "bm25-reasoning":
         return f"reasoning-aware {expansion}"
-    from hopscotch.retriever.searchers.fusion import default_settings
 
     return f"reasoning-aware hybrid ({expansion}; {default_settings().describe()})"
 

@@ -41,6 +41,9 @@ from hopscotch.retriever.index.bm25 import BM25Index
 from hopscotch.retriever.io.common import atomic_write, write_json
 from hopscotch.retriever.io.corpus import Document, load_corpus_dict
 from hopscotch.retriever.io.fingerprint import input_change, manifest_differences, model_fingerprint, path_fingerprint
+from hopscotch.retriever.io.progress import progress
+from hopscotch.retriever.io.qrels import read_duplicate_groups
+from hopscotch.retriever.model.loading import resolve_model_path
 
 _WORKER: QuestionWorker | None = None   # set in the parent before forking, inherited by workers
 _STORE: PartStore | None = None
@@ -127,8 +130,6 @@ def _input_fingerprint(path: str | os.PathLike | None) -> dict | None:
 def _oracle_model(config: SynthConfig) -> dict | None:
     """The oracle model's files (weights, configs, tokenizer) for the dense and cross-encoder oracles."""
     if config.reranker == "dense":
-        from hopscotch.retriever.model.loading import resolve_model_path
-
         folder = Path(resolve_model_path(config.encoder))
     elif config.reranker == "cross-encoder" and config.cross_encoder:
         folder = Path(config.cross_encoder)
@@ -180,8 +181,6 @@ def _init_child(threads: int) -> None:
 
 def _run(tasks: list, worker: QuestionWorker, store: PartStore, total_steps: int, config: SynthConfig) -> None:
     """Process ``tasks`` (in ``config.workers`` forked processes that inherit ``worker`` and ``store``)."""
-    from hopscotch.retriever.io.progress import progress
-
     global _WORKER, _STORE
     done_steps = total_steps - sum(len(t[2]) for t in tasks)
     bar = progress(total=total_steps, initial=done_steps, unit="step", desc="synth", show=config.show_progress)
@@ -237,8 +236,6 @@ def synthesize(inputs: SynthInputs, out: str | os.PathLike = "tuples.jsonl", con
             raise
         same = None
         if inputs.duplicate_groups is not None:
-            from hopscotch.retriever.io.qrels import read_duplicate_groups
-
             same = read_duplicate_groups(inputs.duplicate_groups, 0.0).same_documents()
         worker = QuestionWorker(qa, documents, index, config, same, inputs.candidate_index)
         _run(tasks, worker, store, sum(len(s) for _, s in groups), config)

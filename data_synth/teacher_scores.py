@@ -36,7 +36,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hopscotch.data_synth.pipeline import default_stats_path
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.index.bm25 import BM25Index
+from hopscotch.retriever.io.common import atomic_write, write_json
+from hopscotch.retriever.io.corpus import read_corpus
+from hopscotch.retriever.io.queries import context_dict
+from hopscotch.retriever.io.tuples import passage_dict, read_training_tuples
+from hopscotch.retriever.model.config import model_settings
+from hopscotch.retriever.model.dense_encoder import DenseEncoder
+from hopscotch.retriever.model.query_input import searcher_query_input
+from hopscotch.retriever.model.query_template import format_document, format_queries
+from hopscotch.retriever.searchers.bm25 import BM25Searcher
+from hopscotch.retriever.searchers.fusion import default_settings
 
 TEACHERS = ("hybrid", "cross-encoder", "both")
 #: tuples scored together (their passages encoded and scored in one pass)
@@ -73,18 +85,9 @@ class HybridTeacher:
     """Reasoning-aware BM25 and a dense model's cosine of each candidate, fused by the hybrid's default fusion."""
 
     def __init__(self, spec: TeacherSpec):
-        from hopscotch.retriever.index.bm25 import BM25Index
-        from hopscotch.retriever.model.config import model_settings
-        from hopscotch.retriever.model.dense_encoder import DenseEncoder
-        from hopscotch.retriever.model.query_input import searcher_query_input
-        from hopscotch.retriever.searchers.bm25 import BM25Searcher
-        from hopscotch.retriever.searchers.fusion import default_settings
-
         if spec.bm25_index is not None:
             index = BM25Index.load(spec.bm25_index)
         else:
-            from hopscotch.retriever.io.corpus import read_corpus
-
             index = BM25Index.build(read_corpus(spec.corpus), show_progress=False)
         self.bm25 = BM25Searcher(index)  # its default expansion, as hopscotch search --reasoning
         self.settings = model_settings(spec.model)
@@ -110,8 +113,6 @@ class HybridTeacher:
         return [0.0 if r is None or scores is None else float(scores[r]) for r in rows]
 
     def scores(self, tuples: Sequence) -> list[list[float]]:
-        from hopscotch.retriever.model.query_template import format_document, format_queries
-
         texts = format_queries(self.queries.model.tokenizer, self.query_max_len, [t.query for t in tuples],
                                tuples, instruction=self.settings.instruction, reasoning_aware=True,
                                query_input=self.query_input)
@@ -170,11 +171,6 @@ def annotate(files: Sequence[str | os.PathLike], out: str | os.PathLike, spec: T
              stats_path: str | os.PathLike | None = None) -> dict:
     """Write ``files``' tuples to ``out`` with each passage's ``score`` the teacher's; returns the stats (also
     written to ``stats_path``, default ``OUT.stats.json``)."""
-    from hopscotch.data_synth.pipeline import default_stats_path
-    from hopscotch.retriever.io.common import atomic_write, write_json
-    from hopscotch.retriever.io.queries import context_dict
-    from hopscotch.retriever.io.tuples import read_training_tuples
-
     tuples = read_training_tuples(list(files))
     if not tuples:
         raise UsageError(f"{', '.join(map(str, files))}: no tuples to score")
@@ -208,8 +204,6 @@ def annotate(files: Sequence[str | os.PathLike], out: str | os.PathLike, spec: T
 
 def _entry(passage, score: float) -> dict:
     """The passage with the teacher's ``score``, the score it had (the oracle's) kept as ``oracle_score``."""
-    from hopscotch.retriever.io.tuples import passage_dict
-
     out = passage_dict(passage.docid, passage.title, passage.text, score)
     if passage.score is not None:
         out["oracle_score"] = passage.score

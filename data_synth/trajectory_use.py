@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from hopscotch.data_synth.trace_step import TraceStep
+from hopscotch.data_synth.traces import read_traces
 from hopscotch.data_synth.utility_labels import Judgement, UtilityThresholds, judge_calls, questions_of
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.index.bm25 import BM25Index
@@ -93,8 +94,6 @@ def call_uses(steps_path: Pathish, snippets_path: Pathish, runs_path: Pathish | 
               thresholds: UtilityThresholds | None = None) -> tuple[list[CallUse], dict[str, set[str]]]:
     """``(calls, used)``: a :class:`CallUse` per judged call in file order, and ``{question_id: used docids}`` (the
     question-level labels). Raises :class:`~hopscotch.retriever.errors.FormatError` for malformed input."""
-    from hopscotch.data_synth.traces import read_traces
-
     rows: dict[str, list[Judgement]] = {}
     for j in judge_calls(steps_path, snippets_path, runs_path, thresholds):
         rows.setdefault(j.source, []).append(j)

@@ -28,9 +28,12 @@ from pathlib import Path
 from hopscotch.data_synth.parts import PartStore
 from hopscotch.data_synth.pipeline import _check_resume, _input_fingerprint, default_stats_path
 from hopscotch.data_synth.trace_readers import SNIPPETS_FILE
+from hopscotch.data_synth.traces import read_traces
 from hopscotch.data_synth.trajectory_use import CallUse, UseConfig, UseTupleWriter, call_uses
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.index.bm25 import BM25Index
 from hopscotch.retriever.io.common import atomic_write, iter_lines, write_json
+from hopscotch.retriever.io.corpus import load_corpus_dict
 
 Pathish = str | os.PathLike
 
@@ -94,10 +97,6 @@ def synthesize_trajectory_use(inputs: UseInputs, out: Pathish, config: UseConfig
                               fresh: bool = False, show_progress: bool = True) -> dict:
     """Write the trajectory-use tuples of ``inputs`` to ``out`` and the stats JSON (default ``<out stem>.stats.json``);
     returns the stats. Raises :class:`UsageError` / :class:`~hopscotch.retriever.errors.FormatError`."""
-    from hopscotch.data_synth.traces import read_traces
-    from hopscotch.retriever.index.bm25 import BM25Index
-    from hopscotch.retriever.io.corpus import load_corpus_dict
-
     config = config or UseConfig()
     traces = Path(inputs.traces)
     if not traces.is_file():

@@ -60,10 +60,12 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from hopscotch.data_synth.traces import read_traces
 from hopscotch.retriever.errors import FormatError, UsageError
 from hopscotch.retriever.io.agent_runs import iter_run_records
 from hopscotch.retriever.io.common import iter_lines, parse_nested, read_jsonl
 from hopscotch.retriever.io.validate import check_id, check_text
+from hopscotch.retriever.model.loading import bundled_minilm_path
 
 Pathish = str | os.PathLike
 Evidence = tuple[str, str, str]  # (kind "name" / "word", feature, where "+k" / "final")
@@ -179,8 +181,6 @@ def is_common(word: str, common: frozenset[str]) -> bool:
 def common_words() -> frozenset[str]:
     """The whole words of the bundled MiniLM's WordPiece vocabulary: BERT's ~30k commonest English
     (sub)words, so a word outside it is rare in general English (a name, a rare term)."""
-    from hopscotch.retriever.model.loading import bundled_minilm_path
-
     vocab = Path(bundled_minilm_path()) / "vocab.txt"
     return frozenset(w for _, w in iter_lines(vocab) if w.isalpha() and w.islower())
 
@@ -273,8 +273,6 @@ def _features(snippets: dict[str, str], th: UtilityThresholds) -> dict[str, tupl
 
 def _call_ids(steps_path: Path) -> dict[int, tuple[str, ...]]:
     """``{line number: read_traces query ids}`` of the steps file's valid search calls with a query."""
-    from hopscotch.data_synth.traces import read_traces
-
     out: dict[int, list[str]] = defaultdict(list)
     for step in read_traces([steps_path], "tongyi"):
         if step.query and not step.failed:
@@ -380,8 +378,6 @@ def utility_qrels(steps_path: Pathish, snippets_path: Pathish, runs_path: Pathis
 
 def questions_of(calls: dict[str, dict[str, int]], steps_path: Pathish) -> dict[str, dict[str, int]]:
     """Call-level labels (:func:`utility_qrels`) unioned per question: ``{question_id: {docid: 1}}``."""
-    from hopscotch.data_synth.traces import read_traces
-
     question_of = {step.query_id: step.question_id for step in read_traces([Path(steps_path)], "tongyi")}
     qrels: dict[str, dict[str, int]] = {}
     for call_id, docs in calls.items():

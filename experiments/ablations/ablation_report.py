@@ -3,7 +3,10 @@ experiments replace, and its plot."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
+
+from hopscotch.retriever.io.common import atomic_write, write_json
 
 START, END = "<!-- agent-ablation:start -->", "<!-- agent-ablation:end -->"
 
@@ -19,8 +22,6 @@ def replace_section(text: str, section: str, start: str = START, end: str = END)
 
 def update_section(docs: Path, section: str, start: str = START, end: str = END) -> None:
     """Replace (or append) the marked section of the markdown file ``docs``, written atomically."""
-    from hopscotch.retriever.io.common import atomic_write
-
     text = replace_section(docs.read_text() if docs.exists() else "", section, start, end)
     with atomic_write(docs) as fh:
         fh.write(text)
@@ -29,8 +30,6 @@ def update_section(docs: Path, section: str, start: str = START, end: str = END)
 def publish(section: str, data: dict, json_path: str | None, docs: str | None, start: str, end: str) -> None:
     """What an experiment's driver ends with: print ``section``, write ``data`` to ``json_path`` (when given) and
     put the section between ``start`` and ``end`` of ``docs`` (when given)."""
-    from hopscotch.retriever.io.common import write_json
-
     print(section)
     if json_path:
         write_json(json_path, data)
@@ -104,8 +103,6 @@ def render_table(result: dict) -> str:
 def plot(result: dict, path: Path) -> str:
     """A bar chart of nDCG@10 (95% CI) per system, one panel per dev set, written atomically; says why when
     it cannot."""
-    from hopscotch.retriever.io.common import atomic_write
-
     try:
         import matplotlib
 
@@ -151,8 +148,6 @@ def peer_rows_args(description: str, peer_help: str, argv=None, ours_label: str 
     dev sets): ``--ours``/``--peer`` model folders (checked), the cache ``--work``, ``--sets``, ``--docs``/
     ``--no-docs``, ``--json``, ``--threads``, and ``--ours-label`` when ``ours_label`` names its default. The parsed
     arguments, model folders resolved and ``sets`` a list (the driver's ``main`` sets the environment)."""
-    import argparse
-
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--ours", required=True, help="our trained model folder")
     if ours_label is not None:

@@ -8,9 +8,17 @@ searcher's own late fusion with the two query encodings computed once.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from pathlib import Path
+
+from hopscotch.retriever.cli import main
+from hopscotch.retriever.evaluation.metrics import evaluate
+from hopscotch.retriever.io.runs import read_run, write_run
+from hopscotch.retriever.searchers import build_searcher
+from hopscotch.retriever.searchers.fusion import default_settings
+from hopscotch.retriever.searchers.fusion_tuning import fuse_runs
 
 K = 100   # depth of every run (and of the fused lists)
 WEIGHTS = tuple(i / 10 for i in range(11))   # the late-fusion weights w tuned over
@@ -18,8 +26,6 @@ WEIGHTS = tuple(i / 10 for i in range(11))   # the late-fusion weights w tuned o
 
 def run_cli(*argv) -> None:
     """``hopscotch ARGV`` in-process, echoed to stderr; a nonzero exit code is a :class:`SystemExit`."""
-    from hopscotch.retriever.cli import main
-
     argv = [str(a) for a in argv]
     print("$ hopscotch " + " ".join(argv), file=sys.stderr, flush=True)
     code = main(argv)
@@ -58,8 +64,6 @@ def late_fusion_runs(index: Path, model: str, variant: str, queries: list, gate:
     and the encoder used: the dense searcher's own late fusion with the two encodings computed once, its
     passage windows and, with ``gate``, its word gate (longer contexts are searched with the query alone at
     every w): what ``--late-fusion w [--late-fusion-max-words gate]`` searches with."""
-    from hopscotch.retriever.searchers import build_searcher
-
     aware = [q.with_reasoning() for q in queries]
     emb = {}
     for w in (1.0, 0.0):
@@ -76,8 +80,6 @@ def late_fusion_runs(index: Path, model: str, variant: str, queries: list, gate:
 
 def evaluate_ndcg(run: dict, qrels: dict, qids: list[str]):
     """nDCG@10 of ``run`` on ``qids`` (a query the run lacks scores 0)."""
-    from hopscotch.retriever.evaluation.metrics import evaluate
-
     return evaluate({q: run.get(q, {}) for q in qids}, {q: qrels[q] for q in qids}, ["ndcg@10"])
 
 
@@ -89,9 +91,6 @@ def file_safe(variant: str) -> str:
 def fused(run: Path, sparse: Path, dense: Path, settings, qids: list[str]) -> Path:
     """``run``: ``settings`` applied to the cached BM25 and dense runs (each cut to depth K), as
     ``hopscotch search --bm25 ... --index ... --depth K`` fuses them; written once (delete it to redo)."""
-    from hopscotch.retriever.io.runs import read_run, write_run
-    from hopscotch.retriever.searchers.fusion_tuning import fuse_runs
-
     if not run.exists():
         tmp = run.with_suffix(".part")
         write_run(tmp, fuse_runs(read_run(sparse), read_run(dense), settings, qids, k=K, depth=K), tag="hybrid")
@@ -101,15 +100,11 @@ def fused(run: Path, sparse: Path, dense: Path, settings, qids: list[str]) -> Pa
 
 def fusion_settings(method: str | None):
     """The settings ``--fusion METHOD`` applies (None: ``--fusion`` not given)."""
-    from hopscotch.retriever.searchers.fusion import default_settings
-
     return default_settings(method)
 
 
 def settings_tag(method: str | None) -> str:
     """A file-name tag of the settings ``--fusion METHOD`` (None: no --fusion) applies today, so that a run
     cached under --work is redone when a default moves."""
-    import hashlib
-
     settings = fusion_settings(method)
     return hashlib.sha256(json.dumps(settings.to_json(), sort_keys=True).encode()).hexdigest()[:8]

@@ -10,6 +10,7 @@ CI, and the paired randomisation p against the same model's query-only row (BM25
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -25,6 +26,14 @@ from hopscotch_experiments.ablations.ablation_runs import (
     search,
     settings_tag,
 )
+from hopscotch_experiments.agent_data.eval_sets import BOUNDS, TITLES, build_sets
+
+from hopscotch.retriever.evaluation.metrics import compare_runs, evaluate
+from hopscotch.retriever.io.common import write_json, write_jsonl
+from hopscotch.retriever.io.runs import read_run
+from hopscotch.retriever.model.config import model_settings
+from hopscotch.retriever.searchers.bm25_expansion import DEFAULT_BM25_EXPANSION
+from hopscotch.retriever.searchers.fusion import read_fusion_config
 
 TAIL = 128  # half of MiniLM's 256-token query budget: the latest reasoning, with room for the query
 VARIANTS = ("query", "prior_queries", "reasoning", "current_reasoning", f"reasoning_tail:{TAIL}", "with_documents",
@@ -36,10 +45,6 @@ def run_ablation(work: Path, names: list[str], models: dict[str, str], full_base
     """Every run, the tuned settings, the table's rows and the acceptance checks of the dev sets ``names`` for
     ``models`` (``{"base": "minilm"[, "trained": DIR]}``); with ``full_base`` False and a trained model, the
     base model gets its query-only and ``--reasoning`` default rows only."""
-    from hopscotch_experiments.agent_data.eval_sets import TITLES, build_sets
-    from hopscotch.retriever.evaluation.metrics import compare_runs
-    from hopscotch.retriever.io.runs import read_run
-
     timings, clock = {}, time.perf_counter()
 
     def lap(stage: str) -> None:
@@ -110,7 +115,6 @@ def run_ablation(work: Path, names: list[str], models: dict[str, str], full_base
     # table reports them, it does not choose
     tuned = {}
     voters = [n for n, es in sets.items() if es.votes] or list(sets)
-    from hopscotch.retriever.model.config import model_settings
 
     for m, model in models.items():
         s = model_settings(model)
@@ -131,7 +135,6 @@ def run_ablation(work: Path, names: list[str], models: dict[str, str], full_base
                         "--out", config)
             fusion[n, m] = json.loads(config.read_text())
             key = (n, m, "hybrid")
-            from hopscotch.retriever.searchers.fusion import read_fusion_config
 
             runs[key] = fused(work / "runs" / f"{n}.{m}.hybrid-tuned.{bm25_tag}.{defaults_tag(model)}.trec",
                               runs[n, "bm25-reasoning"], dense_half, read_fusion_config(config), es.tune + es.test)
@@ -182,7 +185,6 @@ def run_ablation(work: Path, names: list[str], models: dict[str, str], full_base
     bias = label_bias(sets, runs, models)
     recall = first_stage_recall(sets, runs, models)
     lap("report_s")
-    from hopscotch_experiments.agent_data.eval_sets import BOUNDS
 
     return {"sets": {n: {"title": TITLES[n], "note": es.note, "labels": es.labels, "votes": es.votes,
                          "bounds": BOUNDS.get(n, ""), **es.counts} for n, es in sets.items()},
@@ -203,9 +205,6 @@ def label_bias(sets: dict, runs: dict, models: dict) -> dict:
     """The call-level bias in numbers: the same test calls (those of ``tongyi_utility``, which have a used
     document) scored by each systems's run under each label level of :data:`BIAS_LEVELS`. ``{}`` unless the
     three sets ran (they share the corpus, the index and the call ids, so one run serves all three)."""
-    from hopscotch_experiments.ablations.ablation_runs import evaluate_ndcg
-    from hopscotch.retriever.io.runs import read_run
-
     names = [n for n, _ in BIAS_LEVELS]
     if not all(n in sets for n in names):
         return {}
@@ -228,10 +227,6 @@ def shared_runs(work: Path, sets: dict, paths: dict) -> tuple[dict[str, str], di
     once (written to ``work/sets/<prefix>/queries.jsonl``); the prefix names the index and the query ids, so a cached
     run always holds every query it is scored on. ``work/runs/names.json`` records the prefixes (other experiments
     read it)."""
-    import hashlib
-
-    from hopscotch.retriever.io.common import write_json, write_jsonl
-
     groups: dict[tuple[str, int], list[str]] = {}
     for n, es in sets.items():   # one group: sets over one index whose shared calls carry the same records
         index = es.index_name or n
@@ -265,9 +260,6 @@ def shared_runs(work: Path, sets: dict, paths: dict) -> tuple[dict[str, str], di
 def first_stage_recall(sets: dict, runs: dict, models: dict) -> dict:
     """Recall@100 on test of the first stages a reranker can take (what the reranker can reach): ``{system: {set:
     recall}}`` for BM25, BM25 --reasoning, the dense --reasoning defaults and the default hybrid over both."""
-    from hopscotch.retriever.evaluation.metrics import evaluate
-    from hopscotch.retriever.io.runs import read_run
-
     m = "trained" if "trained" in models else "base"
     systems = {"BM25": ("bm25",), "BM25 --reasoning": ("bm25-reasoning",), f"{m} dense --reasoning": (m, "default"),
                f"hybrid --reasoning ({m})": (m, "hybrid-default")}
@@ -285,8 +277,6 @@ def _default_label() -> str:
 
 
 def _expansion_label() -> str:
-    from hopscotch.retriever.searchers.bm25_expansion import DEFAULT_BM25_EXPANSION
-
     return DEFAULT_BM25_EXPANSION.describe()
 
 
@@ -297,31 +287,23 @@ def expansion_tag() -> str:
 
 def defaults_tag(model: str) -> str:
     """A file-name tag of the model's recorded `search --reasoning` defaults (redone when they move)."""
-    from hopscotch.retriever.model.config import model_settings
-
     s = model_settings(model)
     return _tag(f"{s.trained} {s.query_input} {s.late_fusion} {s.late_fusion_max_words} {s.late_fusion_long}")
 
 
 def _tag(text: str) -> str:
-    import hashlib
-
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
 def model_reads_reasoning(model: str) -> bool:
     """Whether `search --reasoning` on a hybrid gives the model's dense half the reasoning (a trained
     reasoning-aware model; a plain one searches with the query alone: :class:`HybridSearcher`)."""
-    from hopscotch.retriever.model.config import model_settings
-
     s = model_settings(model)
     return bool(s.trained and s.reasoning_aware)
 
 
 def _recorded(model: str) -> str:
     """The model's recorded `search --reasoning` defaults, in words."""
-    from hopscotch.retriever.model.config import model_settings
-
     s = model_settings(model)
     if not s.trained:
         return "an untrained model: `reasoning`"
@@ -338,8 +320,6 @@ def _recorded(model: str) -> str:
 
 def _verdict(a, b, metric: str = "ndcg@10") -> str:
     """``>=`` holds when the mean is not lower (equal means tie); the paired test says whether it is significant."""
-    from hopscotch.retriever.evaluation.metrics import compare_runs
-
     c = compare_runs(a, b, metric)
     holds = "YES" if c.delta >= 0 else "no"
     sig = "significant" if c.p_randomization < 0.05 else "not significant"

@@ -13,13 +13,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hopscotch_experiments.agent_data.eval_sets import SET_NAMES
+from hopscotch_experiments.agent_data.eval_sets import GUARDS, OBJECTIVE, SET_NAMES
+
+from hopscotch.retriever.evaluation.metrics import compare_runs, evaluate
+from hopscotch.retriever.evaluation.selection import select_default
+from hopscotch.retriever.io.qrels import read_qrels
+from hopscotch.retriever.io.runs import read_run
+from hopscotch.retriever.searchers.fusion import DEFAULT_ADAPTIVE, DEFAULT_INTERP, DEFAULT_RRF, default_settings
+from hopscotch.retriever.searchers.fusion_tuning import fuse_runs, fusion_grid
 
 
 def grid() -> list:
     """``tune-fusion``'s grid, both normalisations, plain and weighted RRF, and adaptive fusion."""
-    from hopscotch.retriever.searchers.fusion_tuning import fusion_grid
-
     weights = [i / 10 for i in range(11)]
     return fusion_grid(weights, (5.0, 10.0, 20.0, 60.0), ((1.0, 1.0), (0.5, 1.0), (1.0, 0.5)),
                        adapts=(0.25, 0.5, 1.0, 2.0, 4.0), shifts=(-1.0, 0.0, 0.5, 1.0, 1.5, 2.0, 3.0))
@@ -30,11 +35,6 @@ def table(work: Path, split: str, sets=SET_NAMES, settings_list=None, sparse_run
     """``({setting label: {set: nDCG@10}}, {set: {"bm25"|"dense": nDCG@10}}, {label: {set: per-query}},
     {set: {"bm25"|"dense": per-query}}, {label: settings})`` on ``split``'s questions of each set; the two lists are
     ``runs/<set>.<sparse_run>.trec`` and ``runs/<set>.<dense_run>.trec`` under ``work``."""
-    from hopscotch.retriever.evaluation.metrics import evaluate
-    from hopscotch.retriever.io.qrels import read_qrels
-    from hopscotch.retriever.io.runs import read_run
-    from hopscotch.retriever.searchers.fusion_tuning import fuse_runs
-
     scores: dict[str, dict[str, float]] = {}
     per_query: dict[str, dict[str, object]] = {}
     components: dict[str, dict[str, float]] = {}
@@ -70,11 +70,6 @@ def report(work: Path, split: str, sets: list[str], top: int, sparse_run: str = 
     """The lines the script prints: the better component per set, the selection rule's report (objective and guards
     on the tune questions), the ``top`` settings by objective (and the ``--fusion`` defaults), the per-query oracle,
     and the pick against each set's better component (paired tests) on ``split``'s questions."""
-    from hopscotch.retriever.evaluation.metrics import compare_runs
-    from hopscotch.retriever.evaluation.selection import select_default
-    from hopscotch.retriever.searchers.fusion import DEFAULT_ADAPTIVE, DEFAULT_INTERP, DEFAULT_RRF, default_settings
-    from hopscotch_experiments.agent_data.eval_sets import GUARDS, OBJECTIVE
-
     objective = [n for n in (OBJECTIVE if objective is None else objective) if n in sets]
     guards = [n for n in (GUARDS if guards is None else guards) if n in sets]
     tune = table(work, "tune", sets, None, sparse_run, dense_run)

@@ -12,7 +12,13 @@ import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 from hopscotch_experiments.ablations.ablation_runs import late_fusion_runs
+from hopscotch_experiments.agent_data.eval_sets import INDEX_NAMES
+
+from hopscotch.retriever.evaluation.metrics import evaluate
+from hopscotch.retriever.io.qrels import read_qrels
+from hopscotch.retriever.io.queries import read_queries
 
 WEIGHTS = [i / 10 for i in range(11)]
 EDGES = [0, 50, 200, 1000, 3000, 10000, 10**9]
@@ -21,11 +27,6 @@ EDGES = [0, 50, 200, 1000, 3000, 10000, 10**9]
 def per_query_scores(work: Path, name: str, model: str, variant: str, encoder=None):
     """``{w: {qid: ndcg@10}}``, the qids' splits and reasoning-context word counts, and the encoder used
     (no word gate: every context is searched at every w, so the buckets show where a gate belongs)."""
-    from hopscotch_experiments.agent_data.eval_sets import INDEX_NAMES
-    from hopscotch.retriever.evaluation.metrics import evaluate
-    from hopscotch.retriever.io.qrels import read_qrels
-    from hopscotch.retriever.io.queries import read_queries
-
     folder = work / "sets" / name
     split = {q: s for s in ("tune", "test") for q in (folder / f"{s}_qids.txt").read_text().split()}
     queries = [q for q in read_queries(folder / "queries.jsonl") if q.qid in split]
@@ -43,8 +44,6 @@ def per_query_scores(work: Path, name: str, model: str, variant: str, encoder=No
 def report(work: Path, names: list[str], model: str, variant: str) -> Iterator[str]:
     """The tables' lines, set by set (yielded as each set is scored): the median reasoning-context words, then
     per split the mean nDCG@10 at every w over all questions and over each bucket of 10 or more."""
-    import numpy as np
-
     encoder = None
     for name in names:
         scores, split, words, encoder = per_query_scores(work, name, model, variant, encoder)

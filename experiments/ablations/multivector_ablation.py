@@ -33,6 +33,12 @@ from hopscotch_experiments.ablations.ablation_runs import (
     search,
     settings_tag,
 )
+from hopscotch_experiments.agent_data.eval_sets import TITLES, build_sets
+
+from hopscotch.retriever.evaluation.metrics import compare_runs
+from hopscotch.retriever.io.common import write_jsonl
+from hopscotch.retriever.io.runs import read_run
+from hopscotch.retriever.searchers.rerank import MultiVectorReranker
 
 START, END = "<!-- mv-ablation:start -->", "<!-- mv-ablation:end -->"
 WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -67,8 +73,6 @@ def mv_index(work: Path, name: str, corpus: Path, model: str) -> Path:
 
 def seeded_cache(work: Path, name: str, label: str, model: str, index: Path) -> Path:
     """A rerank cache for ``model`` filled from its full index (once)."""
-    from hopscotch.retriever.searchers.rerank import MultiVectorReranker
-
     cache = work / "rerank_cache" / f"{name}.{label}"
     marker = cache / ".seeded"
     if not marker.exists() or marker.read_text() != str(index):
@@ -79,8 +83,6 @@ def seeded_cache(work: Path, name: str, label: str, model: str, index: Path) -> 
 
 def split_queries(es, paths: dict, split: str) -> dict:
     """``paths`` with ``queries`` cut to one split's qids (``test`` or ``tune``)."""
-    from hopscotch.retriever.io.common import write_jsonl
-
     keep = set(getattr(es, split))
     file = Path(paths["queries"]).with_name(f"queries_{split}.jsonl")
     if not file.exists():
@@ -150,10 +152,6 @@ def run_ablation(work: Path, names: list[str], models: dict[str, str], trained: 
     """The rows of :data:`ROWS` on the dev sets ``names`` for ``models`` (``{"mv": DIR[, "mv_base": DIR][,
     "peer": DIR]}``) beside the single-vector model ``trained``: ``{"section": markdown, "table": {row key:
     {set: cell}}, "by_w": {w: tune mean}, "best_w": w, "times": {step: seconds}}``."""
-    from hopscotch_experiments.agent_data.eval_sets import TITLES, build_sets
-    from hopscotch.retriever.evaluation.metrics import compare_runs
-    from hopscotch.retriever.io.runs import read_run
-
     times: dict[str, float] = {}
     sets = build_sets(work, names)
     test, tune = {}, {}

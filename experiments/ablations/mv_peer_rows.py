@@ -19,6 +19,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from hopscotch_experiments.ablations.ablation_runs import build_indexes, evaluate_ndcg, search
+from hopscotch_experiments.agent_data.eval_sets import TITLES, build_sets
+
+from hopscotch.retriever.evaluation.metrics import compare_runs
+from hopscotch.retriever.io.runs import read_run
+from hopscotch.retriever.searchers.rerank import DEFAULT_FIRST_WEIGHT
 
 START, END = "<!-- mv-peer-rows:start -->", "<!-- mv-peer-rows:end -->"
 SETS = ("tongyi_question", "tongyi_pages_question", "hotpotqa")
@@ -35,10 +40,6 @@ def run_name(name: str, system: str, kind: str, weight: float | None = None) -> 
 def measure(models: dict[str, str], work: Path, names=SETS, weights=(0.0, None)) -> dict:
     """``{"cells": {(set, system, kind, w): {"tune", "test"}}, ...}`` with ``system`` ``"bm25"`` (w None) or a label
     of ``models``; a ``None`` in ``weights`` is the reranker's default."""
-    from hopscotch_experiments.agent_data.eval_sets import build_sets
-    from hopscotch.retriever.io.runs import read_run
-    from hopscotch.retriever.searchers.rerank import DEFAULT_FIRST_WEIGHT
-
     weights = [DEFAULT_FIRST_WEIGHT if w is None else float(w) for w in weights]
     cells, info = {}, {}
     for name, es in build_sets(work, names).items():
@@ -70,8 +71,6 @@ def as_ours(measured: dict, label: str) -> dict:
 
 def summarize(measured: dict) -> dict:
     """Cells per split with ours-vs-peer tests, the tune means at the default weight and the verdict."""
-    from hopscotch.retriever.evaluation.metrics import compare_runs
-
     cells, sets, default = measured["cells"], list(measured["sets"]), measured["default"]
     table: dict = {}
     for (name, system, kind, w), res in cells.items():
@@ -98,8 +97,6 @@ def to_json(summary: dict) -> dict:
 
 
 def render(summary: dict, command: str) -> str:
-    from hopscotch_experiments.agent_data.eval_sets import TITLES
-
     sets, t = summary["sets"], summary["table"]
 
     def cell(c: dict) -> str:

@@ -16,6 +16,7 @@ the peer (same row kind). The verdict, on tune: ours holds when none of its cell
 from __future__ import annotations
 
 from hopscotch_experiments.ablations.trajectory_use import KINDS, measure, ndcg_cells, paired_p, tune_means
+from hopscotch_experiments.agent_data.eval_sets import TITLES
 
 START, END = "<!-- peer-rows:start -->", "<!-- peer-rows:end -->"
 OURS, PEER = "trajectory-use", "st-peer"
@@ -47,8 +48,6 @@ def to_json(summary: dict) -> dict:
 
 
 def render(summary: dict, command: str) -> str:
-    from hopscotch_experiments.agent_data.eval_sets import TITLES
-
     sets = summary["sets"]
 
     def cell(c: dict) -> str:

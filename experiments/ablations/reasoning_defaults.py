@@ -19,6 +19,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+from hopscotch_experiments.ablations.ablation_runs import build_indexes, evaluate_ndcg
+from hopscotch_experiments.agent_data.eval_sets import GUARDS, OBJECTIVE, build_sets
+
+from hopscotch.retriever.evaluation.metrics import compare_runs
+from hopscotch.retriever.evaluation.selection import select_default
+from hopscotch.retriever.io.queries import read_queries
+from hopscotch.retriever.searchers import build_searcher
+
 VARIANTS = ("reasoning_tail:64", "reasoning_tail:128", "current_reasoning", "reasoning_focus:128", "reasoning")
 WEIGHTS = tuple(i / 10 for i in range(11))
 GATES = (None, 100, 200, 500, 1000, 2000)
@@ -39,8 +48,6 @@ class SetRuns:
         self.ndcg: dict[tuple[str, float], dict[str, float]] = {}
 
     def add(self, variant: str, w: float, run: dict) -> None:
-        from hopscotch_experiments.ablations.ablation_runs import evaluate_ndcg
-
         qids = self.es.tune + self.es.test
         self.runs[variant, w] = run
         per = evaluate_ndcg(run, self.es.qrels, qids).per_query
@@ -65,13 +72,6 @@ class SetRuns:
 
 def dense_runs(work: Path, names: list[str], model: str, variants=VARIANTS, weights=WEIGHTS) -> dict[str, SetRuns]:
     """Every set's :class:`SetRuns` (the ablation's indexes under ``work``, built when missing)."""
-    import numpy as np
-
-    from hopscotch_experiments.agent_data.eval_sets import build_sets
-    from hopscotch_experiments.ablations.ablation_runs import build_indexes
-    from hopscotch.retriever.io.queries import read_queries
-    from hopscotch.retriever.searchers import build_searcher
-
     out, encoder, memo = {}, None, {}
     for n, es in build_sets(work, names).items():
         paths = es.write(work / "sets" / n)
@@ -104,8 +104,6 @@ def dense_runs(work: Path, names: list[str], model: str, variants=VARIANTS, weig
 def _encoded(memo: dict, variant: str, keys: list[str], encode):
     """The query vectors of ``keys`` under ``variant``, encoding (``encode(positions)``) only the keys not in
     ``memo`` yet."""
-    import numpy as np
-
     todo = [i for i, key in enumerate(keys) if (variant, key) not in memo]
     if todo:
         for i, vector in zip(todo, encode(todo)):
@@ -116,11 +114,6 @@ def _encoded(memo: dict, variant: str, keys: list[str], encode):
 def choose(sets: dict[str, SetRuns], variants=VARIANTS, weights=WEIGHTS, gates=GATES) -> tuple[list[str], dict]:
     """The printed lines (the selection rule's report, the leading settings, the pick against the query alone on
     every set's test questions with paired tests) and the pick's record."""
-    from hopscotch.retriever.evaluation.metrics import compare_runs
-    from hopscotch.retriever.evaluation.selection import select_default
-    from hopscotch_experiments.ablations.ablation_runs import evaluate_ndcg
-    from hopscotch_experiments.agent_data.eval_sets import GUARDS, OBJECTIVE
-
     objective = [n for n in OBJECTIVE if n in sets]
     guards = [n for n in GUARDS if n in sets]
     settings, candidates = {}, {}

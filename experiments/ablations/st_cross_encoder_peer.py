@@ -25,6 +25,12 @@ import os
 
 from hopscotch_experiments.ablations.st_peer import default_tuples, peer_outputs, peer_parser, train_peer, versions
 
+from hopscotch.retriever.io.atomic import atomic_folder
+from hopscotch.retriever.io.common import write_json
+from hopscotch.retriever.io.tuples import read_training_tuples
+from hopscotch.retriever.model.query_input import QueryInput
+from hopscotch.retriever.model.query_template import format_document, format_queries
+
 
 def build_cross_encoder_peer(model_path: str, max_length: int, seed: int = 42, device: str | None = None):
     """``CrossEncoder(model_path, num_labels=1, max_length=...)`` as sentence-transformers loads it (offline); its new
@@ -41,9 +47,6 @@ def cross_encoder_rows(tuples, tokenizer, query_max_len: int, negatives: int,
                        query_input: str = "reasoning") -> tuple[dict, int]:
     """``{"anchor", "positive", "negative_1", ...}`` columns of the tuples with at least ``negatives`` hard negatives,
     and how many were left out."""
-    from hopscotch.retriever.model.query_input import QueryInput
-    from hopscotch.retriever.model.query_template import format_document, format_queries
-
     variant = QueryInput.parse(query_input, "--query-input")
     kept = [t for t in tuples if len(t.negatives) >= negatives]
     columns = {"anchor": format_queries(tokenizer, query_max_len, [t.query for t in kept], kept,
@@ -61,10 +64,6 @@ def run_cross_encoder_peer(out: str | os.PathLike, files: list[str], model_path:
                            log_every: int = 5) -> dict:
     """Train the peer on the tuple ``files``; writes OUT/final and OUT/peer_summary.json (steps, seconds, loss
     history, settings, versions), each atomically, and returns the summary."""
-    from hopscotch.retriever.io.atomic import atomic_folder
-    from hopscotch.retriever.io.common import write_json
-    from hopscotch.retriever.io.tuples import read_training_tuples
-
     if in_batch_negatives < 1:
         raise SystemExit("st_cross_encoder_peer: --in-batch-negatives must be >= 1 (sentence-transformers' "
                          "MultipleNegativesRankingLoss samples at least one)")

@@ -27,11 +27,19 @@ OUT/peer_summary.json, each atomically; ``scripts/st_multivector_peer.py`` is it
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import tempfile
 import time
 from pathlib import Path
+
+from hopscotch.retriever.io.atomic import atomic_folder, check_target
+from hopscotch.retriever.io.common import write_json
+from hopscotch.retriever.io.tuples import read_training_tuples
+from hopscotch.retriever.model.loading import bundled_minilm_path, quiet_loading_bars
+from hopscotch.retriever.model.query_input import QueryInput
+from hopscotch.retriever.model.query_template import format_document, format_queries
 
 SOURCES = ("hotpot", "musique", "tongyi_use", "world")
 DEFAULT_DATA = "runs/agent/data"  # OUT/data of scripts/train_agent_retriever.sh (the recipes' default OUT)
@@ -69,9 +77,6 @@ def build_peer_model(model_path: str, dim: int = 128, seed: int = 42, query_max_
 def peer_rows(tuples, tokenizer, query_max_len: int, query_input: str = "query") -> tuple[dict, int]:
     """``{"anchor", "positive", "negative"}`` columns of the tuples that have a hard negative, and how many
     were left out (no hard negative)."""
-    from hopscotch.retriever.model.query_input import QueryInput
-    from hopscotch.retriever.model.query_template import format_document, format_queries
-
     variant = QueryInput.parse(query_input, "--query-input")
     kept = [t for t in tuples if t.negatives]
     anchors = format_queries(tokenizer, query_max_len, [t.query for t in kept], kept,
@@ -173,9 +178,6 @@ def train_peer(model, columns: dict, *, steps: int, batch_size: int, lr: float, 
 def peer_outputs(out: str | os.PathLike, model_path: str | None) -> tuple[Path, Path, str]:
     """``(OUT/final, OUT/peer_summary.json, the backbone's folder)``: both outputs checked writable before any work,
     the backbone ``model_path`` or the bundled all-MiniLM-L6-v2."""
-    from hopscotch.retriever.io.atomic import check_target
-    from hopscotch.retriever.model.loading import bundled_minilm_path, quiet_loading_bars
-
     out = Path(out)
     final, summary_path = out / "final", out / "peer_summary.json"
     check_target(final, folder=True)
@@ -191,11 +193,6 @@ def run_peer(out: str | os.PathLike, files: list[str], model_path: str | None = 
     """Train the ``kind`` peer on the tuple ``files`` from ``model_path`` (None: the bundled all-MiniLM-L6-v2); writes
     OUT/final and OUT/peer_summary.json (steps, seconds, samples/s, loss history, settings, versions), each
     atomically, and returns the summary."""
-    from hopscotch.retriever.io.atomic import atomic_folder
-    from hopscotch.retriever.io.common import write_json
-    from hopscotch.retriever.io.tuples import read_training_tuples
-    from hopscotch.retriever.model.query_input import QueryInput
-
     QueryInput.parse(query_input, "--query-input")
     if kind not in KINDS:
         raise ValueError(f"kind: expected one of {KINDS}, got {kind!r}")
@@ -237,8 +234,6 @@ def run_peer(out: str | os.PathLike, files: list[str], model_path: str | None = 
 
 def peer_parser(description: str, batch_size: int):
     """The flags every peer's command line has: its tuples, output, backbone, schedule and sampler."""
-    import argparse
-
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--tuples", nargs="+", help="tuple JSONL files (default: the four under --data)")
     parser.add_argument("--data", default=DEFAULT_DATA,

@@ -18,33 +18,36 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from hopscotch_experiments.agent_data.splits import data_dir, splits
+
+from hopscotch.retriever.cli import main as cli
+from hopscotch.retriever.evaluation.metrics import compare_runs, evaluate
+from hopscotch.retriever.io.common import atomic_write, read_jsonl, write_jsonl
+from hopscotch.retriever.io.corpus import read_corpus
+from hopscotch.retriever.io.qrels import read_qrels
+from hopscotch.retriever.model.config import EncoderConfig
+from hopscotch.retriever.model.dense_encoder import exact_search
+from hopscotch.retriever.model.matryoshka import truncate
+
 SOURCE = "hotpotqa_ircot"
 
 
 def data() -> Path:
     """The shared data's HotpotQA/IRCoT folder (``$HOPSCOTCH_DATA/hotpotqa_ircot``)."""
-    from hopscotch_experiments.agent_data.splits import data_dir
-
     return data_dir() / SOURCE
 
 
 def _rows(path: Path) -> list[dict]:
-    from hopscotch.retriever.io.common import read_jsonl
-
     return [obj for _, obj in read_jsonl(path)]
 
 
 def _write_text(path: Path, text: str) -> None:
-    from hopscotch.retriever.io.common import atomic_write
-
     with atomic_write(path) as fh:
         fh.write(text)
 
 
 def split_questions():
     """The train (1-380), dev (381-400) and test (401-500) question ids."""
-    from hopscotch_experiments.agent_data.splits import splits
-
     s = splits(SOURCE)
     return s["train"], s["dev"], s["test"]
 
@@ -74,9 +77,6 @@ def qrels_for(queries: list[dict], gold: dict[str, dict[str, int]]) -> str:
 
 def build_tuples(work: Path, train_qids: list[str]) -> Path:
     """DR-Synth tuples for the training questions (``hopscotch synth`` on a filtered QA folder)."""
-    from hopscotch.retriever.cli import main as cli
-    from hopscotch.retriever.io.common import write_jsonl
-
     src = data()
     out = work / "tuples.jsonl"
     if out.is_file():
@@ -98,9 +98,6 @@ def build_tuples(work: Path, train_qids: list[str]) -> Path:
 def build_eval_sets(work: Path, dev_qids, test_qids) -> dict:
     """Writes the dev queries, qrels and corpus under ``work``; returns the test sets ``{"steps" |
     "questions": (queries, qrels)}``."""
-    from hopscotch.retriever.io.common import write_jsonl
-    from hopscotch.retriever.io.qrels import read_qrels
-
     src = data()
     gold = read_qrels(src / "qrels.tsv")
     sets = {}
@@ -123,8 +120,6 @@ def evaluate_model(model_path: str, sets: dict, lengths: dict, batch_size: int =
     """Runs and metrics of one model on every query set and input variant, keyed ``(set, variant)``; with
     ``dims``, also at each Matryoshka prefix (documents and queries cut and renormalised by
     :func:`hopscotch.retriever.model.matryoshka.truncate`), keyed ``(set, variant, dim)``."""
-    from hopscotch.retriever.io.corpus import read_corpus
-    from hopscotch.retriever.model.config import EncoderConfig
     from hopscotch.retriever.model.dual_encoder import DualEncoder
     from hopscotch.retriever.training.evaluation import embed_texts
 
@@ -149,17 +144,12 @@ def _prefixes(emb, dims) -> dict:
     """``{None: emb, D: emb cut to D and renormalised (matryoshka.truncate) for each D in dims}``."""
     import torch
 
-    from hopscotch.retriever.model.matryoshka import truncate
-
     return {None: emb, **{dim: truncate(torch.from_numpy(emb), dim).numpy() for dim in dims}}
 
 
 def _at_prefixes(key: tuple, q_emb: dict, doc_emb: dict, docs, queries, qrels) -> dict:
     """Metrics of the full vectors under ``key`` and of each prefix under ``(*key, dim)``; ``q_emb`` and
     ``doc_emb`` are :func:`_prefixes` of the same dims."""
-    from hopscotch.retriever.evaluation.metrics import evaluate
-    from hopscotch.retriever.model.dense_encoder import exact_search
-
     return {(key if dim is None else (*key, dim)): _run_and_eval(q_emb[dim], doc_emb[dim], docs, queries, qrels,
                                                                    exact_search, evaluate)
             for dim in q_emb}
@@ -181,7 +171,6 @@ def run_quality(work: Path, recipe: str, overrides: list[str], skip_train: bool 
         compare trained against base at each
     :param reference: another trained model folder (e.g. the fp32 run of a bf16 one), evaluated alike and
         compared with the trained model on the reasoning steps and the questions"""
-    from hopscotch.retriever.evaluation.metrics import compare_runs
     from hopscotch.retriever.training.recipe import load_recipe
     from hopscotch.retriever.training.trainer import train
 

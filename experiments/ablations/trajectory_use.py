@@ -20,6 +20,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from hopscotch_experiments.ablations.ablation_runs import build_indexes, evaluate_ndcg, run_cli, search
+from hopscotch_experiments.agent_data.eval_sets import TITLES, build_sets
+
+from hopscotch.retriever.evaluation.metrics import compare_runs
+from hopscotch.retriever.io.runs import read_run
 
 START, END = "<!-- trajectory-use:start -->", "<!-- trajectory-use:end -->"
 SETS = ("tongyi_question", "tongyi_pages_question", "hotpotqa")
@@ -45,9 +49,6 @@ def train_arm(data: Path, arm: str, out: Path, recipe: str, overrides: list[str]
 
 def measure(models: dict[str, str], work: Path, names=SETS) -> dict:
     """``{(set, system, kind): {"tune", "test"}}`` EvalResults for every model (``"base"``: query-only only)."""
-    from hopscotch_experiments.agent_data.eval_sets import build_sets
-    from hopscotch.retriever.io.runs import read_run
-
     cells, info = {}, {}
     for name, es in build_sets(work, names).items():
         paths = es.write(work / "sets" / name)
@@ -81,8 +82,6 @@ def ndcg_cells(measured: dict, rows, versus) -> dict:
 
 def paired_p(baseline, res) -> float:
     """The paired randomisation test's p of ``res`` against ``baseline`` on nDCG@10."""
-    from hopscotch.retriever.evaluation.metrics import compare_runs
-
     return compare_runs(baseline, res, "ndcg@10").p_randomization
 
 
@@ -124,8 +123,6 @@ def to_json(summary: dict) -> dict:
 
 def render(summary: dict, command: str, notes: str = "") -> str:
     """The docs section: per split, a row per (system, row kind), a column per set."""
-    from hopscotch_experiments.agent_data.eval_sets import TITLES
-
     sets = summary["sets"]
 
     def cell(c: dict) -> str:

@@ -15,6 +15,11 @@ import sys
 from pathlib import Path
 
 from hopscotch_experiments.ablations.ablation_runs import build_indexes, evaluate_ndcg, search
+from hopscotch_experiments.agent_data.eval_sets import TITLES, build_sets
+
+from hopscotch.retriever.evaluation.metrics import compare_runs
+from hopscotch.retriever.io.fingerprint import digest, file_fingerprint
+from hopscotch.retriever.io.runs import read_run
 
 START, END = "<!-- wise-ft:start -->", "<!-- wise-ft:end -->"
 
@@ -34,8 +39,6 @@ def mixed_model(finetuned: Path, start: str, alpha: float, out: Path) -> Path:
 def fingerprint(finetuned: Path) -> str:
     """The first 10 hex digits of the digest of the fine-tune's weight files (names and full SHA-256 of their
     bytes; :mod:`hopscotch.retriever.io.fingerprint`)."""
-    from hopscotch.retriever.io.fingerprint import digest, file_fingerprint
-
     files = {p.relative_to(finetuned).as_posix(): file_fingerprint(p, full_hash_bytes=sys.maxsize)
              for p in sorted(finetuned.rglob("*.safetensors"))}
     return digest(files)[:10]
@@ -48,10 +51,6 @@ def choose(tune_mean: dict[float, float]) -> float:
 
 def sweep(finetuned: Path, start: str, alphas: list[float], work: Path, names: list[str]) -> dict:
     """The mixes' nDCG@10 on every set, the tune means and the chosen alpha."""
-    from hopscotch_experiments.agent_data.eval_sets import TITLES, build_sets
-    from hopscotch.retriever.evaluation.metrics import compare_runs
-    from hopscotch.retriever.io.runs import read_run
-
     sets = build_sets(work, names)
     paths = {n: es.write(work / "sets" / n) for n, es in sets.items()}
     tag = fingerprint(finetuned)  # indexes and runs are cached per fine-tune and alpha

@@ -43,6 +43,11 @@ from hopscotch_experiments.agent_data.eval_set import EvalSet, finish_set, step_
 from hopscotch_experiments.agent_data.musique_hops import musique_steps
 from hopscotch_experiments.agent_data.splits import WORLD, WORLD_LONG, data_dir, splits
 
+from hopscotch.data_synth.traces import read_traces
+from hopscotch.data_synth.world import build_long_world, build_world, write_world
+from hopscotch.retriever.io.qrels import read_qrels
+from hopscotch.retriever.io.queries import read_queries
+
 __all__ = ["EvalSet", "step_record", "SET_NAMES", "TITLES", "LABELS", "BOUNDS", "CALL_LEVEL", "INDEX_NAMES",
            "OBJECTIVE", "GUARDS", "build_sets", "write_sets"]
 
@@ -80,9 +85,6 @@ def _finish(name, corpus, by_question, tune_q, test_q, note) -> EvalSet:
 
 
 def hotpotqa() -> EvalSet:
-    from hopscotch.data_synth.traces import read_traces
-    from hopscotch.retriever.io.qrels import read_qrels
-
     src = data_dir() / "hotpotqa_ircot"
     gold = read_qrels(src / "qrels.tsv")
     by_question: dict[str, list] = {}
@@ -108,9 +110,6 @@ def musique() -> EvalSet:
 
 def _world_steps(folder: Path) -> tuple[list[str], dict[str, list]]:
     """The question ids of a written world, and its trace steps as (query record, qrels) per question."""
-    from hopscotch.data_synth.traces import read_traces
-    from hopscotch.retriever.io.queries import read_queries
-
     qids = [q.qid for q in read_queries(folder / "queries.jsonl")]
     by_question: dict[str, list] = {}
     for step in read_traces([folder / "traces.jsonl"], "world"):
@@ -120,8 +119,6 @@ def _world_steps(folder: Path) -> tuple[list[str], dict[str, list]]:
 
 
 def world(work: Path) -> EvalSet:
-    from hopscotch.data_synth.world import build_world, write_world
-
     folder = Path(work) / "world"
     if not (folder / "world.json").is_file():
         write_world(build_world(seed=WORLD["seed"], docs=WORLD["docs"], questions=WORLD["questions"]), folder)
@@ -138,8 +135,6 @@ def world_long(work: Path) -> EvalSet:
     way that command builds it, with the same files): agent thinking of 300-3,000 words around keyword-style
     queries, web-page-like documents of several sections; qrels: each step's gold documents, exact from the
     graph. Tune: the first 100 questions; test: the other 200."""
-    from hopscotch.data_synth.world import build_long_world, write_world
-
     folder = Path(work) / "world_long"
     if not (folder / "world.json").is_file():
         write_world(build_long_world(seed=WORLD_LONG["seed"], docs=WORLD_LONG["docs"],

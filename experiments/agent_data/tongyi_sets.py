@@ -33,6 +33,9 @@ from pathlib import Path
 
 from hopscotch_experiments.agent_data.eval_set import EvalSet, finish_set, step_record
 from hopscotch_experiments.agent_data.splits import data_dir, splits
+
+from hopscotch.data_synth.traces import read_traces
+from hopscotch.data_synth.utility_labels import questions_of, utility_qrels
 from hopscotch.retriever.io.common import read_jsonl, write_jsonl
 
 QUESTION_LABELS = ("QUESTION-LEVEL: every document any run of the question used anywhere in its trajectory "
@@ -87,8 +90,6 @@ def _steps_path() -> Path:
 
 def tongyi() -> EvalSet:
     """The held-out calls that returned documents, accumulated thinking, PSEUDO-QRELS (the call's own results)."""
-    from hopscotch.data_synth.traces import read_traces
-
     path = _steps_path()
     rows = dict(read_jsonl(path, "a Tongyi search step"))
     by_question: dict[str, list] = {}
@@ -145,8 +146,6 @@ def tongyi_pages(work: Path) -> EvalSet:
 def _usage_labels(src: str) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
     """``(call-level, question-level)`` usage labels of the Tongyi steps under ``src``: the usage rule runs once a
     process for every set built from it."""
-    from hopscotch.data_synth.utility_labels import questions_of, utility_qrels
-
     folder = Path(src)
     steps = folder / "agent_search_steps.jsonl"
     calls, _ = utility_qrels(steps, folder / "doc_snippets.jsonl", folder / "runs" / "infly.jsonl")
@@ -175,8 +174,6 @@ def trajectory_history(steps_path: str) -> dict[str, tuple[bool, frozenset[str]]
     """``{call id: (after a rejected call, docids shown before)}`` for every step of a Tongyi steps file: whether the
     previous call of the same trajectory (one run of one question: its ``query_id``, ``retriever`` and ``source``)
     was rejected (``valid: false``), and every docid the trajectory's earlier calls returned."""
-    from hopscotch.data_synth.traces import read_traces
-
     path = Path(steps_path)
     rows = dict(read_jsonl(path, "a Tongyi search step"))
     shown: dict[tuple, set[str]] = defaultdict(set)

@@ -22,6 +22,16 @@ import sys
 import time
 from pathlib import Path
 
+from hopscotch_experiments.benchmarks.common import md_table
+from hopscotch_experiments.benchmarks.scale.data import SentencePool, write_corpus, write_queries
+
+from hopscotch.retriever.cli import main
+from hopscotch.retriever.index.bm25 import load_bm25_index
+from hopscotch.retriever.io.queries import read_queries
+from hopscotch.retriever.io.runs import RunWriter
+from hopscotch.retriever.searchers.base import iter_search
+from hopscotch.retriever.searchers.bm25 import BM25Searcher
+
 BARE = """
 import sys, time
 t0 = time.perf_counter()
@@ -47,9 +57,6 @@ def _median(repeats: int, fn) -> float:
 
 def prepare(work: Path, sources, query_sources, docs: int, queries: int) -> dict:
     """The corpus, the queries and both backends' folders under ``work`` (made once)."""
-    from hopscotch_experiments.benchmarks.scale.data import SentencePool, write_corpus, write_queries
-    from hopscotch.retriever.cli import main
-
     work.mkdir(parents=True, exist_ok=True)
     corpus, qfile = work / f"corpus_{docs}.jsonl", work / f"queries_{queries}.jsonl"
     if not corpus.is_file():
@@ -66,12 +73,6 @@ def prepare(work: Path, sources, query_sources, docs: int, queries: int) -> dict
 
 def measure(files: dict, k: int = 100, repeats: int = 3) -> dict:
     """Every figure of the module doc, in seconds (``n``: the number of queries)."""
-    from hopscotch.retriever.index.bm25 import load_bm25_index
-    from hopscotch.retriever.io.queries import read_queries
-    from hopscotch.retriever.io.runs import RunWriter
-    from hopscotch.retriever.searchers.base import iter_search
-    from hopscotch.retriever.searchers.bm25 import BM25Searcher
-
     env = dict(os.environ)
     hopscotch = [sys.executable, "-m", "hopscotch.retriever.cli"]
     out: dict = {}
@@ -117,8 +118,6 @@ def measure(files: dict, k: int = 100, repeats: int = 3) -> dict:
 
 def report(result: dict) -> str:
     """The figures as a Markdown table (seconds and q/s)."""
-    from hopscotch_experiments.benchmarks.common import md_table
-
     n = result["n"]
     what = [("cli_bm25s", "`hopscotch search --bm25` (bm25s folder), whole process"),
             ("cli_disk", "`hopscotch search --bm25` (disk folder), whole process"),

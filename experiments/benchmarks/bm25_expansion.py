@@ -10,11 +10,16 @@ plain BM25 measured in the same rounds.
 
 from __future__ import annotations
 
+import argparse
 import shlex
 import statistics
 import time
 from pathlib import Path
 
+from hopscotch_experiments.agent_data.tongyi_sets import trajectory_history, turn_record
+
+from hopscotch.data_synth.traces import read_traces
+from hopscotch.retriever.io.common import read_jsonl
 from hopscotch.retriever.io.queries import Query
 from hopscotch.retriever.searchers.bm25 import BM25Searcher, add_expansion_options, expansion_of
 from hopscotch.retriever.searchers.bm25_expansion import DEFAULT_BM25_EXPANSION
@@ -27,8 +32,6 @@ SETTINGS = {"plain": None, "default": "",
 
 def expansion_from_flags(flags: str):
     """The expansion ``hopscotch search --bm25 --reasoning FLAGS`` builds (its expansion flags only)."""
-    import argparse
-
     parser = argparse.ArgumentParser(add_help=False)
     add_expansion_options(parser)
     return expansion_of(vars(parser.parse_args(shlex.split(flags))))
@@ -37,10 +40,6 @@ def expansion_from_flags(flags: str):
 def tongyi_calls(steps: Path, count: int, shape: str = "accumulated") -> list[Query]:
     """The first ``count`` calls of a Tongyi steps file that returned documents (file order), with all the thinking
     so far (``accumulated``) or the call's own turn (``turn``, none after a rejected call) as reasoning."""
-    from hopscotch_experiments.agent_data.tongyi_sets import trajectory_history, turn_record
-    from hopscotch.data_synth.traces import read_traces
-    from hopscotch.retriever.io.common import read_jsonl
-
     rows = dict(read_jsonl(steps, "a Tongyi search step"))
     history = trajectory_history(str(steps)) if shape == "turn" else {}
     out = []

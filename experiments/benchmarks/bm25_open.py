@@ -18,14 +18,16 @@ from pathlib import Path
 
 import numpy as np
 
+from hopscotch.retriever.index.bm25 import checks, load_bm25_index, read_meta
+from hopscotch.retriever.index.bm25.analyzer import Analyzer, term_keys
+from hopscotch.retriever.index.bm25.manifest import LAYOUT, META_FILE
+from hopscotch.retriever.io.docids import docid_hash
+
 
 def write_synthetic_disk_folder(out: Path, docs: int, terms: int, postings: int, block: int = 64,
                                 seed: int = 0) -> dict:
     """Write the folder (module doc); returns its manifest."""
-    from hopscotch.retriever.index.bm25.analyzer import Analyzer, term_keys
     from hopscotch.retriever.index.bm25.kernel import block_maxima
-    from hopscotch.retriever.index.bm25.manifest import LAYOUT, META_FILE
-    from hopscotch.retriever.io.docids import docid_hash
 
     rng = np.random.default_rng(seed)
     out.mkdir(parents=True, exist_ok=True)
@@ -74,8 +76,6 @@ def write_synthetic_disk_folder(out: Path, docs: int, terms: int, postings: int,
 def time_open(folder: Path, repeats: int = 3) -> dict:
     """Median seconds of ``load_bm25_index(folder)`` (sampled postings, as on open), and of the checks with the
     postings read whole; the page cache warmed by a first open."""
-    from hopscotch.retriever.index.bm25 import checks, load_bm25_index, read_meta
-
     load_bm25_index(folder)
 
     def median(fn) -> float:

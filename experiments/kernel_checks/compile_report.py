@@ -22,6 +22,7 @@ import argparse
 import os
 import re
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from typing import Iterator, List, NamedTuple, Optional
@@ -136,8 +137,6 @@ def _signature(arg_names, dtype: str, exclude: int) -> dict:
 
 
 def _resource_usage(cubin: bytes):
-    import tempfile
-
     import triton
 
     tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")

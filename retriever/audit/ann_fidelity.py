@@ -39,6 +39,12 @@ import numpy as np
 from hopscotch.retriever.audit.report import AuditReport
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.evaluation.ann_recall import recall_per_query
+from hopscotch.retriever.evaluation.metrics import _ci95
+from hopscotch.retriever.index.faiss_index import merge_topk
+from hopscotch.retriever.index.faiss_spec import ivf_or_none
+from hopscotch.retriever.index.layout import IndexMeta, embedding_rows, load_shard_embeddings
+from hopscotch.retriever.io.queries import read_queries
+from hopscotch.retriever.searchers.dense import DenseOptions, DenseSearcher
 
 
 @dataclass
@@ -69,9 +75,6 @@ def exact_topk_over_shards(index_dir, meta, queries: np.ndarray, k: int, exclude
     -1 none) is never returned for query ``i``. Not :func:`hopscotch.retriever.model.dense_encoder.exact_search`
     (FAISS over one matrix in memory): the audit's reference streams the shards, masks a row before the cut and
     breaks ties by row, and its numpy scores sit beside :func:`recalls`' numpy rescoring of the ANN rows."""
-    from hopscotch.retriever.index.faiss_index import merge_topk
-    from hopscotch.retriever.index.layout import load_shard_embeddings
-
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     n = len(queries)
     best_s = np.full((n, 0), -np.inf, np.float32)
@@ -118,8 +121,6 @@ def recalls(index_dir, meta, queries: np.ndarray, ann_rows: np.ndarray, exact_ro
     """Per-query recall@k for each k: the share of the exact top-k that the ANN top-k holds, a tie at the exact
     k-th score counting as a hit (:func:`hopscotch.retriever.evaluation.ann_recall.recall_per_query` with the
     ANN rows' exact scores)."""
-    from hopscotch.retriever.index.layout import embedding_rows
-
     depth = ann_rows.shape[1]
     vecs = embedding_rows(index_dir, meta, ann_rows).reshape(len(ann_rows), depth, -1)
     ann_exact = np.einsum("nkd,nd->nk", vecs, np.asarray(queries, np.float32))
@@ -129,8 +130,6 @@ def recalls(index_dir, meta, queries: np.ndarray, ann_rows: np.ndarray, exact_ro
 
 def summarize(values: np.ndarray) -> dict:
     """Mean and 95% t-interval (clipped to [0, 1]) of per-query recalls."""
-    from hopscotch.retriever.evaluation.metrics import _ci95
-
     mean = float(values.mean()) if len(values) else float("nan")
     half = _ci95(np.asarray(values, float)) if len(values) else float("nan")
     return {"mean": mean, "ci95": [max(0.0, mean - half), min(1.0, mean + half)], "half_width": half,
@@ -150,9 +149,6 @@ def measure(index_dir, meta, index, queries: np.ndarray, opts: AnnOptions, exclu
 def real_query_vectors(index_dir, queries_path, model, reasoning: bool, opts: AnnOptions, query_input=None):
     """``(searcher, vectors, note)``: the dense searcher of ``index_dir`` (its FAISS index: ``opts``) and the
     search vectors of the queries file (a seeded sample of ``opts.max_queries`` when it holds more)."""
-    from hopscotch.retriever.io.queries import read_queries
-    from hopscotch.retriever.searchers.dense import DenseOptions, DenseSearcher
-
     queries = list(read_queries(queries_path))
     if not queries:
         raise UsageError(f"{queries_path}: no queries")
@@ -173,8 +169,6 @@ def real_query_vectors(index_dir, queries_path, model, reasoning: bool, opts: An
 def control_vectors(index_dir, meta, n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(document rows, their stored vectors, random unit vectors)``: ``n`` documents sampled without
     replacement (all when the index holds fewer) and ``n`` Gaussian directions, both seeded."""
-    from hopscotch.retriever.index.layout import embedding_rows
-
     rng = np.random.default_rng(seed)
     rows = np.sort(rng.choice(meta.num_docs, size=min(n, meta.num_docs), replace=False)).astype(np.int64)
     docs = embedding_rows(index_dir, meta, rows)
@@ -188,8 +182,6 @@ def audit_ann_fidelity(index_dir: str | os.PathLike, queries_path: str | os.Path
                        **settings) -> AuditReport:
     """Recall@k of the index's ANN against exact search on the real queries, the documents and random vectors
     (module doc); ``options`` or its fields as keywords."""
-    from hopscotch.retriever.index.layout import IndexMeta
-
     opts = options or AnnOptions(**settings)
     meta = IndexMeta.load(index_dir)
     if meta.multi_vector:
@@ -213,8 +205,6 @@ def audit_ann_fidelity(index_dir: str | os.PathLike, queries_path: str | os.Path
 
 def _default_nprobe(index) -> int | None:
     """The nprobe an IVF index searches with when none is set (FAISS: 1), None for other indexes."""
-    from hopscotch.retriever.index.faiss_spec import ivf_or_none
-
     try:
         ivf = ivf_or_none(index.parts[0]) if index.parts else None
         return None if ivf is None else int(ivf.nprobe)

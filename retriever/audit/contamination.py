@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from hopscotch.retriever.audit import minhash as mh
 from hopscotch.retriever.audit.eval_sets import EvalSet, TrainingItem
 from hopscotch.retriever.audit.report import AuditReport
+from hopscotch.retriever.io.corpus import read_corpus
 from hopscotch.retriever.text.answers import UNINFORMATIVE_ANSWERS
 from hopscotch.retriever.text.normal_form import normalize_text
 from hopscotch.retriever.text.shingles import SHINGLE_WORDS, jaccard, shingles
@@ -130,8 +131,6 @@ class _EvidenceIndex:
     LSH over their title + text."""
 
     def __init__(self, sets: Sequence[EvalSet], by_key: dict[tuple[str, str], int], threshold: float):
-        from hopscotch.retriever.io.corpus import read_corpus
-
         self.threshold = threshold
         self.by_docid: dict[str, list[tuple[int, bool]]] = {}   # docid -> [(question, its text is known)]
         self.texts: list[tuple[frozenset, list[int]]] = []        # (shingles, questions) of each relevant doc

@@ -19,14 +19,16 @@ from pathlib import Path
 from hopscotch.retriever.audit.contamination import ContaminationChecker
 from hopscotch.retriever.audit.eval_sets import EvalSet, TrainingItem
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.common import atomic_write, iter_lines, write_json
+from hopscotch.retriever.io.tevatron import TevatronIdResolver
+from hopscotch.retriever.io.tuples import parse_tuple, tuple_source_files
+from hopscotch.retriever.io.validate import json_object
 
 REPORT_NAME = "decontamination.json"
 
 
 def tuple_files(paths: Sequence[str | os.PathLike]) -> list[Path]:
     """The JSONL files of ``paths`` (files, or folders of ``*.jsonl``), in order; an error for anything else."""
-    from hopscotch.retriever.io.tuples import tuple_source_files
-
     out: list[Path] = []
     for p in map(Path, paths):
         if not p.exists():
@@ -42,11 +44,6 @@ def decontaminate(eval_sets: Sequence[EvalSet], paths: Sequence[str | os.PathLik
                   threshold: float, count_answers: bool = False, corpus: str | None = None) -> dict:
     """Write each tuple file of ``paths`` to ``out_dir`` without its contaminated tuples; returns the report
     (also written to ``out_dir/decontamination.json``)."""
-    from hopscotch.retriever.io.common import atomic_write, iter_lines, write_json
-    from hopscotch.retriever.io.tevatron import TevatronIdResolver
-    from hopscotch.retriever.io.tuples import parse_tuple
-    from hopscotch.retriever.io.validate import json_object
-
     files = tuple_files(paths)
     out_dir = Path(out_dir)
     for f in files:

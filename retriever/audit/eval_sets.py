@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.corpus import read_corpus
 from hopscotch.retriever.io.qrels import Qrels, read_qrels
 from hopscotch.retriever.io.queries import Query, read_queries
+from hopscotch.retriever.io.tuples import read_training_tuples
 
 ANSWER_FIELDS = ("answers", "answer", "answer_aliases")
 _QRELS_NAMES = ("qrels.tsv", "qrels/test.tsv", "qrels.jsonl", "qrels.txt")
@@ -122,8 +124,6 @@ def tuple_items(paths: str | os.PathLike | Sequence[str | os.PathLike], corpus: 
                 max_tuples: int | None = None) -> Iterator[TrainingItem]:
     """Training tuples as items: query, reasoning and the *positive* passages (negatives are not trained on
     as relevant, so they are no shared evidence)."""
-    from hopscotch.retriever.io.tuples import read_training_tuples
-
     label = str(paths) if isinstance(paths, (str, os.PathLike)) else ",".join(map(str, paths))
     for t in read_training_tuples(paths, corpus=corpus)[:max_tuples]:
         yield TrainingItem(label, t.query_id, t.query, t.reasoning, [(p.docid, p.title, p.text) for p in t.positives])
@@ -137,7 +137,5 @@ def query_items(path: str | os.PathLike) -> Iterator[TrainingItem]:
 
 def corpus_items(path: str | os.PathLike) -> Iterator[TrainingItem]:
     """A corpus as items: each document a passage (streamed)."""
-    from hopscotch.retriever.io.corpus import read_corpus
-
     for d in read_corpus(path):
         yield TrainingItem(str(path), d.docid, passages=[(d.docid, d.title, d.text)])

@@ -38,8 +38,23 @@ from hopscotch.retriever.audit.model_diagnosis import (
     encoder_config,
     max_diff,
 )
+from hopscotch.retriever.audit.model_multi_vector import audit_multi_vector
 from hopscotch.retriever.audit.report import AuditReport
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.index.windows import passage_length
+from hopscotch.retriever.io.common import write_json
+from hopscotch.retriever.model.config import (
+    MULTI_VECTOR,
+    EncoderConfig,
+    model_settings,
+    read_saved_config,
+    saved_model_kind,
+)
+from hopscotch.retriever.model.dense_encoder import DenseEncoder
+from hopscotch.retriever.model.golden import GOLDEN_FILE, golden_record, read_golden, write_multi_vector_golden
+from hopscotch.retriever.model.loading import resolve_model_path
+from hopscotch.retriever.model.query_input import searcher_query_input
+from hopscotch.retriever.model.query_template import format_document, format_queries
 
 TOL = 1e-5
 #: the tolerance of golden vectors computed in a lower precision than the float32 re-encodings
@@ -59,9 +74,6 @@ def golden_config(path: str):
     """The settings golden vectors are recorded with for a folder: its ``hopscotch_config.json``; for a plain
     sentence-transformers folder its pooling and normalisation, with plain queries and the lengths Hopscotch's
     index and search use for it (the passage length, 256 unless recorded)."""
-    from hopscotch.retriever.index.windows import passage_length
-    from hopscotch.retriever.model.config import EncoderConfig, model_settings, read_saved_config
-
     settings = model_settings(path)
     config = read_saved_config(path) or EncoderConfig()
     if settings.trained:
@@ -73,10 +85,6 @@ def golden_config(path: str):
 
 def record_golden(path: str, device: str | None = None) -> dict:
     """Compute and write ``golden_vectors.json`` for a folder that has none (``--write-golden``)."""
-    from hopscotch.retriever.io.common import write_json
-    from hopscotch.retriever.model.config import MULTI_VECTOR, saved_model_kind
-    from hopscotch.retriever.model.golden import GOLDEN_FILE, golden_record, write_multi_vector_golden
-
     if saved_model_kind(path) == MULTI_VECTOR:
         from hopscotch.retriever.model.multi_vector import load_multi_vector_model
 
@@ -86,7 +94,6 @@ def record_golden(path: str, device: str | None = None) -> dict:
 
         model = DualEncoder.from_pretrained(path, golden_config(path)).to(_device(device))
         write_json(os.path.join(path, GOLDEN_FILE), golden_record(model), indent=None)
-    from hopscotch.retriever.model.golden import read_golden
 
     return read_golden(path)
 
@@ -95,12 +102,6 @@ def _hopscotch_vectors(path: str, probes: list[dict], device: str) -> np.ndarray
     """The probes through the search / index path: texts rendered from the folder's settings as the dense searcher
     (queries; reasoning-aware for a reasoning-aware model, as ``search --reasoning``) and the index encoder
     (documents) render them, encoded by :class:`DenseEncoder` at the lengths those paths use."""
-    from hopscotch.retriever.index.windows import passage_length
-    from hopscotch.retriever.model.config import model_settings
-    from hopscotch.retriever.model.dense_encoder import DenseEncoder
-    from hopscotch.retriever.model.query_input import searcher_query_input
-    from hopscotch.retriever.model.query_template import format_document, format_queries
-
     s = model_settings(path)
     plen = passage_length(s)
     qlen = s.query_max_len or plen
@@ -127,8 +128,6 @@ def _st_vectors(path: str, probes: list[dict], settings: dict, device: str) -> t
     """The golden input texts (their instruction / prefix taken off) through plain ``SentenceTransformer(path)``
     with the model's ``query`` / ``document`` prompts; also notes (a missing prompt)."""
     from sentence_transformers import SentenceTransformer
-
-    from hopscotch.retriever.model.config import model_settings
 
     tower = model_settings(path).query_tower
     models = {"document": SentenceTransformer(path, device=device, local_files_only=True)}
@@ -160,10 +159,6 @@ def _check(observed: np.ndarray, golden: np.ndarray, tol: float, probes: list[di
 def audit_model(model: str | os.PathLike, url: str | None = None, write_golden: bool = False, tol: float = TOL,
                 device: str | None = None) -> AuditReport:
     """Re-encode a saved model's golden vectors through every loader (module doc)."""
-    from hopscotch.retriever.model.config import MULTI_VECTOR, model_settings, read_saved_config, saved_model_kind
-    from hopscotch.retriever.model.golden import GOLDEN_FILE, read_golden
-    from hopscotch.retriever.model.loading import resolve_model_path
-
     path = resolve_model_path(model)
     if not any((Path(path) / f).is_file() for f in ("config.json", "modules.json")):
         raise UsageError(f"{path}: not a model folder (no config.json or modules.json)")
@@ -179,8 +174,6 @@ def audit_model(model: str | os.PathLike, url: str | None = None, write_golden: 
         return AuditReport("model", "warning", summary, {"model": path, "golden": None, "service": service})
     device = _device(device)
     if golden.get("kind") == MULTI_VECTOR or saved_model_kind(path) == MULTI_VECTOR:
-        from hopscotch.retriever.audit.model_multi_vector import audit_multi_vector
-
         return audit_multi_vector(path, golden, tol, device, service, wrote)
     settings, probes = golden["settings"], golden["probes"]
     tol_eff = max(tol, DTYPE_TOL.get(settings.get("dtype", "float32"), 0.0))

@@ -21,6 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
+from hopscotch.retriever.model.config import EncoderConfig
+from hopscotch.retriever.model.golden import encode_probes
+from hopscotch.retriever.model.query_input import QueryInput
+
 #: how close a variation's vectors must be to a loader's to reproduce them (both fresh float32 encodings)
 MATCH_TOL = 1e-4
 MAX_PAIRS = 80
@@ -117,9 +121,6 @@ def fixed_inputs(probes: list[dict], settings: dict, changes: dict) -> list[str]
 
 def encoder_config(settings: dict, changes: dict | None = None):
     """The :class:`~hopscotch.retriever.model.config.EncoderConfig` of recorded settings with ``changes``."""
-    from hopscotch.retriever.model.config import EncoderConfig
-    from hopscotch.retriever.model.query_input import QueryInput
-
     known = {f.name for f in fields(EncoderConfig)}
     config = EncoderConfig(**{k: v for k, v in settings.items() if k in known and k != "lora"})
     changes = dict(changes or {})
@@ -137,8 +138,6 @@ class Reference:
     def vectors(self, settings: dict, changes: dict | None = None, fixed: bool = False) -> np.ndarray:
         """The probes' vectors under ``settings`` with ``changes``; ``fixed``: from the golden input texts (their
         prefixes swapped, cut from the right) instead of texts rendered under the changed settings."""
-        from hopscotch.retriever.model.golden import encode_probes
-
         key = json.dumps([changes or {}, fixed], sort_keys=True)
         if key not in self._cache:
             config = encoder_config(settings, changes)

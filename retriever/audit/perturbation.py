@@ -36,7 +36,7 @@ from dataclasses import replace
 
 from hopscotch.retriever.audit.report import AuditReport
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.evaluation.metrics import compare_runs, evaluate
+from hopscotch.retriever.evaluation.metrics import compare_runs, evaluate, parse_metric
 from hopscotch.retriever.io.queries import Query
 from hopscotch.retriever.model.query_input import as_context
 
@@ -152,8 +152,6 @@ def audit_perturbation(searcher, queries: Sequence, qrels: dict, *, metric: str 
                        permutations: int = 10_000, batch_size: int = 64,
                        log: Callable[[str], None] | None = None) -> AuditReport:
     """Run the five conditions over the judged ``queries`` and report (see the module doc)."""
-    from hopscotch.retriever.evaluation.metrics import parse_metric
-
     _, cutoff = parse_metric(metric)
     k = k or cutoff
     judged = {q: d for q, d in qrels.items() if any(g > 0 for g in d.values())}

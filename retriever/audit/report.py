@@ -17,6 +17,8 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 
+from hopscotch.retriever.io.common import write_json
+
 VERDICTS = ("ok", "warning", "fail")
 
 
@@ -48,6 +50,4 @@ class AuditReport:
 
     def write(self, path: str | os.PathLike) -> None:
         """The report as JSON, atomically."""
-        from hopscotch.retriever.io.common import write_json
-
         write_json(path, self.to_json())

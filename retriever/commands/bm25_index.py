@@ -12,9 +12,20 @@ from __future__ import annotations
 
 import sys
 import time
+from itertools import islice
 from pathlib import Path
 
+from hopscotch.retriever.commands.arg_groups import add_output_flags
 from hopscotch.retriever.commands.flag_types import non_negative_float, positive_int, unit_interval
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.index.bm25 import BM25Index, read_meta
+from hopscotch.retriever.index.bm25.analyzer import check_analyzer_names
+from hopscotch.retriever.index.bm25.disk_build import DiskBuildOptions, build_disk_index
+from hopscotch.retriever.index.bm25.memory import AUTO_DISK_DOCS, auto_backend
+from hopscotch.retriever.index.bm25.plan import format_bm25_plan, measure_figures
+from hopscotch.retriever.io.atomic import atomic_folder
+from hopscotch.retriever.io.corpus import count_documents, read_corpus
+from hopscotch.retriever.io.outputs import Output, check_outputs, named_inputs
 
 #: what a BEIR corpus folder's reader takes from it (io.corpus.corpus_files); another folder is read whole
 CORPUS_FILES = ("corpus.jsonl", "corpus.jsonl.gz", "corpus.parquet")
@@ -24,8 +35,6 @@ PLAN_FLAGS = {"docs": "--docs", "avg_doc_bytes": "--avg-doc-bytes"}
 
 
 def register(sub) -> None:
-    from hopscotch.retriever.commands.arg_groups import add_output_flags
-
     p = sub.add_parser("bm25-index", help="build a BM25 index over a corpus",
                        description="Build a BM25 index (Lucene scoring, bm25s's formula) over a corpus and save it: "
                                    "bm25s (in RAM) for small corpora, disk (memory-mapped postings, block-max "
@@ -53,9 +62,6 @@ def register(sub) -> None:
 
 
 def _settings(args) -> tuple[str | None, str | None]:
-    from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.index.bm25.analyzer import check_analyzer_names
-
     stemmer = None if args.stemmer == "none" else args.stemmer
     stopwords = None if args.stopwords == "none" else args.stopwords
     try:
@@ -67,12 +73,6 @@ def _settings(args) -> tuple[str | None, str | None]:
 
 def _backend(args) -> str:
     """The backend to build (auto: by the corpus's size, counted up to the threshold only)."""
-    from itertools import islice
-
-    from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.index.bm25.memory import AUTO_DISK_DOCS, auto_backend
-    from hopscotch.retriever.io.corpus import read_corpus
-
     given = [flag for dest, flag in DISK_FLAGS.items() if getattr(args, dest) is not None]
     if args.backend == "bm25s" and given:
         raise UsageError(f"{given[0]} applies to the disk backend only: drop it, or use --backend disk")
@@ -87,9 +87,6 @@ def _backend(args) -> str:
 
 
 def run(args) -> int:
-    from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.io.outputs import Output, check_outputs, named_inputs
-
     if args.plan:
         return run_plan(args)
     given = [flag for dest, flag in PLAN_FLAGS.items() if getattr(args, dest) is not None]
@@ -116,9 +113,6 @@ def run(args) -> int:
 
 
 def _up_to_date(out: str, fingerprint: str) -> bool:
-    from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.index.bm25 import read_meta
-
     if not (Path(out) / "hopscotch_bm25.json").is_file():
         return False
     try:
@@ -128,10 +122,6 @@ def _up_to_date(out: str, fingerprint: str) -> bool:
 
 
 def _build_bm25s(args, stemmer, stopwords, fingerprint: str) -> int:
-    from hopscotch.retriever.index.bm25 import BM25Index
-    from hopscotch.retriever.io.atomic import atomic_folder
-    from hopscotch.retriever.io.corpus import read_corpus
-
     index = BM25Index.build(read_corpus(args.corpus), k1=args.k1, b=args.b, stemmer=stemmer, stopwords=stopwords)
     index.fingerprint = fingerprint
     with atomic_folder(args.out) as build:  # killed: only a .NAME.*.tmp folder, removed by the next run
@@ -140,9 +130,6 @@ def _build_bm25s(args, stemmer, stopwords, fingerprint: str) -> int:
 
 
 def _build_disk(args, stemmer, stopwords, fingerprint: str) -> int:
-    from hopscotch.retriever.index.bm25.disk_build import DiskBuildOptions, build_disk_index
-    from hopscotch.retriever.io.corpus import read_corpus
-
     defaults = DiskBuildOptions()
     options = DiskBuildOptions(k1=args.k1, b=args.b, stemmer=stemmer, stopwords=stopwords,
                                batch_docs=args.batch_docs or defaults.batch_docs,
@@ -154,9 +141,6 @@ def _build_disk(args, stemmer, stopwords, fingerprint: str) -> int:
 
 
 def run_plan(args) -> int:
-    from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.index.bm25.plan import format_bm25_plan, measure_figures
-
     if args.out:
         raise UsageError("--plan builds nothing: drop --out")
     if args.workers is not None:
@@ -169,7 +153,6 @@ def run_plan(args) -> int:
         if args.avg_doc_bytes:
             raise UsageError("--avg-doc-bytes is measured from --corpus: give one of them")
         if docs is None:
-            from hopscotch.retriever.io.corpus import count_documents
             docs = count_documents(args.corpus)
     if docs is None:
         raise UsageError("--plan needs --docs N (or --corpus to count)")

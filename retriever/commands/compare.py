@@ -19,14 +19,23 @@ from __future__ import annotations
 import os
 import sys
 
+from hopscotch.retriever.commands.arg_groups import add_output_flags
 from hopscotch.retriever.commands.flag_types import metric_name, permutations_int, unit_interval
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.evaluation.metrics import MIN_COVERAGE
+from hopscotch.retriever.evaluation.manifest import (
+    check_comparable,
+    comparable_metrics,
+    load_result,
+    manifest_count,
+    per_query_table,
+    shared_metrics,
+)
+from hopscotch.retriever.evaluation.metrics import MIN_COVERAGE, check_coverage, compare_per_query
+from hopscotch.retriever.io.common import write_json
+from hopscotch.retriever.io.outputs import check_outputs
 
 
 def register(sub) -> None:
-    from hopscotch.retriever.commands.arg_groups import add_output_flags
-
     p = sub.add_parser("compare", help="paired comparison of two evaluation results (eval --json)",
                        description="Compare two evaluation results (eval --json outputs) query by query, "
                                    "after checking their manifests agree.")
@@ -46,18 +55,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from hopscotch.retriever.evaluation.manifest import (
-        check_comparable,
-        comparable_metrics,
-        load_result,
-        manifest_count,
-        per_query_table,
-        shared_metrics,
-    )
-    from hopscotch.retriever.evaluation.metrics import check_coverage, compare_per_query
-    from hopscotch.retriever.io.common import write_json
-    from hopscotch.retriever.io.outputs import check_outputs
-
     if args.permutations < 1:
         raise UsageError("--permutations must be at least 1")
     guard = check_outputs(vars(args), outputs=[args.json_out], inputs=[args.first, args.second])

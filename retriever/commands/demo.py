@@ -13,13 +13,14 @@ import argparse
 import time
 from pathlib import Path
 
+from hopscotch.retriever.commands.arg_groups import add_output_flags
+from hopscotch.retriever.commands.demo_pipeline import run_demo
 from hopscotch.retriever.commands.flag_types import int_range, positive_int, seed_int
 from hopscotch.retriever.commands.world import MAX_DOCS, MAX_QUESTIONS
+from hopscotch.retriever.io.outputs import check_outputs, output_folder
 
 
 def register(sub) -> None:
-    from hopscotch.retriever.commands.arg_groups import add_output_flags
-
     p = sub.add_parser("demo", help="run the main job on the embedded world", description=__doc__.split("\n\n")[1],
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_output_flags(p, "working folder (reused: stages run from the same settings and inputs are skipped, the "
@@ -41,9 +42,6 @@ def _stage(name: str):
 
 
 def run(args) -> int:
-    from hopscotch.retriever.commands.demo_pipeline import run_demo
-    from hopscotch.retriever.io.outputs import check_outputs, output_folder
-
     guard = check_outputs(vars(args), outputs=[output_folder(args.out, resumable=True)])  # its stages: demo_manifest.json
     t0 = time.perf_counter()
     table = run_demo(Path(args.out), docs=args.docs, questions=args.questions, seed=args.seed,

@@ -21,9 +21,23 @@ import json
 import shutil
 from pathlib import Path
 
+from hopscotch.data_synth import SynthConfig, SynthInputs, synthesize
+from hopscotch.data_synth.pipeline import default_stats_path
+from hopscotch.data_synth.traces import read_traces
+from hopscotch.data_synth.world import build_world, write_world
+from hopscotch.retriever.evaluation.metrics import compare_runs, evaluate
+from hopscotch.retriever.index.bm25 import BM25Index
+from hopscotch.retriever.index.encode import EncodeOptions, encode_corpus
+from hopscotch.retriever.index.faiss_index import build_faiss_index
 from hopscotch.retriever.io.common import write_json
+from hopscotch.retriever.io.corpus import read_corpus
 from hopscotch.retriever.io.fingerprint import digest, file_fingerprint, manifest_differences, model_fingerprint
-from hopscotch.retriever.io.queries import Query
+from hopscotch.retriever.io.qrels import read_qrels, write_qrels
+from hopscotch.retriever.io.queries import Query, read_queries, write_queries
+from hopscotch.retriever.io.runs import read_run, write_run
+from hopscotch.retriever.model.loading import resolve_model_path
+from hopscotch.retriever.searchers import build_searcher, search_run
+from hopscotch.retriever.training.checkpoint import checkpoints
 
 METRICS = ["ndcg@10", "recall@100"]
 #: the trained model's document length (training, its folder, its index): the world's documents all fit
@@ -68,15 +82,11 @@ def world_record(world_dir: Path) -> dict:
 
 def model_record(model: str) -> dict:
     """A model (alias, folder or Hub id) as its resolved folder and that folder's files."""
-    from hopscotch.retriever.model.loading import resolve_model_path
-
     path = Path(resolve_model_path(model)).resolve()
     return {"path": str(path), "files": model_fingerprint(path)}
 
 
 def make_world(out: Path, docs: int, questions: int, seed: int, stages: Stages | None = None) -> Path:
-    from hopscotch.data_synth.world import build_world, write_world
-
     world_dir = out / "world"
     fresh = stages is None or stages.enter("world", {"docs": docs, "questions": questions, "seed": seed}, [world_dir])
     if fresh and (world_dir / "world.json").exists():
@@ -89,10 +99,6 @@ def make_world(out: Path, docs: int, questions: int, seed: int, stages: Stages |
 
 def eval_sets(world_dir: Path, held_out: list[str]) -> dict[str, tuple[list[Query], dict]]:
     """``{"questions": (queries, qrels), "steps": (queries with reasoning, per-step qrels)}``."""
-    from hopscotch.data_synth.traces import read_traces
-    from hopscotch.retriever.io.qrels import read_qrels
-    from hopscotch.retriever.io.queries import read_queries
-
     keep = set(held_out)
     questions = [q for q in read_queries(world_dir / "queries.jsonl") if q.qid in keep]
     qrels = {q: d for q, d in read_qrels(world_dir / "qrels.tsv").items() if q in keep}
@@ -105,11 +111,6 @@ def eval_sets(world_dir: Path, held_out: list[str]) -> dict[str, tuple[list[Quer
 
 
 def build_indexes(world_dir: Path, out: Path, model: str, name: str, stages: Stages) -> tuple[Path, Path]:
-    from hopscotch.retriever.index.bm25 import BM25Index
-    from hopscotch.retriever.index.encode import EncodeOptions, encode_corpus
-    from hopscotch.retriever.index.faiss_index import build_faiss_index
-    from hopscotch.retriever.io.corpus import read_corpus
-
     bm25_dir, corpus = out / "bm25", file_fingerprint(world_dir / "corpus.jsonl")
     if not stages.enter("bm25", {"corpus": corpus}, [bm25_dir]) or not (bm25_dir / "docids.txt").exists():
         BM25Index.build(read_corpus(world_dir / "corpus.jsonl"), show_progress=False).save(bm25_dir)
@@ -130,10 +131,6 @@ def run_systems(systems: dict, sets: dict, out: Path, stages: Stages, record: di
     """Search every set with every ``system -> (searcher, reasoning_aware, stages it is built from)``; returns
     evaluated results. A system's run files are reused only when ``record`` (the evaluation sets) and the
     records of the stages its searcher is built from are those they were written from."""
-    from hopscotch.retriever.evaluation.metrics import evaluate
-    from hopscotch.retriever.io.runs import read_run, write_run
-    from hopscotch.retriever.searchers import search_run
-
     for system, (_, _, built_from) in systems.items():
         stages.enter(f"search {system}", record | {s: stages.digest(s) for s in built_from},
                      [out / "runs" / f"{s}.{system}.trec" for s in sets])
@@ -152,9 +149,6 @@ def run_systems(systems: dict, sets: dict, out: Path, stages: Stages, record: di
 
 def synthesize_tuples(world_dir: Path, out: Path, train_questions: int, bm25_dir: Path, stages: Stages | None = None,
                       seed: int = 13) -> Path:
-    from hopscotch.data_synth import SynthConfig, SynthInputs, synthesize
-    from hopscotch.data_synth.pipeline import default_stats_path
-
     tuples, stats_path = out / "tuples.jsonl", default_stats_path(out / "tuples.jsonl")
     record = {"world": world_record(world_dir), "bm25": stages.digest("bm25") if stages else None,
               "train_questions": train_questions, "seed": seed}
@@ -184,7 +178,6 @@ def train_model(tuples: Path, out: Path, max_steps: int, model: str = "minilm", 
                  f"model.passage_max_len={DOCUMENT_TOKENS}", "model.query_max_len=128", "train.batch_size=16",
                  "train.encode_chunk_size=16", "train.save_every=10", "train.lr=1e-4", "eval.every=0"]
     final = train(str(recipe) if recipe.exists() else None, run_dir, overrides, resume=True)
-    from hopscotch.retriever.training.checkpoint import checkpoints
 
     for done in checkpoints(run_dir):  # a finished run keeps only its final model (checkpoints: a killed one's resume)
         shutil.rmtree(done)
@@ -195,9 +188,6 @@ def train_model(tuples: Path, out: Path, max_steps: int, model: str = "minilm", 
 def write_eval_sets(sets: dict, out: Path) -> dict[str, tuple[Path, Path]]:
     """The held-out sets as files ``hopscotch eval`` reads: ``OUT/eval/SET.queries.jsonl`` (the steps with their
     reasoning) and ``OUT/eval/SET.qrels.tsv``; returns ``{set: (queries, qrels)}``."""
-    from hopscotch.retriever.io.qrels import write_qrels
-    from hopscotch.retriever.io.queries import write_queries
-
     paths = {}
     for name, (queries, qrels) in sets.items():
         paths[name] = (out / "eval" / f"{name}.queries.jsonl", out / "eval" / f"{name}.qrels.tsv")
@@ -224,8 +214,6 @@ def eval_commands(results: dict, files: dict[str, tuple[Path, Path]], out: Path,
 
 
 def format_results(results: dict, sets: dict, comparisons: list[str]) -> str:
-    from hopscotch.retriever.evaluation.metrics import compare_runs
-
     names = list(dict.fromkeys(name for _, name in results))
     header = ["system"] + [f"{s} {m}" for s in sets for m in METRICS]
     rows = []
@@ -249,9 +237,6 @@ def format_results(results: dict, sets: dict, comparisons: list[str]) -> str:
 
 def run_demo(out: Path, docs: int, questions: int, seed: int, model: str, stage, train_steps: int = 40,
              train_fraction: float = 0.8) -> str:
-    from hopscotch.retriever.io.queries import read_queries
-    from hopscotch.retriever.searchers import build_searcher
-
     out.mkdir(parents=True, exist_ok=True)
     stages = Stages(out)
     stage("1/6 world")

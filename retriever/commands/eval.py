@@ -16,14 +16,18 @@ from __future__ import annotations
 import os
 import sys
 
+from hopscotch.retriever.commands.arg_groups import add_output_flags, arg_paths
 from hopscotch.retriever.commands.flag_types import metric_list, unit_interval
 from hopscotch.retriever.commands.qrels_options import add_qrels_options, load_qrels, qrels_manifest_extra
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.evaluation.manifest import make_manifest, query_set, run_depth
+from hopscotch.retriever.evaluation.metrics import compare_runs, evaluate, format_table, parse_metric, run_coverage
+from hopscotch.retriever.io.common import write_json
+from hopscotch.retriever.io.outputs import check_outputs
+from hopscotch.retriever.io.runs import read_run
 
 
 def register(sub) -> None:
-    from hopscotch.retriever.commands.arg_groups import add_output_flags
-
     p = sub.add_parser("eval", help="evaluate a TREC run against qrels",
                        description="Evaluate a TREC run against qrels (TREC, BEIR TSV or JSONL).")
     p.add_argument("--run", required=True, help="TREC run file")
@@ -45,8 +49,6 @@ def register(sub) -> None:
 def _check(name: str, run_docs, qrels, strict: bool, min_coverage: float) -> int:
     """Warn (or, with ``strict``, fail) about how the run meets the qrels; fail below ``min_coverage``;
     returns the queries it answers."""
-    from hopscotch.retriever.evaluation.metrics import run_coverage
-
     coverage = run_coverage(run_docs, qrels)
     coverage.check(name, min_coverage)
     if strict and coverage.docids_disjoint:
@@ -57,13 +59,6 @@ def _check(name: str, run_docs, qrels, strict: bool, min_coverage: float) -> int
 
 
 def run(args) -> int:
-    from hopscotch.retriever.evaluation.manifest import make_manifest, query_set, run_depth
-    from hopscotch.retriever.evaluation.metrics import compare_runs, evaluate, format_table, parse_metric
-    from hopscotch.retriever.io.common import write_json
-    from hopscotch.retriever.commands.arg_groups import arg_paths
-    from hopscotch.retriever.io.outputs import check_outputs
-    from hopscotch.retriever.io.runs import read_run
-
     metrics = list(args.metrics)  # lower-case names, at least one (metric_list)
     depth = max(parse_metric(m)[1] for m in metrics)
     guard = check_outputs(vars(args), outputs=[args.json_out],

@@ -18,14 +18,17 @@ from __future__ import annotations
 
 import argparse
 
+from hopscotch.retriever.commands.arg_groups import add_output_flags, arg_paths
 from hopscotch.retriever.commands.qrels_options import add_qrels_options, load_qrels, qrels_manifest_extra
+from hopscotch.retriever.evaluation import agent_runs, bcp_protocol, cmass_protocol
+from hopscotch.retriever.evaluation.manifest import make_manifest, query_set
+from hopscotch.retriever.io.common import write_json
+from hopscotch.retriever.io.outputs import check_outputs
 
 PROTOCOLS = ("hopscotch", "bcp", "cmass")
 
 
 def register(sub) -> None:
-    from hopscotch.retriever.commands.arg_groups import add_output_flags
-
     p = sub.add_parser("eval-agent", help="evaluate search-agent run files (BrowseComp-Plus / cmass layouts)",
                        description=__doc__.split("\n\n", 1)[1].strip(),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -45,12 +48,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from hopscotch.retriever.evaluation import agent_runs, bcp_protocol, cmass_protocol
-    from hopscotch.retriever.evaluation.manifest import make_manifest, query_set
-    from hopscotch.retriever.io.common import write_json
-    from hopscotch.retriever.commands.arg_groups import arg_paths
-    from hopscotch.retriever.io.outputs import check_outputs
-
     guard = check_outputs(vars(args), outputs=[args.json_out], inputs=arg_paths(args, "runs", "qrels", "duplicates",
                                                                          "judgements"))
     evaluate, fmt = {

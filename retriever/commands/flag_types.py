@@ -25,7 +25,8 @@ from pathlib import Path
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.evaluation.metrics import MAX_CUTOFF, parse_metric, parse_metric_list
-from hopscotch.retriever.model.position_limit import model_position_limit
+from hopscotch.retriever.model.loading import resolve_model_path
+from hopscotch.retriever.model.position_limit import model_position_limit, read_json_dict
 from hopscotch.retriever.searchers.arg_types import (
     SEED_MAX,
     finite_float,
@@ -137,9 +138,6 @@ def configured_dim(model: str | os.PathLike) -> int | None:
     """A sentence-transformers model's embedding dimension as its module configs state it, without loading its
     weights: the last Dense layer's ``out_features``, else a one-mode Pooling's dimension; None when they do not
     say plainly (several pooling modes, an unknown module: load the model to know)."""
-    from hopscotch.retriever.model.loading import resolve_model_path
-    from hopscotch.retriever.model.position_limit import read_json_dict
-
     path = Path(resolve_model_path(model))
     try:
         modules = json.loads((path / "modules.json").read_text(encoding="utf-8"))

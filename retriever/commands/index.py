@@ -28,19 +28,38 @@ import sys
 import time
 from pathlib import Path
 
-from hopscotch.retriever.commands.flag_types import non_negative_float, non_negative_int, positive_float, positive_int
+from hopscotch.retriever.commands.arg_groups import add_device_flag, add_output_flags
+from hopscotch.retriever.commands.bm25_index import CORPUS_FILES
+from hopscotch.retriever.commands.flag_types import (
+    check_device,
+    clamp_max_length,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from hopscotch.retriever.commands.index_plan import (
     check_export_kind,
     check_index_flags,
     index_dim,
     layout_of,
     model_dim,
+    run_plan,
 )
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.index.encode import EncodeOptions, encode_corpus
+from hopscotch.retriever.index.faiss_index import build_faiss_index
+from hopscotch.retriever.index.faiss_spec import check_spec, is_auto
+from hopscotch.retriever.index.layout import IndexMeta
+from hopscotch.retriever.index.multi_vector.build import MultiVectorOptions
+from hopscotch.retriever.index.tevatron_index import export_tevatron, import_tevatron
+from hopscotch.retriever.io.atomic import check_target
+from hopscotch.retriever.io.outputs import check_outputs, named_inputs, output_folder, prefixed_outputs
+from hopscotch.retriever.io.progress import rate_text
+from hopscotch.retriever.io.tevatron import tevatron_export_path, tevatron_pickle_paths
 
 
 def register(sub) -> None:
-    from hopscotch.retriever.commands.arg_groups import add_device_flag, add_output_flags
-
     p = sub.add_parser("index", help="encode a corpus into shards and build a FAISS index",
                        description="Encode a corpus into resumable float16 shards (multi-process under torchrun) "
                                    "and build a FAISS index over them (a multi-vector --model: a token index); "
@@ -131,13 +150,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from hopscotch.retriever.commands.flag_types import check_device, clamp_max_length
-    from hopscotch.retriever.errors import UsageError
-
     check_export_kind(args)  # Tevatron pickles hold one vector a document: not in a plan, not of token vectors
     if args.plan:
-        from hopscotch.retriever.commands.index_plan import run_plan
-
         check_index_flags(args)
         return run_plan(args)
     check_device(args.device)
@@ -169,10 +183,6 @@ def _check_outputs(args, export_only: bool):
     (refused when another command made it, or when it is a file or lies in /dev), or, for an export of an
     existing index, an input; the Tevatron export's files are file outputs (when the index is built first,
     only where they would land is checked now, and the files once it is built)."""
-    from hopscotch.retriever.commands.bm25_index import CORPUS_FILES
-    from hopscotch.retriever.io.atomic import check_target
-    from hopscotch.retriever.io.outputs import check_outputs, named_inputs, output_folder
-
     inputs = [*named_inputs(args.corpus, CORPUS_FILES)] + [m for m in [args.model] if m and Path(m).exists()]
     outputs, ignore = [], _RUNTIME_FLAGS
     if export_only:  # only the index and the prefix decide the export's files
@@ -180,7 +190,6 @@ def _check_outputs(args, export_only: bool):
     elif args.out:
         outputs.append(output_folder(args.out, resumable=True))
     if args.import_tevatron:
-        from hopscotch.retriever.io.tevatron import tevatron_pickle_paths
         inputs += tevatron_pickle_paths(args.import_tevatron)
     if export_only:
         outputs += _export_outputs(args, every_shard=True)
@@ -195,10 +204,6 @@ def _export_ignore(args) -> list[str]:
 
 def _export_outputs(args, every_shard: bool):
     """``--export-tevatron PREFIX``'s files: one per shard of the ``--out`` index (or the first only)."""
-    from hopscotch.retriever.index.layout import IndexMeta
-    from hopscotch.retriever.io.outputs import prefixed_outputs
-    from hopscotch.retriever.io.tevatron import tevatron_export_path
-
     shards = IndexMeta.load(args.out).num_shards if every_shard else 1
     prefix = args.export_tevatron
     return prefixed_outputs("--export-tevatron", prefix, [tevatron_export_path(prefix, s) for s in range(shards)])
@@ -206,16 +211,9 @@ def _export_outputs(args, every_shard: bool):
 
 def _build(args) -> bool:
     """Encode ``--corpus`` and build the FAISS index; True on the process that finished the index."""
-    from hopscotch.retriever.errors import UsageError
-
     missing = [f"--{n}" for n in ("corpus", "model", "out") if not getattr(args, n)]
     if missing:
         raise UsageError(f"missing {', '.join(missing)} (or use --plan)")
-    from hopscotch.retriever.index.encode import EncodeOptions, encode_corpus
-    from hopscotch.retriever.index.faiss_index import build_faiss_index
-    from hopscotch.retriever.index.faiss_spec import check_spec, is_auto
-    from hopscotch.retriever.index.multi_vector.build import MultiVectorOptions
-    from hopscotch.retriever.io.progress import rate_text
 
     if not is_auto(args.spec):  # a spec that cannot work, before hours of encoding ('auto' is fixed by the count)
         check_spec(args.spec, dim=args.dim, train_size=args.train_size)
@@ -240,8 +238,6 @@ def _build(args) -> bool:
     meta = result.meta
     windows = ""
     if meta.windows.get("rows"):
-        from pathlib import Path
-
         build_faiss_index(Path(args.out) / meta.windows["dir"], args.spec, layout=layout_of(args),
                           train_size=args.train_size, use_gpu=use_gpu)
         windows = f", plus {meta.windows['rows']:,} passage windows (up to {meta.windows['max_windows']} a document)"
@@ -256,8 +252,6 @@ def _use_gpu(args) -> bool | None:
 
 def _import_tevatron(args) -> None:
     """``--import-tevatron GLOB``: :func:`hopscotch.retriever.index.tevatron_index.import_tevatron` into ``--out``."""
-    from hopscotch.retriever.index.tevatron_index import import_tevatron
-
     done = import_tevatron(args.import_tevatron, args.out, corpus=args.corpus, model=args.model,
                            model_dim=model_dim(args.model) if args.model else None, spec=args.spec,
                            layout=layout_of(args), shard_size=args.shard_size, train_size=args.train_size,
@@ -272,9 +266,6 @@ def _import_tevatron(args) -> None:
 def _export_tevatron(args, guard=None) -> None:
     """One Tevatron pickle per shard of a finished index: ``PREFIX.<shard>.pkl`` = ``(float32 reps, docids)``;
     without ``guard`` (the index was just built) the files are checked at the output boundary first."""
-    from hopscotch.retriever.index.tevatron_index import export_tevatron
-    from hopscotch.retriever.io.outputs import check_outputs
-
     index_dir, prefix = args.out, args.export_tevatron
     if guard is None:
         guard = check_outputs(vars(args), outputs=_export_outputs(args, every_shard=True), inputs=[index_dir],

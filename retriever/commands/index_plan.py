@@ -9,6 +9,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hopscotch.retriever.commands.flag_types import configured_dim
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.index.bm25.plan import bm25_plan_summary
+from hopscotch.retriever.index.faiss_spec import auto_layout, auto_spec, is_auto
+from hopscotch.retriever.index.multi_vector.plan import MultiVectorPlanOptions, plan_multi_vector, tokens_per_document
+from hopscotch.retriever.index.plan import PlanOptions, plan_index
+from hopscotch.retriever.index.windows import windows_per_document
+from hopscotch.retriever.io.corpus import count_documents
+from hopscotch.retriever.model.config import model_settings, refuse_multi_vector
+from hopscotch.retriever.model.loading import load_sentence_transformer, resolve_model_path
+from hopscotch.retriever.model.matryoshka import truncation, warn_untrained
+from hopscotch.retriever.searchers.multi_vector_index import is_multi_vector_index
+
 MULTI, SINGLE = "multi-vector", "single-vector"
 _WINDOWS = "drop it (a multi-vector index holds documents' first tokens; rerank with --rerank-windows instead)"
 _FAISS = "drop it (it is for the FAISS index of single vectors)"
@@ -69,8 +82,6 @@ def check_index_flags(args) -> None:
     given. The kind is the ``--model``'s (a build; a plan), ``--multi-vector``'s (a plan without ``--model``), or
     single-vector (``--import-tevatron``'s pickles; a plan without either); an export of an existing index has
     the ``--out`` index's."""
-    from hopscotch.retriever.errors import UsageError
-
     given = [f for f in INDEX_FLAGS if _given(getattr(args, f.dest, None))]
     kind_flags = [f for f in given if f.kind and not (f.bare_plan_any_kind and args.plan and not args.model)]
     if kind_flags:
@@ -105,9 +116,6 @@ def _kind(args) -> tuple[str | None, str]:
 def check_export_kind(args) -> None:
     """``--export-tevatron`` writes one vector a document (Tevatron's encode pickles): refused in a plan and for a
     multi-vector model or index, whose vectors are per token."""
-    from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.searchers.multi_vector_index import is_multi_vector_index
-
     if not getattr(args, "export_tevatron", None):
         return
     if args.plan:
@@ -122,23 +130,16 @@ def check_export_kind(args) -> None:
 
 def layout_of(args) -> str:
     """``--layout``; auto: shards for Flat, else merged (left ``auto`` for ``--spec auto``: the build decides)."""
-    from hopscotch.retriever.index.faiss_spec import auto_layout, is_auto
-
     if args.layout != "auto" or is_auto(args.spec):
         return args.layout
     return auto_layout(args.spec)
 
 
 def run_plan(args) -> int:
-    from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.index.faiss_spec import auto_spec, is_auto
-    from hopscotch.retriever.index.plan import PlanOptions, plan_index
-
     docs, dim = args.docs, args.dim
     if docs is None:
         if not args.corpus:
             raise UsageError("--plan needs --docs N (or --corpus to count)")
-        from hopscotch.retriever.io.corpus import count_documents
         docs = count_documents(args.corpus)
     if dim is None:
         if not args.model:
@@ -152,7 +153,6 @@ def run_plan(args) -> int:
         index_dim(args)
     per_doc = args.windows_per_doc
     if per_doc is None and args.corpus and args.model:
-        from hopscotch.retriever.index.windows import windows_per_document
         per_doc, read = windows_per_document(args.corpus, args.model, args.windows, args.window_stride, args.max_length)
         if read:
             print(f"windows: {per_doc:.2f} a document beyond the first, measured on the first {read:,} documents")
@@ -170,23 +170,16 @@ def run_plan(args) -> int:
 
 def _bm25_beside(docs: int, args) -> str:
     """The BM25 backends at the same size (:func:`~hopscotch.retriever.index.bm25.plan.bm25_plan_summary`)."""
-    from hopscotch.retriever.index.bm25.plan import bm25_plan_summary
-
     return bm25_plan_summary(docs, args.avg_doc_bytes or None)
 
 
 def _is_multi_vector(model) -> bool:
-    from hopscotch.retriever.model.loading import resolve_model_path
     from hopscotch.retriever.model.multi_vector import is_multi_vector_folder
 
     return bool(model) and is_multi_vector_folder(resolve_model_path(model))
 
 
 def _run_multi_vector_plan(args, docs: int, dim: int) -> int:
-    from hopscotch.retriever.index.plan import PlanOptions
-    from hopscotch.retriever.index.multi_vector.plan import (MultiVectorPlanOptions, plan_multi_vector,
-                                                             tokens_per_document)
-
     per_doc = args.tokens_per_doc
     if per_doc is None and args.corpus and _is_multi_vector(args.model):
         per_doc, read = tokens_per_document(args.corpus, args.model)
@@ -201,14 +194,9 @@ def _run_multi_vector_plan(args, docs: int, dim: int) -> int:
 
 def model_dim(model) -> int:
     """The embedding dimension of a query/passage encoder: from its configs, else loaded on the CPU."""
-    from hopscotch.retriever.commands.flag_types import configured_dim
-    from hopscotch.retriever.model.loading import load_sentence_transformer
-
     dim = configured_dim(model)
     if dim is not None:
         return dim
-    from hopscotch.retriever.model.config import refuse_multi_vector
-    from hopscotch.retriever.model.loading import resolve_model_path
 
     refuse_multi_vector(resolve_model_path(model))
     m = load_sentence_transformer(model, device="cpu")
@@ -220,10 +208,6 @@ def index_dim(args) -> int | None:
     --model's width (refused when wider; a warning on stderr when the model was not trained on the prefix D:
     :mod:`hopscotch.retriever.model.matryoshka`). Imported vectors are not cut; a multi-vector model's tokens neither
     (:data:`INDEX_FLAGS` refuses --dim with one before this runs)."""
-    from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.model.config import model_settings
-    from hopscotch.retriever.model.matryoshka import truncation, warn_untrained
-
     if args.dim is None or not args.model:
         return None
     if getattr(args, "import_tevatron", None):

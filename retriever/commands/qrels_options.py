@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from hopscotch.retriever.commands.flag_types import unit_interval
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.qrels import expand_qrels_with_duplicates, read_qrels
 
 
 def add_qrels_options(parser, qrels_help: str = "qrels file or BEIR folder") -> None:
@@ -27,8 +28,6 @@ def add_qrels_options(parser, qrels_help: str = "qrels file or BEIR folder") -> 
 
 def load_qrels(args) -> dict[str, dict[str, int]]:
     """``args.qrels``, expanded with ``args.duplicates`` when given (docids canonical)."""
-    from hopscotch.retriever.io.qrels import expand_qrels_with_duplicates, read_qrels
-
     min_jaccard = getattr(args, "near_duplicates_min_jaccard", None)
     duplicates = getattr(args, "duplicates", None)
     if min_jaccard is not None and not duplicates:

@@ -37,20 +37,41 @@ flags, and a replay is computed once however many comparisons use it.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
 
+from hopscotch.data_synth.traces import read_traces, unique_steps
+from hopscotch.retriever.commands.arg_groups import add_k_flag, add_output_flags, add_reasoning_flag, arg_paths
 from hopscotch.retriever.commands.flag_types import clamp_k, cutoff_int, permutations_int, positive_int
+from hopscotch.retriever.commands.qrels_options import load_qrels
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.evaluation.discovery_plot import Curve, plot_discovery, require_matplotlib
+from hopscotch.retriever.evaluation.manifest import load_result, make_manifest, per_query_table, query_set, run_depth
+from hopscotch.retriever.evaluation.replay import (
+    OFF_POLICY,
+    ReplayCall,
+    check_replays_comparable,
+    compare_reports,
+    evidence_of,
+    replay_report,
+)
+from hopscotch.retriever.io.common import write_json
+from hopscotch.retriever.io.docids import canonical_docid
+from hopscotch.retriever.io.outputs import check_outputs, output_folder
+from hopscotch.retriever.io.progress import progress
+from hopscotch.retriever.io.queries import Query
+from hopscotch.retriever.io.runs import RunWriter, read_run
+from hopscotch.retriever.searchers import iter_search, searcher_from_args
+from hopscotch.retriever.searchers.base import add_option
+from hopscotch.retriever.searchers.harness import read_template
+from hopscotch.retriever.searchers.registry import SEARCHERS, get_searcher_class, searcher_names
 
 REPLAY_FILES = ("replay.json", "calls.trec", "discovery.png")  # what --out receives (other files are left alone)
 
 
 def register(sub) -> None:
-    from hopscotch.retriever.commands.arg_groups import add_k_flag, add_output_flags, add_reasoning_flag
-    from hopscotch.retriever.searchers.base import add_option
-    from hopscotch.retriever.searchers.registry import SEARCHERS, searcher_names
-
     p = sub.add_parser("replay", help="re-issue recorded agent search calls to a retriever and score them "
                                       "(per call, per trajectory, discovery curve)",
                        description="Re-issue every search call of recorded agent runs to a candidate retriever "
@@ -92,12 +113,6 @@ def _reads_reasoning(args) -> bool:
 
 def _trajectories(args):
     """The replayed calls (as ReplayCall and as Query records), every question in order, and skip counts."""
-    from hopscotch.data_synth.traces import read_traces, unique_steps
-    from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.evaluation.replay import ReplayCall
-    from hopscotch.retriever.io.queries import Query
-    from hopscotch.retriever.searchers.harness import read_template
-
     if not Path(args.runs).exists():
         raise UsageError(f"--runs {args.runs}: no such file or folder")
     calls, queries, order, files = [], [], {}, {}
@@ -134,10 +149,6 @@ SECRET_FLAGS = frozenset({"token", "bm25_token"})
 
 def _searcher_flags(args, name: str) -> dict:
     """The candidate backend's flags that differ from their defaults, as recorded in replay.json (no tokens)."""
-    import argparse
-
-    from hopscotch.retriever.searchers.registry import get_searcher_class
-
     parser = argparse.ArgumentParser(add_help=False)
     get_searcher_class(name).parse_args(parser)
     defaults = vars(parser.parse_args([]))
@@ -158,11 +169,6 @@ def _query_input(searcher, reasoning: bool) -> str | None:
 
 def _search(searcher, queries, args, out_dir: Path) -> dict:
     """Search every call, write ``calls.trec`` and return the run as written (scores as in the file)."""
-    from hopscotch.retriever.io.docids import canonical_docid
-    from hopscotch.retriever.io.progress import progress
-    from hopscotch.retriever.io.runs import RunWriter, read_run
-    from hopscotch.retriever.searchers import iter_search
-
     path = out_dir / "calls.trec"
     with RunWriter(path, tag=searcher.name or "hopscotch") as out, \
             progress(total=len(queries), desc=f"replay ({searcher.name})", unit="call") as bar:
@@ -179,9 +185,6 @@ def _search(searcher, queries, args, out_dir: Path) -> dict:
 def _load_compared(paths) -> list[tuple[str, dict]]:
     """The ``--compare`` files, checked to be replay results (before any searching), every per-call and
     per-trajectory number as ``compare`` checks it (finite; a trec_eval metric in [0, 1])."""
-    from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.evaluation.manifest import load_result, per_query_table
-
     loaded = []
     for path in paths:
         other = load_result(path)
@@ -195,9 +198,6 @@ def _load_compared(paths) -> list[tuple[str, dict]]:
 
 
 def _comparisons(args, loaded, manifest: dict, report: dict, label: str) -> tuple[list[dict], list]:
-    from hopscotch.retriever.evaluation.discovery_plot import Curve
-    from hopscotch.retriever.evaluation.replay import check_replays_comparable, compare_reports
-
     compared, curves = [], []
     for path, other in loaded:
         check_replays_comparable(manifest, other["manifest"], "this replay", str(path))
@@ -218,8 +218,6 @@ def _fmt(stats: dict) -> str:
 
 
 def _print_summary(result: dict, skipped: dict, wrote: list[str]) -> None:
-    from hopscotch.retriever.evaluation.replay import OFF_POLICY
-
     calls, retriever = result["calls"], result["retriever"]
     print(f"replay: {calls['replayed']} calls of {calls['trajectories']} trajectories re-issued to "
           f"{retriever['label']} (query input: {retriever['query_input']}), k={result['manifest']['k']}")
@@ -242,16 +240,6 @@ def _print_summary(result: dict, skipped: dict, wrote: list[str]) -> None:
 
 
 def run(args) -> int:
-    from hopscotch.retriever.commands.qrels_options import load_qrels
-    from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.evaluation.discovery_plot import Curve, plot_discovery, require_matplotlib
-    from hopscotch.retriever.evaluation.manifest import make_manifest, query_set, run_depth
-    from hopscotch.retriever.evaluation.replay import OFF_POLICY, check_replays_comparable, evidence_of, replay_report
-    from hopscotch.retriever.io.common import write_json
-    from hopscotch.retriever.commands.arg_groups import arg_paths
-    from hopscotch.retriever.io.outputs import check_outputs, output_folder
-    from hopscotch.retriever.searchers import searcher_from_args
-
     if args.k <= 0 or args.batch_size <= 0 or args.permutations <= 0:
         raise UsageError("--k, --batch-size and --permutations must be positive")
     if args.duplicates and not args.qrels:

@@ -31,13 +31,18 @@ from __future__ import annotations
 import sys
 import time
 
-from hopscotch.retriever.commands.flag_types import positive_int
+from hopscotch.retriever.commands.arg_groups import add_k_flag, add_output_flags, add_reasoning_flag, arg_paths
+from hopscotch.retriever.commands.flag_types import clamp_k, positive_int
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.outputs import check_outputs
+from hopscotch.retriever.io.progress import progress
+from hopscotch.retriever.io.queries import read_queries
+from hopscotch.retriever.io.runs import RunWriter
+from hopscotch.retriever.searchers import add_searcher_arguments, iter_search, searcher_from_args
+from hopscotch.retriever.searchers.harness import read_template
 
 
 def register(sub) -> None:
-    from hopscotch.retriever.commands.arg_groups import add_k_flag, add_output_flags, add_reasoning_flag
-    from hopscotch.retriever.searchers import add_searcher_arguments
-
     p = sub.add_parser("search", help="retrieve for a query file (BM25, dense or hybrid) into a TREC run",
                        description="Retrieve the top-k documents for every query with BM25, a dense index or "
                                    "both fused (or a remote hopscotch serve), and write a TREC run.")
@@ -54,16 +59,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from hopscotch.retriever.commands.flag_types import clamp_k
-    from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.commands.arg_groups import arg_paths
-    from hopscotch.retriever.io.outputs import check_outputs
-    from hopscotch.retriever.io.progress import progress
-    from hopscotch.retriever.io.queries import read_queries
-    from hopscotch.retriever.io.runs import RunWriter
-    from hopscotch.retriever.searchers import iter_search, searcher_from_args
-    from hopscotch.retriever.searchers.harness import read_template
-
     if args.k <= 0 or args.batch_size <= 0:
         raise UsageError("--k and --batch-size must be positive")
     guard = check_outputs(vars(args), outputs=[args.out], ignore=("batch_size", "rerank_cache"),

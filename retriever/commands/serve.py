@@ -29,14 +29,27 @@ of the machine in ``ps``. ``--host ::`` listens on IPv6 and IPv4. Routes, errors
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+
+from hopscotch.retriever.commands.arg_groups import add_k_flag
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.searchers import add_searcher_arguments, searcher_from_args, searcher_names
+from hopscotch.retriever.serving.bind_policy import warn_if_open
+from hopscotch.retriever.serving.mcp_server import (
+    DEFAULT_SNIPPET_TOKENIZER,
+    MCP_PATH,
+    TRANSPORTS,
+    MCPOptions,
+    MCPServeOptions,
+    run_mcp,
+)
 
 TOKEN_ENV = "HOPSCOTCH_SERVE_TOKEN"
 
 
 def register(sub) -> None:
-    from hopscotch.retriever.searchers import add_searcher_arguments, searcher_names
     from hopscotch.retriever.serving.protocol import HttpLimits
 
     p = sub.add_parser("serve", help="serve an index over HTTP (Pyserini-compatible /v1 REST)",
@@ -78,9 +91,6 @@ def _add_mcp_flags(parser) -> None:
     """``hopscotch serve``'s MCP flags (BrowseComp-Plus's ``mcp_server.py`` names and defaults); ``--k`` and
     ``--snippet-max-tokens`` stay plain integers, checked when the server starts
     (:class:`~hopscotch.retriever.serving.mcp_server.MCPOptions`: ``--k 0: give at least 1``)."""
-    from hopscotch.retriever.commands.arg_groups import add_k_flag
-    from hopscotch.retriever.serving.mcp_server import DEFAULT_SNIPPET_TOKENIZER, MCP_PATH, TRANSPORTS, MCPOptions
-
     g = parser.add_argument_group("MCP (--mcp)")
     g.add_argument("--mcp", action="store_true", help="serve MCP tools search and get_document instead of REST")
     g.add_argument("--transport", choices=TRANSPORTS, help="MCP transport (implies --mcp; default sse); the HTTP "
@@ -98,8 +108,6 @@ def _add_mcp_flags(parser) -> None:
 
 def resolve_token(args) -> str | None:
     """``--token``, else the first line of ``--token-file``, else ``$HOPSCOTCH_SERVE_TOKEN`` (None: no token)."""
-    from hopscotch.retriever.errors import UsageError
-
     if args.token and args.token_file:
         raise UsageError("give --token or --token-file, not both")
     if args.token_file:
@@ -116,8 +124,6 @@ def resolve_token(args) -> str | None:
 
 def _check_documents(args) -> None:
     """A BM25-only service needs documents to return: ``--corpus`` (or ``--index``'s docstore)."""
-    from hopscotch.retriever.errors import UsageError
-
     bm25, index = getattr(args, "bm25", None), getattr(args, "index", None)
     kind = getattr(args, "searcher_type", None) or ("bm25" if bm25 and not index else None)
     if kind == "bm25" and not index and not getattr(args, "corpus", None):
@@ -126,8 +132,6 @@ def _check_documents(args) -> None:
 
 
 def _setup_logging(args) -> None:
-    import logging
-
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("hopscotch serve: %(name)s: %(message)s"))
     reasons = logging.getLogger("hopscotch.serve.reason")
@@ -149,9 +153,6 @@ MCP_ONLY = {"k": "--k", "snippet_max_tokens": "--snippet-max-tokens", "snippet_t
 def build_server(args):
     """The bound (not yet serving) REST server ``args`` describe (its searcher built by the registry, reranked
     with ``--rerank-model``); UsageError for a bad flag or a busy port."""
-    from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.searchers import searcher_from_args
-    from hopscotch.retriever.serving.bind_policy import warn_if_open
     from hopscotch.retriever.serving.server import HttpLimits, make_server
 
     if not 0 <= args.port <= 65535:
@@ -181,9 +182,6 @@ def build_server(args):
 
 
 def run(args) -> int:
-    from hopscotch.retriever.searchers import searcher_from_args
-    from hopscotch.retriever.serving.mcp_server import MCPOptions, MCPServeOptions, run_mcp
-
     args.token = resolve_token(args)
     if args.mcp or args.transport:  # MCP: --mcp or a --transport
         given = {"k": args.k, "snippet_max_tokens": args.snippet_max_tokens}

@@ -14,8 +14,19 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 
+from hopscotch.data_synth.config import SynthConfig
 from hopscotch.data_synth.first_stage import CANDIDATE_SOURCES, DEFAULT_CANDIDATES
+from hopscotch.data_synth.oracles.base import OracleWeights
+from hopscotch.data_synth.pipeline import SynthInputs, default_stats_path, synthesize
+from hopscotch.data_synth.preview import preview, summary_line
+from hopscotch.data_synth.qa import QRELS_FILES, QUERY_FILES
+from hopscotch.data_synth.trace_readers import SNIPPETS_FILE
+from hopscotch.data_synth.trajectory_use import UseConfig
+from hopscotch.data_synth.trajectory_use_synth import UseInputs, synthesize_trajectory_use
+from hopscotch.retriever.commands.arg_groups import add_output_flags, arg_paths
+from hopscotch.retriever.commands.bm25_index import CORPUS_FILES
 from hopscotch.retriever.commands.flag_types import (
     int_range,
     non_negative_int,
@@ -24,6 +35,9 @@ from hopscotch.retriever.commands.flag_types import (
     seed_int,
     unit_interval,
 )
+from hopscotch.retriever.commands.synth_teacher import run_teacher
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.outputs import check_outputs, named_inputs
 
 RERANKER_CHOICES = ("lexical", "dense", "cross-encoder", "llm")
 TRACE_FORMAT_CHOICES = ("auto", "ircot", "tongyi", "browsecomp", "world", "generic")
@@ -40,8 +54,6 @@ TEACHER_ONLY = ("tuples", "teacher", "teacher_model", "teacher_reranker")
 
 
 def register(sub) -> None:
-    from hopscotch.retriever.commands.arg_groups import add_output_flags
-
     p = sub.add_parser("synth", help="label agent search steps into (reasoning, query, +, -) tuples",
                        description="DR-Synth: for each search step of agent traces, retrieve first-stage candidates "
                                    "(reasoning-aware BM25 by default, --candidates), "
@@ -142,9 +154,6 @@ def register(sub) -> None:
 
 
 def parse_weights(text: str | None):
-    from hopscotch.data_synth.oracles.base import OracleWeights
-    from hopscotch.retriever.errors import UsageError
-
     weights = OracleWeights()
     if not text:
         return weights
@@ -166,11 +175,6 @@ def parse_weights(text: str | None):
 
 def _inputs(args) -> list:
     """What synth reads, for the output check: the QA folder's own files (a BEIR folder is not read whole)."""
-    from hopscotch.data_synth.qa import QRELS_FILES, QUERY_FILES
-    from hopscotch.retriever.commands.bm25_index import CORPUS_FILES
-    from hopscotch.retriever.commands.arg_groups import arg_paths
-    from hopscotch.retriever.io.outputs import named_inputs
-
     return [named_inputs(args.qa, QUERY_FILES + QRELS_FILES + CORPUS_FILES), named_inputs(args.corpus, CORPUS_FILES),
             arg_paths(args, "qrels", "traces", "bm25_index", "encoder", "cross_encoder", "duplicate_groups",
                       "candidate_index")]
@@ -199,16 +203,6 @@ def _check_mode(args) -> None:
 
 
 def run_trajectory_use(args) -> int:
-    from pathlib import Path
-
-    from hopscotch.data_synth.pipeline import default_stats_path
-    from hopscotch.data_synth.preview import preview
-    from hopscotch.data_synth.trace_readers import SNIPPETS_FILE
-    from hopscotch.data_synth.trajectory_use import UseConfig
-    from hopscotch.data_synth.trajectory_use_synth import UseInputs, synthesize_trajectory_use
-    from hopscotch.retriever.commands.arg_groups import arg_paths
-    from hopscotch.retriever.io.outputs import check_outputs
-
     t0 = time.perf_counter()
     stats_path = args.stats or default_stats_path(args.out)
     inputs = UseInputs(args.traces[0], args.snippets, args.runs, args.corpus, args.questions, args.bm25_index)
@@ -237,14 +231,7 @@ def run(args) -> int:
     if args.mode == "trajectory-use":
         return run_trajectory_use(args)
     if args.mode == "teacher":
-        from hopscotch.retriever.commands.synth_teacher import run_teacher
-
         return run_teacher(args)
-    from hopscotch.data_synth.config import SynthConfig
-    from hopscotch.data_synth.pipeline import SynthInputs, default_stats_path, synthesize
-    from hopscotch.data_synth.preview import preview, summary_line
-    from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.io.outputs import check_outputs
 
     t0 = time.perf_counter()
     try:

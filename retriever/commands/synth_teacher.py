@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import time
 
+from hopscotch.data_synth.pipeline import default_stats_path
+from hopscotch.data_synth.teacher_scores import TeacherSpec, annotate
+from hopscotch.retriever.commands.arg_groups import arg_paths
+from hopscotch.retriever.io.outputs import check_outputs
+
 
 def run_teacher(args) -> int:
-    from hopscotch.data_synth.pipeline import default_stats_path
-    from hopscotch.data_synth.teacher_scores import TeacherSpec, annotate
-    from hopscotch.retriever.commands.arg_groups import arg_paths
-    from hopscotch.retriever.io.outputs import check_outputs
-
     t0 = time.perf_counter()
     spec = TeacherSpec(args.teacher, bm25_index=args.bm25_index, corpus=args.corpus, model=args.teacher_model,
                        reranker=args.teacher_reranker)

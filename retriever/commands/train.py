@@ -5,9 +5,10 @@ The same flags as the root ``train.py``; for several processes use ``accelerate 
 
 from __future__ import annotations
 
+from hopscotch.retriever.commands.audit.contamination import add_train_flags, guard_training
+
 
 def register(sub) -> None:
-    from hopscotch.retriever.commands.audit.contamination import add_train_flags
     from hopscotch.retriever.training.trainer import build_arg_parser
 
     p = sub.add_parser("train", help="train a reasoning-aware dual encoder from a recipe",
@@ -21,7 +22,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from hopscotch.retriever.commands.audit.contamination import guard_training
     from hopscotch.retriever.training.trainer import train
 
     guard_training(args)  # with --eval-sets: refuses contaminated training data (exit 2)

@@ -19,14 +19,29 @@ a run of other queries would score zeros, not retrieval. The work is
 
 from __future__ import annotations
 
+import math
+
+from hopscotch.retriever.commands.arg_groups import add_k_flag, add_output_flags, arg_paths
 from hopscotch.retriever.commands.flag_types import finite_float, metric_name, positive_int, seed_int, unit_interval
 from hopscotch.retriever.commands.qrels_options import add_qrels_options, load_qrels
-from hopscotch.retriever.evaluation.metrics import MIN_COVERAGE
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.evaluation.metrics import MIN_COVERAGE, parse_metric, run_coverage
+from hopscotch.retriever.io.common import write_json
+from hopscotch.retriever.io.outputs import check_outputs
+from hopscotch.retriever.io.runs import read_run
+from hopscotch.retriever.searchers.fusion import NORMALIZATIONS
+from hopscotch.retriever.searchers.fusion_tuning import (
+    TuningOptions,
+    format_report,
+    fusion_grid,
+    judged_qids,
+    read_qid_list,
+    split_qids,
+    tune_fusion,
+)
 
 
 def register(sub) -> None:
-    from hopscotch.retriever.commands.arg_groups import add_k_flag, add_output_flags
-
     p = sub.add_parser("tune-fusion", help="tune BM25 + dense fusion on dev queries, report on held-out ones",
                        description="Grid-search interpolation and RRF of a BM25 run and a dense run on a dev split "
                                    "of the queries, guarded never to lose to the better component on dev (unless "
@@ -66,10 +81,6 @@ def register(sub) -> None:
 
 def _floats(text: str, flag: str, lo: float = 0.0, hi: float | None = None) -> list[float]:
     """Comma-separated finite numbers ``lo <= x <= hi`` (hi None: no upper bound), at least one."""
-    import math
-
-    from hopscotch.retriever.errors import UsageError
-
     try:
         values = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
@@ -84,8 +95,6 @@ def _floats(text: str, flag: str, lo: float = 0.0, hi: float | None = None) -> l
 
 
 def _pairs(text: str) -> list[tuple[float, float]]:
-    from hopscotch.retriever.errors import UsageError
-
     pairs = [tuple(x.split(":")) for x in text.split(",") if x.strip()]
     if not pairs or any(len(p) != 2 for p in pairs):
         raise UsageError(f"--rrf-weights: expected W_BM25:W_DENSE pairs such as 1:1,2:1, got {text!r}")
@@ -93,9 +102,6 @@ def _pairs(text: str) -> list[tuple[float, float]]:
 
 
 def _normalizations(text: str) -> list[str]:
-    from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.searchers.fusion import NORMALIZATIONS
-
     names = [x.strip() for x in text.split(",") if x.strip()]
     bad = [n for n in names if n not in NORMALIZATIONS]
     if not names or bad:
@@ -104,22 +110,6 @@ def _normalizations(text: str) -> list[str]:
 
 
 def run(args) -> int:
-    from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.evaluation.metrics import parse_metric, run_coverage
-    from hopscotch.retriever.io.common import write_json
-    from hopscotch.retriever.commands.arg_groups import arg_paths
-    from hopscotch.retriever.io.outputs import check_outputs
-    from hopscotch.retriever.io.runs import read_run
-    from hopscotch.retriever.searchers.fusion_tuning import (
-        TuningOptions,
-        format_report,
-        fusion_grid,
-        judged_qids,
-        read_qid_list,
-        split_qids,
-        tune_fusion,
-    )
-
     parse_metric(args.metric)
     if args.k <= 0 or (args.depth is not None and args.depth <= 0):
         raise UsageError("--k and --depth must be positive")

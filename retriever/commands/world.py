@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import time
 
+from hopscotch.data_synth.world import build_long_world, build_world, write_world
+from hopscotch.retriever.commands.arg_groups import add_output_flags
 from hopscotch.retriever.commands.flag_types import int_range, seed_int
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.outputs import check_outputs, output_folder
 
 #: the largest world the command builds (generation time grows faster than the size: ~20 s at 30,000 documents)
 MAX_DOCS, MAX_QUESTIONS = 100_000, 20_000
@@ -13,8 +17,6 @@ WORLD_FILES = ("corpus.jsonl", "queries.jsonl", "qrels.tsv", "traces.jsonl", "wo
 
 
 def register(sub) -> None:
-    from hopscotch.retriever.commands.arg_groups import add_output_flags
-
     p = sub.add_parser("world", help="generate the embedded synthetic world",
                        description="Generate a seeded synthetic knowledge graph with documents, multi-hop "
                                    "questions and scripted agent traces, as a BEIR folder plus traces.jsonl.")
@@ -31,10 +33,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from hopscotch.data_synth.world import build_long_world, build_world, write_world
-    from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.io.outputs import check_outputs, output_folder
-
     if args.docs < 50 or args.questions < 1:
         raise UsageError("--docs must be at least 50 and --questions at least 1")
     guard = check_outputs(vars(args), outputs=[output_folder(args.out, WORLD_FILES)])

@@ -23,8 +23,9 @@ import numpy as np
 
 from hopscotch.retriever.errors import FormatError, UsageError
 from hopscotch.retriever.index.layout import LOOKUP_DIR, IndexMeta, ShardIds, load_shard_ids, save_npy, shard_file
-from hopscotch.retriever.io.corpus import Document
+from hopscotch.retriever.io.corpus import Document, load_corpus_dict
 from hopscotch.retriever.io.docids import docid_hash
+from hopscotch.retriever.io.progress import progress
 
 
 def _hashes(raw_ids: np.ndarray) -> np.ndarray:
@@ -35,8 +36,6 @@ def _hashes(raw_ids: np.ndarray) -> np.ndarray:
 def build_docid_lookup(index_dir: str | os.PathLike, meta: IndexMeta, corpus: str = "",
                        show_progress: bool = True) -> None:
     """Write ``lookup/hashes.npy`` and ``lookup/rows.npy``; raises :class:`FormatError` on repeated docids."""
-    from hopscotch.retriever.io.progress import progress
-
     index_dir = Path(index_dir)
     hashes = np.empty(meta.num_docs, dtype=np.uint64)
     pos = 0
@@ -164,8 +163,6 @@ class InMemoryDocStore:
     """``get(docid)`` over a corpus held in RAM: for small corpora served without a dense index."""
 
     def __init__(self, corpus: str | os.PathLike):
-        from hopscotch.retriever.io.corpus import load_corpus_dict
-
         self.docs = load_corpus_dict(corpus)
 
     def get(self, docid: str) -> Document | None:

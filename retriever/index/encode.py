@@ -40,11 +40,23 @@ from hopscotch.retriever.index.corpus_shards import file_row_counts, iter_shards
 from hopscotch.retriever.index.finalize import finalize_index, finished_meta, load_meta
 from hopscotch.retriever.index.layout import META_FILE, SHARD_DIR, WINDOWS_DIR, IndexMeta
 from hopscotch.retriever.index.multi_vector.build import build_multi_vector_index, checked_codec_options
+from hopscotch.retriever.index.multi_vector.encode import TokenShardEncoder
 from hopscotch.retriever.index.shard_files import check_encode_config, shard_complete, wait_for_shards, write_shard
-from hopscotch.retriever.index.windows import model_window_spec, passage_length
+from hopscotch.retriever.index.windows import (
+    TailWindows,
+    encode_parts,
+    gather_parts,
+    model_window_spec,
+    parts_dir,
+    parts_gathered,
+    passage_length,
+)
 from hopscotch.retriever.io.corpus import Document, corpus_files
 from hopscotch.retriever.io.fingerprint import digest, file_fingerprint, model_fingerprint
+from hopscotch.retriever.io.progress import progress
 from hopscotch.retriever.model.config import ModelSettings, model_settings
+from hopscotch.retriever.model.cpu_precision import runnable_precision
+from hopscotch.retriever.model.dense_encoder import DenseEncoder
 from hopscotch.retriever.model.query_template import format_document
 
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
@@ -174,15 +186,12 @@ class _EncodeJob:
         return model_window_spec(self.settings, o.windows, o.window_stride, o.max_length)
 
     def load_encoder(self):
-        from hopscotch.retriever.model.dense_encoder import DenseEncoder
-
         device = self.options.device
         if device is None:
             import torch
             device = (f"cuda:{self.local_rank % max(torch.cuda.device_count(), 1)}" if torch.cuda.is_available()
                       else "cpu")
         if self.multi_vector:  # mean token vectors as emb.npy, the tokens beside them
-            from hopscotch.retriever.index.multi_vector.encode import TokenShardEncoder
             return TokenShardEncoder.load(self.settings.path, batch_size=self.options.batch_size, device=device)
         return DenseEncoder(self.settings.path, max_length=self.options.max_length,
                             batch_size=self.options.batch_size, device=device, truncate_dim=self.options.truncate_dim)
@@ -257,7 +266,6 @@ def _encode_corpus(corpus, model, out_dir, options: EncodeOptions | None, encode
     if opts.rank == 0 and (windows is None or all(shard_complete(job.out_dir, s) for s in range(shards))):
         _finish_documents(job, total, result)  # searchable (first windows only) while the windows are encoded
     if windows is not None and _windows_manifest(windows) is None:  # this rank's shards' windows (index.windows)
-        from hopscotch.retriever.index.windows import encode_parts
 
         result.window_parts, result.encoded_windows = encode_parts(
             job.corpus, job.out_dir, windows.out_dir, windows.view, opts.shard_size, opts.rank, opts.world_size,
@@ -287,8 +295,6 @@ def _windows_job(job: _EncodeJob) -> _EncodeJob:
     windows recorded) checked or written; its ``view`` cuts a document's windows after the first."""
     from transformers import AutoTokenizer
 
-    from hopscotch.retriever.index.windows import TailWindows
-
     tokenizer = job.encoder.model.tokenizer if job.encoder else AutoTokenizer.from_pretrained(job.settings.path)
     view = TailWindows(tokenizer, job.window_spec(), job.settings.passage_prefix)
     windows = replace(job, out_dir=job.out_dir / WINDOWS_DIR, view=view,
@@ -309,8 +315,6 @@ def _windows_manifest(windows: _EncodeJob) -> IndexMeta | None:
 def _finish_windows(job: _EncodeJob, windows: _EncodeJob, total: int, result: EncodeResult) -> None:
     """Rank 0, after the documents: wait for every rank's window parts, gather them into ``windows/`` (resumable),
     then record them in ``index.json`` (until then searches use first windows only)."""
-    from hopscotch.retriever.index.windows import gather_parts, parts_dir, parts_gathered
-
     opts, meta = job.options, result.meta
     finished = _windows_manifest(windows)
     if finished is not None:
@@ -332,8 +336,6 @@ def _finish_windows(job: _EncodeJob, windows: _EncodeJob, total: int, result: En
 def _encode_pending_shards(job: _EncodeJob, result: EncodeResult) -> int:
     """Encode this rank's unfinished shards (loading the encoder only if there is one), recording them in
     ``result``; returns the corpus size (with one rank: as far as it was read, which is all of it)."""
-    from hopscotch.retriever.io.progress import progress
-
     opts = job.options
     counts, block, total = None, None, 0
     if opts.world_size > 1:  # count first, then read only this rank's contiguous block of shards
@@ -388,8 +390,6 @@ def _autocast(encoder, precision: str):
     (:func:`~hopscotch.retriever.model.cpu_precision.runnable_precision`). The encoder casts the pooled vectors
     to float32 and normalises them again before they are written."""
     import torch
-
-    from hopscotch.retriever.model.cpu_precision import runnable_precision
 
     device = torch.device(encoder.device)
     precision = runnable_precision(precision, device.type, "--precision")

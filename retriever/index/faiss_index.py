@@ -37,6 +37,11 @@ from pathlib import Path
 import numpy as np
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.index.faiss_flat import (  # noqa: F401 (re-exported)
+    FLAT_BLAS_BLOCK_FLOATS,
+    flat_blas_settings,
+    flat_search_settings,
+)
 from hopscotch.retriever.index.faiss_spec import (  # noqa: F401 (make_index, check_spec_syntax: re-exported)
     _faiss,
     auto_layout,
@@ -48,13 +53,9 @@ from hopscotch.retriever.index.faiss_spec import (  # noqa: F401 (make_index, ch
     is_flat,
     make_index,
 )
-from hopscotch.retriever.index.faiss_flat import (  # noqa: F401 (re-exported)
-    FLAT_BLAS_BLOCK_FLOATS,
-    flat_blas_settings,
-    flat_search_settings,
-)
 from hopscotch.retriever.index.faiss_spec import ivf_or_none as _ivf_or_none
 from hopscotch.retriever.index.layout import FAISS_DIR, IndexMeta, embedding_rows, load_shard_embeddings, shard_name
+from hopscotch.retriever.io.progress import progress
 
 LAYOUTS = ("shards", "merged")
 
@@ -163,8 +164,6 @@ def _trained_index(index_dir: Path, meta: IndexMeta, path: Path, spec: str, trai
 def _write_shard_indexes(index_dir: Path, meta: IndexMeta, trained, folder: Path, spec: str,
                          show_progress: bool) -> None:
     """One index file per shard, each written atomically: a killed build resumes at the first missing one."""
-    from hopscotch.retriever.io.progress import progress
-
     faiss = _faiss()
     folder.mkdir(parents=True, exist_ok=True)
     for shard in progress(range(meta.num_shards), desc=f"faiss {spec}", unit="shard", show=show_progress):
@@ -179,8 +178,6 @@ def _write_merged_index(index_dir: Path, meta: IndexMeta, trained, folder: Path,
                         show_progress: bool) -> None:
     """``merged.faiss``: IVF inverted lists merged from per-shard parts (resumable, removed once the merged
     file is written; ids shifted to global rows); HNSW and other graph / flat codes added in corpus order."""
-    from hopscotch.retriever.io.progress import progress
-
     faiss = _faiss()
     ivf = _is_ivf(trained)
     parts_dir = folder / "parts"
@@ -250,8 +247,6 @@ class ShardedFaissIndex:
     def load(cls, index_dir: str | os.PathLike, name: str | None = None, use_gpu: bool | None = None,
              meta: IndexMeta | None = None, show_progress: bool = False) -> ShardedFaissIndex:
         """Load the default (or the named) FAISS index of a finished index folder; ``Flat`` if none was built."""
-        from hopscotch.retriever.io.progress import progress
-
         faiss = _faiss()
         index_dir = Path(index_dir)
         meta = meta or IndexMeta.load(index_dir)

@@ -15,6 +15,8 @@ list; FAISS recommends 39 a list: 159,744); the corpus has 100 documents: use fe
 
 from __future__ import annotations
 
+import math
+
 from hopscotch.retriever.errors import UsageError
 
 #: training vectors a k-means centroid should get (FAISS warns below it)
@@ -112,8 +114,6 @@ def auto_spec(num_docs: int, dim: int) -> tuple[str, dict]:
 def auto_nlist(num_docs: int) -> int:
     """IVF lists for ``num_docs`` vectors: the power of two nearest 2 sqrt(N), halved until each list has
     :data:`POINTS_PER_CENTROID` training vectors (at least 1): 10k -> 256, 100k -> 512, 1M -> 2,048."""
-    import math
-
     nlist = 2 ** round(math.log2(2 * math.sqrt(max(num_docs, 1))))
     while nlist > 1 and nlist * POINTS_PER_CENTROID > num_docs:
         nlist //= 2

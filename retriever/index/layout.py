@@ -38,6 +38,7 @@ import numpy as np
 
 from hopscotch.retriever.errors import FormatError, UsageError
 from hopscotch.retriever.io.common import atomic_write, write_json
+from hopscotch.retriever.model import loading
 
 META_FILE = "index.json"
 ENCODE_CONFIG_FILE = "encode_config.json"
@@ -179,8 +180,6 @@ def _old_relative_base(raw: dict, index_dir: Path) -> dict:
 def _located_model(meta: IndexMeta, index_dir: Path) -> str:
     """``meta.model_path`` when it exists; else the same folder beside the (moved) index (``model_relpath``),
     the bundled model again for an alias, or a Hub id's snapshot in the local cache (never downloaded)."""
-    from hopscotch.retriever.model import loading
-
     if not meta.model_path or os.path.isdir(meta.model_path):  # '': no model recorded (imported vectors)
         return meta.model_path
     if meta.model_relpath:

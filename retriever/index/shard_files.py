@@ -34,6 +34,7 @@ from hopscotch.retriever.index.multi_vector.build import MV_DIR
 from hopscotch.retriever.io.common import write_json
 from hopscotch.retriever.io.corpus import Document
 from hopscotch.retriever.io.fingerprint import manifest_differences
+from hopscotch.retriever.io.progress import progress
 
 
 def _remove_partial(out_dir: Path, shard: int) -> None:
@@ -162,8 +163,6 @@ def wait_for_shards(out_dir: Path, total_shards: int, timeout: float | None, pol
                     show_progress: bool) -> None:
     """Block until shards ``0 .. total_shards - 1`` of ``out_dir`` are all done (rank 0 waiting for the other
     ranks); past ``timeout`` seconds, a :class:`UsageError` names the missing shards."""
-    from hopscotch.retriever.io.progress import progress
-
     deadline = None if timeout is None else time.monotonic() + timeout
     missing = [s for s in range(total_shards) if not shard_complete(out_dir, s)]
     if not missing:

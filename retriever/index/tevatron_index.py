@@ -25,6 +25,9 @@ from pathlib import Path
 import numpy as np
 
 from hopscotch.retriever.errors import FormatError, UsageError
+from hopscotch.retriever.index.docstore import build_docid_lookup
+from hopscotch.retriever.index.faiss_index import build_faiss_index
+from hopscotch.retriever.index.faiss_spec import check_spec
 from hopscotch.retriever.index.layout import (
     DERIVED_PARTS,
     ENCODE_CONFIG_FILE,
@@ -33,6 +36,17 @@ from hopscotch.retriever.index.layout import (
     load_shard_embeddings,
     remove_parts,
 )
+from hopscotch.retriever.index.shard_files import write_shard
+from hopscotch.retriever.io.common import write_json
+from hopscotch.retriever.io.corpus import Document, load_corpus_dict
+from hopscotch.retriever.io.fingerprint import digest, model_fingerprint
+from hopscotch.retriever.io.tevatron import (
+    read_tevatron_pickle,
+    tevatron_export_path,
+    tevatron_pickle_paths,
+    write_tevatron_pickle,
+)
+from hopscotch.retriever.model.config import ModelSettings, model_settings
 
 
 @dataclass(frozen=True)
@@ -79,16 +93,6 @@ def import_tevatron(pattern: str, out: str | os.PathLike, *, corpus: str | None 
     dimension are refused before anything is written). ``layout`` (``shards`` or ``merged``), ``train_size`` and
     ``use_gpu`` go to :func:`~hopscotch.retriever.index.faiss_index.build_faiss_index`; ``overwrite`` replaces an
     index already in ``out``."""
-    from hopscotch.retriever.index.docstore import build_docid_lookup
-    from hopscotch.retriever.index.faiss_index import build_faiss_index
-    from hopscotch.retriever.index.faiss_spec import check_spec
-    from hopscotch.retriever.index.shard_files import write_shard
-    from hopscotch.retriever.io.common import write_json
-    from hopscotch.retriever.io.corpus import Document, load_corpus_dict
-    from hopscotch.retriever.io.fingerprint import digest, model_fingerprint
-    from hopscotch.retriever.io.tevatron import read_tevatron_pickle, tevatron_pickle_paths
-    from hopscotch.retriever.model.config import ModelSettings, model_settings
-
     if shard_size <= 0:
         raise UsageError("--shard-size must be positive")
     check_spec(spec, train_size=train_size)
@@ -140,8 +144,6 @@ def import_tevatron(pattern: str, out: str | os.PathLike, *, corpus: str | None 
 def export_tevatron(index_dir: str | os.PathLike, prefix: str | os.PathLike) -> IndexMeta:
     """One Tevatron pickle per shard of the finished index ``index_dir``: ``PREFIX.<shard>.pkl`` =
     ``(float32 reps, docids)``; returns the index's manifest."""
-    from hopscotch.retriever.io.tevatron import tevatron_export_path, write_tevatron_pickle
-
     meta = IndexMeta.load(index_dir)
     for shard in range(meta.num_shards):
         write_tevatron_pickle(tevatron_export_path(prefix, shard), load_shard_embeddings(index_dir, shard),

@@ -44,6 +44,7 @@ import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +54,9 @@ from hopscotch.retriever.index.corpus_shards import file_row_counts, iter_shards
 from hopscotch.retriever.index.layout import load_shard_embeddings, load_shard_ids, read_done_marker, shard_file
 from hopscotch.retriever.index.shard_files import remove_shard, shard_complete, write_rows
 from hopscotch.retriever.io.common import write_json
-from hopscotch.retriever.io.corpus import Document
+from hopscotch.retriever.io.corpus import Document, read_corpus
+from hopscotch.retriever.io.progress import progress
+from hopscotch.retriever.model.config import model_settings
 
 SEPARATOR = "#w"
 
@@ -175,12 +178,7 @@ def windows_per_document(corpus, model, max_windows: int | None = None, stride: 
     """Mean windows beyond the first over the first ``sample`` documents of ``corpus``, as ``hopscotch index``
     would cut them with ``model`` (None: the model's recorded ``passage_windows`` / ``window_stride`` /
     ``passage_max_len``), and the number of documents read (what ``index --plan`` sizes ``windows/`` by)."""
-    from itertools import islice
-
     from transformers import AutoTokenizer
-
-    from hopscotch.retriever.io.corpus import read_corpus
-    from hopscotch.retriever.model.config import model_settings
 
     settings = model_settings(model)
     spec = model_window_spec(settings, max_windows, stride, max_length)
@@ -239,8 +237,6 @@ def encode_parts(corpus, index_dir: Path, windows_dir: Path, view: Callable[[Doc
                  encode: Callable[[list[Document]], np.ndarray], show_progress: bool = True) -> tuple[list[int], int]:
     """Encode this rank's unfinished parts: the windows (``view``) of its block of document shards, each with
     ``encode`` (documents -> embeddings); returns the parts encoded and the windows in them."""
-    from hopscotch.retriever.io.progress import progress
-
     if parts_gathered(windows_dir):
         return [], 0
     folder = parts_dir(windows_dir)
@@ -302,8 +298,6 @@ def _part_sizes(windows_dir: Path, num_parts: int) -> list[dict]:
 def gather_parts(windows_dir: str | Path, num_parts: int, shard_size: int, show_progress: bool = True) -> int:
     """Copy the finished parts' rows, in order, into ``windows_dir``'s shards of ``shard_size`` (the unfinished
     ones), deleting each part once its rows are all in finished shards; returns the number of windows."""
-    from hopscotch.retriever.io.progress import progress
-
     windows_dir = Path(windows_dir)
     parts = _part_sizes(windows_dir, num_parts)
     folder = parts_dir(windows_dir)

@@ -23,10 +23,13 @@ Rules:
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Iterable, Iterator
 from typing import IO, Any, Self
+
+from tqdm.auto import tqdm
 
 
 def live_bars(show: bool = True, stream: IO[str] | None = None) -> bool:
@@ -48,8 +51,6 @@ def live_bars(show: bool = True, stream: IO[str] | None = None) -> bool:
 
 def rate_text(value: float) -> str:
     """A rate with at least two significant digits: ``0.073``, ``1.2``, ``12``, ``4,257`` (never ``0`` for 0.07)."""
-    import math
-
     if not math.isfinite(value) or value <= 0:
         return "0"
     if value >= 100:
@@ -86,8 +87,6 @@ class Progress:
         self._started = time.perf_counter()
         self._bar = None
         if live_bars(show, stream):
-            from tqdm.auto import tqdm
-
             self._bar = tqdm(desc=desc, unit=unit, total=total, initial=initial, file=stream)
 
     @property

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from hopscotch.retriever.errors import FormatError, UsageError
-from hopscotch.retriever.io.common import first_key, iter_lines, parquet_rows, read_jsonl
+from hopscotch.retriever.io.common import atomic_write, first_key, iter_lines, parquet_rows, read_jsonl
 from hopscotch.retriever.io.docids import canonical_docid
 from hopscotch.retriever.io.validate import check_id, integer_grade
 
@@ -53,8 +53,6 @@ class _QrelsBuilder:
 def write_qrels(path: str | os.PathLike, qrels: Mapping[str, Mapping[str, int]]) -> None:
     """Write ``{qid: {docid: grade}}`` as a BEIR TSV (``query-id corpus-id score`` with its header; atomically),
     which :func:`read_qrels` reads back."""
-    from hopscotch.retriever.io.common import atomic_write
-
     with atomic_write(path) as fh:
         fh.write("query-id\tcorpus-id\tscore\n")
         for qid, docs in qrels.items():

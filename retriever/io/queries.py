@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hopscotch.retriever.errors import FormatError
-from hopscotch.retriever.io.common import first_key, iter_lines, read_jsonl
+from hopscotch.retriever.io.common import first_key, iter_lines, read_jsonl, write_jsonl
 from hopscotch.retriever.io.validate import UniqueIds, check_id, check_text
 
 QID_KEYS = ("_id", "query_id", "qid", "id")
@@ -175,8 +175,6 @@ def read_queries(path: str | os.PathLike) -> Iterator[Query]:
 def write_queries(path: str | os.PathLike, queries) -> None:
     """Write queries as the JSONL :func:`read_queries` reads back: ``{_id, text[, reasoning, context fields]}`` a
     line (atomically)."""
-    from hopscotch.retriever.io.common import write_jsonl
-
     def row(q: Query) -> dict:
         out = {"_id": q.qid, "text": q.text}
         if q.reasoning is not None:

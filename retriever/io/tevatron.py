@@ -38,6 +38,7 @@ import numpy as np
 
 from hopscotch.retriever.errors import FormatError, UsageError
 from hopscotch.retriever.io.common import atomic_write
+from hopscotch.retriever.io.corpus import load_corpus_dict
 from hopscotch.retriever.io.docids import canonical_docid
 from hopscotch.retriever.io.validate import check_id
 
@@ -211,7 +212,6 @@ class TevatronIdResolver:
                                  "data.corpus)")
             if not Path(self.corpus).exists():
                 raise UsageError(f"data.corpus: {self.corpus}: no such file or folder")
-            from hopscotch.retriever.io.corpus import load_corpus_dict
 
             self._docs = load_corpus_dict(self.corpus)
         return self._docs

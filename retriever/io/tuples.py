@@ -31,6 +31,7 @@ from hopscotch.retriever.errors import FormatError, UsageError
 from hopscotch.retriever.io.common import read_jsonl
 from hopscotch.retriever.io.docids import canonical_docid, signed_docid_hash
 from hopscotch.retriever.io.queries import parse_context_fields
+from hopscotch.retriever.io.tevatron import TevatronIdResolver
 from hopscotch.retriever.io.validate import check_id, check_text
 
 _AGENTIR_QUERY = re.compile(r"^\s*Reasoning:\s*(.*?)\n\nQuery:\s*(.*)$", re.DOTALL)
@@ -158,8 +159,6 @@ def read_training_tuples(sources: str | os.PathLike | Sequence[str | os.PathLike
     e.g. ``"loss.distill: kl"``): every passage must carry a ``score``; the first tuple without one is a one-line
     :class:`UsageError` naming its file and line.
     """
-    from hopscotch.retriever.io.tevatron import TevatronIdResolver
-
     resolver = TevatronIdResolver(corpus)
 
     def parse(obj: dict, path, lineno) -> TrainingTuple:

@@ -28,6 +28,7 @@ Example (not run)::
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -36,7 +37,9 @@ from pathlib import Path
 import torch
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.model.config import CROSS_ENCODER, checked_count, saved_hopscotch_config
+from hopscotch.retriever.io.atomic import atomic_folder
+from hopscotch.retriever.io.common import write_json
+from hopscotch.retriever.model.config import CROSS_ENCODER, HOPSCOTCH_CONFIG, checked_count, saved_hopscotch_config
 from hopscotch.retriever.model.loading import quiet_loading_bars, resolve_model_path
 from hopscotch.retriever.model.query_input import QueryInput
 from hopscotch.retriever.model.query_template import format_documents, format_queries, model_variants
@@ -165,10 +168,6 @@ class CrossEncoderModel:
 
     def save(self, path: str | os.PathLike) -> str:
         """Write the folder (sentence-transformers' files + ``hopscotch_config.json``) atomically."""
-        from hopscotch.retriever.io.atomic import atomic_folder
-        from hopscotch.retriever.io.common import write_json
-        from hopscotch.retriever.model.config import HOPSCOTCH_CONFIG
-
         with atomic_folder(path) as build:
             self.st.save(str(build))
             write_json(Path(build) / HOPSCOTCH_CONFIG, self.config.to_json())
@@ -218,8 +217,6 @@ def build_cross_encoder_model(backbone: str | os.PathLike = "minilm", *, query_m
 def is_cross_encoder_folder(path: str | os.PathLike) -> bool:
     """Whether ``path`` holds a cross-encoder: ``kind: cross_encoder`` in its ``hopscotch_config.json``, or a
     sentence-transformers ``CrossEncoder`` folder (``model_type`` in ``config_sentence_transformers.json``)."""
-    import json
-
     path = Path(path)
     if (saved_hopscotch_config(path) or {}).get("kind") == CROSS_ENCODER:
         return True

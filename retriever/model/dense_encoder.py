@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from hopscotch.retriever.io.progress import progress
 from hopscotch.retriever.model.config import refuse_multi_vector
 from hopscotch.retriever.model.loading import load_sentence_transformer, resolve_model_path
 from hopscotch.retriever.model.matryoshka import truncate, truncation
@@ -65,8 +66,6 @@ class DenseEncoder:
     def encode_texts(self, texts: Sequence[str], batch_size: int | None = None, show_progress: bool = False,
                      desc: str = "encode") -> np.ndarray:
         import torch
-
-        from hopscotch.retriever.io.progress import progress
 
         texts = list(texts)
         bs = batch_size or self.batch_size

@@ -21,10 +21,15 @@ Example (not run: it needs a trained model folder)::
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
+import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.common import write_json
 from hopscotch.retriever.model.query_template import format_document, format_queries
 
 GOLDEN_FILE = "golden_vectors.json"
@@ -140,8 +145,6 @@ def write_golden(folder: str | os.PathLike, model) -> bool:
     """Write ``golden_vectors.json`` for a single-vector model into ``folder``; False (nothing written) when the
     model's weights are partitioned across processes (DeepSpeed ZeRO-3: one process cannot run it alone; record
     them later with ``hopscotch audit model M --write-golden``)."""
-    from hopscotch.retriever.io.common import write_json
-
     if any(hasattr(p, "ds_id") for p in model.parameters()):
         return False
     write_json(Path(folder) / GOLDEN_FILE, golden_record(model), indent=None)
@@ -151,8 +154,6 @@ def write_golden(folder: str | os.PathLike, model) -> bool:
 def save_golden(folder: str | os.PathLike, model, multi_vector: bool = False) -> None:
     """What the save paths call: :func:`write_golden` (or :func:`write_multi_vector_golden`), a failure being a
     warning on stderr, never a failed save (the audit then says the folder has no golden vectors)."""
-    import sys
-
     try:
         (write_multi_vector_golden if multi_vector else write_golden)(folder, model)
     except Exception as exc:  # noqa: BLE001 - the weights matter more than their probes
@@ -163,8 +164,6 @@ def save_golden(folder: str | os.PathLike, model, multi_vector: bool = False) ->
 def write_multi_vector_golden(folder: str | os.PathLike, st_model, probes=MULTI_VECTOR_PROBES) -> None:
     """``golden_vectors.json`` of a multi-vector model (a ``MultiVectorEncoder``): the token vectors of two probes."""
     import torch
-
-    from hopscotch.retriever.io.common import write_json
 
     rows = []
     was_training = st_model.training  # encode() switches to eval mode: a mid-run save must not keep it there
@@ -185,11 +184,6 @@ def read_golden(folder: str | os.PathLike) -> dict | None:
     """The folder's golden vectors, or None when it has none (saved before they were written). A file that is not
     valid JSON, lacks the probes, or holds a NaN, infinite or ragged vector is a one-line UsageError naming it (the
     audit would otherwise blame the model for its own record)."""
-    import json
-    import math
-
-    from hopscotch.retriever.errors import UsageError
-
     path = Path(folder) / GOLDEN_FILE
     if not path.is_file():
         return None

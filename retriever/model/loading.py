@@ -24,6 +24,7 @@ import re
 from pathlib import Path
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.progress import live_bars
 
 MODEL_ALIASES = {"minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 #: how a Hub model id looks: ``name`` or ``owner/name`` (letters, digits, ``-``, ``_``, ``.``)
@@ -117,8 +118,6 @@ def quiet_loading_bars() -> None:
     """Keep transformers' own bars ("Loading weights") out of log files: drawn only on a terminal, as ours
     (:func:`~hopscotch.retriever.io.progress.live_bars`). Called by every model-loading path."""
     from transformers.utils import logging as hf_logging
-
-    from hopscotch.retriever.io.progress import live_bars
 
     if not live_bars():
         hf_logging.disable_progress_bar()

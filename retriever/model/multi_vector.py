@@ -53,6 +53,7 @@ from pathlib import Path
 import torch
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.fingerprint import digest, model_fingerprint
 from hopscotch.retriever.model.config import MULTI_VECTOR, checked_count, checked_weight, saved_hopscotch_config
 from hopscotch.retriever.model.loading import quiet_loading_bars, resolve_model_path
 from hopscotch.retriever.model.query_input import QueryInput
@@ -180,8 +181,6 @@ class MultiVectorModel:
         """A sha256 naming what the model computes: its folder's files (sampled hashes of big ones) when it has
         a folder, else its weights and module settings (costly for a big model: save it and load it instead)."""
         if self._fingerprint is None:
-            from hopscotch.retriever.io.fingerprint import digest, model_fingerprint
-
             if self.path is not None:
                 self._fingerprint = digest({"kind": MULTI_VECTOR, "files": model_fingerprint(self.path)})
             else:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from hopscotch.retriever.model.query_input import searcher_query_input
 from hopscotch.retriever.model.query_mix import QueryMix
 
 
@@ -38,7 +39,6 @@ class MultiVectorScorer:
     def __init__(self, model, *, query_input: str | None = None, mix: QueryMix | None = None, batch_size: int = 32,
                  device: str | None = None):
         from hopscotch.retriever.model.multi_vector import MultiVectorModel, load_multi_vector_model
-        from hopscotch.retriever.model.query_input import searcher_query_input
 
         self.model = model if isinstance(model, MultiVectorModel) else load_multi_vector_model(model, device=device)
         c = self.model.config

@@ -47,6 +47,7 @@ from pathlib import Path
 
 import torch
 
+from hopscotch.retriever.io.atomic import atomic_folder
 from hopscotch.retriever.model.config import HOPSCOTCH_CONFIG
 from hopscotch.retriever.model.golden import save_golden
 from hopscotch.retriever.model.loading import bundled_minilm_path, looks_like_hub_id
@@ -290,8 +291,6 @@ def save_multi_vector(st_model, path: str | os.PathLike, config: dict) -> str:
     """A multi-vector model (a ``sentence_transformers.MultiVectorEncoder``: Transformer -> Dense -> MultiVectorMask
     -> Normalize) written by sentence-transformers itself, plus ``hopscotch_config.json`` (``config``, with
     ``kind: multi_vector``), atomically; ``MultiVectorEncoder(path)`` loads the folder unchanged."""
-    from hopscotch.retriever.io.atomic import atomic_folder
-
     with atomic_folder(path) as build:
         st_model.save(str(build))
         _write_json(build / HOPSCOTCH_CONFIG, config)

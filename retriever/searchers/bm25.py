@@ -5,6 +5,7 @@ is plain BM25."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -12,19 +13,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.index.bm25 import load_bm25_index
+from hopscotch.retriever.index.docstore import DocStore, InMemoryDocStore
 from hopscotch.retriever.io.docids import canonical_docid
 from hopscotch.retriever.io.queries import Query, as_query
-from hopscotch.retriever.searchers.arg_types import positive_float, positive_int
-from hopscotch.retriever.searchers.base import (
-    BaseSearcher,
-    Ranked,
-    add_index_option,
-    add_option,
-)
-from hopscotch.retriever.searchers.bm25_expansion import DEFAULT_BM25_EXPANSION, BM25Expansion
 from hopscotch.retriever.searchers.adapter.flags import options_of
-from hopscotch.retriever.searchers.rerank import add_rerank_options
+from hopscotch.retriever.searchers.arg_types import positive_float, positive_int
+from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_index_option, add_option
+from hopscotch.retriever.searchers.bm25_expansion import DEFAULT_BM25_EXPANSION, BM25Expansion
 from hopscotch.retriever.searchers.registry import register_searcher
+from hopscotch.retriever.searchers.rerank import add_rerank_options
 
 
 def document_dict(doc) -> dict[str, Any] | None:
@@ -80,10 +78,6 @@ class BM25Searcher(BaseSearcher):
     search_type = "BM25"
 
     def __init__(self, bm25, docstore=None, expansion: BM25Expansion | None = None):
-        import contextlib
-
-        from hopscotch.retriever.index.bm25 import load_bm25_index
-
         self.index = load_bm25_index(bm25) if isinstance(bm25, (str, os.PathLike)) else bm25
         self.docstore = docstore
         self.expansion = DEFAULT_BM25_EXPANSION if expansion is None else expansion
@@ -226,11 +220,7 @@ def docstore_of(index, corpus):
     if index and corpus:
         raise UsageError("--corpus and --index both give the BM25 searcher's documents: give one of them")
     if index:
-        from hopscotch.retriever.index.docstore import DocStore
-
         return DocStore(index)
     if corpus:
-        from hopscotch.retriever.index.docstore import InMemoryDocStore
-
         return InMemoryDocStore(corpus)
     return None

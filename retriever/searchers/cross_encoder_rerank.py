@@ -31,8 +31,9 @@ import os
 from collections.abc import Callable, Sequence
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.model.config import CROSS_ENCODER, checked_count, checked_weight
 from hopscotch.retriever.io.queries import Query
+from hopscotch.retriever.model.config import CROSS_ENCODER, checked_count, checked_weight
+from hopscotch.retriever.model.query_input import searcher_query_input
 from hopscotch.retriever.searchers.base import Ranked
 from hopscotch.retriever.searchers.rerank_stage import fetched, sorted_by_score, with_first_stage
 
@@ -65,7 +66,6 @@ class CrossEncoderReranker:
     def __init__(self, model, depth: int | None = None, *, query_input: str | None = None,
                  first_weight: float | None = None, batch_size: int = 32, device: str | None = None):
         from hopscotch.retriever.model.cross_encoder import CrossEncoderModel, load_cross_encoder_model
-        from hopscotch.retriever.model.query_input import searcher_query_input
 
         self.model = model if isinstance(model, CrossEncoderModel) else load_cross_encoder_model(model, device=device)
         self.query_input = searcher_query_input(query_input, self.model.config.query_input)

@@ -5,18 +5,25 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.index.faiss_index import ShardedFaissIndex
+from hopscotch.retriever.index.layout import IndexMeta, ShardIds
+from hopscotch.retriever.index.windows import best_per_document, search_windows
 from hopscotch.retriever.io.queries import Query, as_query
-from hopscotch.retriever.searchers.arg_types import positive_int
-from hopscotch.retriever.model.query_mix import QueryMix
+from hopscotch.retriever.model.config import model_settings
+from hopscotch.retriever.model.dense_encoder import DenseEncoder
+from hopscotch.retriever.model.matryoshka import warn_untrained
 from hopscotch.retriever.model.query_input import ALLOWED, QueryInput, searcher_query_input  # noqa: F401
-from hopscotch.retriever.searchers.base import (
-    BaseSearcher,
-    Ranked,
-    add_option,
-)
+from hopscotch.retriever.model.query_mix import QueryMix
+from hopscotch.retriever.model.query_template import format_queries
+from hopscotch.retriever.searchers.adapter.flags import options_of
+from hopscotch.retriever.searchers.arg_types import positive_int
+from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option
 from hopscotch.retriever.searchers.encoder_flags import add_encoder_options
 from hopscotch.retriever.searchers.index_documents import IndexFolderDocuments
 from hopscotch.retriever.searchers.multi_vector_index import (
@@ -24,9 +31,8 @@ from hopscotch.retriever.searchers.multi_vector_index import (
     MultiVectorSearchOptions,
     is_multi_vector_index,
 )
-from hopscotch.retriever.searchers.adapter.flags import options_of
-from hopscotch.retriever.searchers.rerank import add_rerank_options
 from hopscotch.retriever.searchers.registry import backend_dests, backend_options, register_searcher
+from hopscotch.retriever.searchers.rerank import add_rerank_options
 
 
 @dataclass
@@ -106,12 +112,6 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
 
     def __init__(self, index_dir: str | os.PathLike, model: str | os.PathLike | None = None,
                  options: DenseOptions | None = None, encoder=None, **settings):
-        from hopscotch.retriever.index.faiss_index import ShardedFaissIndex
-        from hopscotch.retriever.index.layout import IndexMeta, ShardIds
-        from hopscotch.retriever.model.config import model_settings
-        from hopscotch.retriever.model.dense_encoder import DenseEncoder
-        from hopscotch.retriever.model.matryoshka import warn_untrained
-
         if options is not None and settings:
             raise TypeError("give DenseOptions or its fields as keywords, not both")
         opts = options or DenseOptions(**settings)
@@ -269,8 +269,6 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
         """The encoder text of each query: ``{instruction}{query}``, or for a reasoning-aware one the template with
         what the query input variant picks from its context (:func:`~hopscotch.retriever.model.query_template.
         format_queries`)."""
-        from hopscotch.retriever.model.query_template import format_queries
-
         queries = [as_query(q) for q in queries]
         return format_queries(self.encoder.model.tokenizer, self.query_max_len, [q.text for q in queries], queries,
                               instruction=self.instruction, reasoning_aware=[q.reasoning_aware for q in queries],
@@ -280,8 +278,6 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
         """The search vectors: each query's encoding, or under the query mix (:attr:`query_mix`,
         :class:`~hopscotch.retriever.model.query_mix.QueryMix`) the weighted sum ``w * q_reasoning + (1 - w) *
         q_query`` of the reasoning-aware ones, ``w`` per query (w = 1, 0: exactly one of them)."""
-        import numpy as np
-
         queries = [as_query(q) for q in queries]
         texts = self.query_texts(queries)
         if self.query_mix.is_identity:
@@ -315,7 +311,6 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
             out.append([(self.ids.docid(r), float(s)) for s, r in zip(srow, rrow) if r >= 0])
         if self.windows is None:
             return out
-        from hopscotch.retriever.index.windows import best_per_document, search_windows
 
         index, ids = self.windows
         hits = search_windows(lambda q, depth: index.search(q, depth, nprobe=self.nprobe, ef_search=self.ef_search,
@@ -326,11 +321,6 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
 
 def _window_index(index_dir, meta, opts: DenseOptions):
     """``(FAISS index, ShardIds)`` of the index's passage windows (``windows/``), or None when it has none."""
-    from pathlib import Path
-
-    from hopscotch.retriever.index.faiss_index import ShardedFaissIndex
-    from hopscotch.retriever.index.layout import IndexMeta, ShardIds
-
     if not meta.windows.get("rows"):
         return None
     folder = Path(index_dir) / meta.windows["dir"]

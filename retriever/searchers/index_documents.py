@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from hopscotch.retriever.index.docstore import DocStore
 from hopscotch.retriever.searchers.bm25 import lookup_document
 
 
@@ -21,7 +22,6 @@ class IndexFolderDocuments:
     @property
     def docstore(self):
         if self._docstore is None and self.meta.docstore:
-            from hopscotch.retriever.index.docstore import DocStore
             self._docstore = DocStore(self.index_dir, self.meta)
         return self._docstore
 

@@ -21,20 +21,26 @@ Example::
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.searchers.arg_types import positive_int
+from hopscotch.retriever.index.layout import IndexMeta, ShardIds
+from hopscotch.retriever.index.multi_vector.store import MultiVectorStore
 from hopscotch.retriever.io.queries import Query, as_query
+from hopscotch.retriever.model.multi_vector_scorer import MultiVectorScorer
+from hopscotch.retriever.model.query_mix import QueryMix
+from hopscotch.retriever.searchers.adapter.flags import options_of
+from hopscotch.retriever.searchers.arg_types import positive_int
 from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option
 from hopscotch.retriever.searchers.encoder_flags import add_encoder_options
 from hopscotch.retriever.searchers.index_documents import IndexFolderDocuments
 from hopscotch.retriever.searchers.registry import register_searcher
-from hopscotch.retriever.searchers.adapter.flags import options_of
 from hopscotch.retriever.searchers.rerank import add_rerank_options
 
 DEFAULT_NPROBE = 4
@@ -106,11 +112,6 @@ class MultiVectorIndexSearcher(IndexFolderDocuments, BaseSearcher):
     def __init__(self, index_dir: str | os.PathLike, model: str | os.PathLike | None = None, *,
                  nprobe: int | None = None, candidates: int | None = None, query_input: str | None = None,
                  late_fusion: float | None = None, batch_size: int = 32, device: str | None = None):
-        from hopscotch.retriever.index.layout import IndexMeta, ShardIds
-        from hopscotch.retriever.index.multi_vector.store import MultiVectorStore
-        from hopscotch.retriever.model.multi_vector_scorer import MultiVectorScorer
-        from hopscotch.retriever.model.query_mix import QueryMix
-
         self.meta = IndexMeta.load(index_dir)
         self.index_dir = index_dir
         self.store = MultiVectorStore(index_dir, self.meta)
@@ -162,9 +163,6 @@ class MultiVectorIndexSearcher(IndexFolderDocuments, BaseSearcher):
 
 def is_multi_vector_index(index_dir: str | os.PathLike) -> bool:
     """Whether ``index_dir``'s manifest records a multi-vector token index."""
-    import json
-    from pathlib import Path
-
     try:
         return bool(json.loads((Path(index_dir) / "index.json").read_text()).get("multi_vector"))
     except (OSError, ValueError, AttributeError):

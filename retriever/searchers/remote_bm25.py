@@ -41,7 +41,10 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.index.bm25.analyzer import Analyzer
+from hopscotch.retriever.index.docstore import DocidLookup
 from hopscotch.retriever.io.docids import canonical_docid
+from hopscotch.retriever.searchers.bm25_expansion import TermStats
 from hopscotch.retriever.searchers.remote import DEFAULT_TIMEOUT, RemoteSearcher, search_candidates
 
 #: the largest denominator of a query weight sent as repetitions (the reasoning text is repeated that often)
@@ -179,9 +182,6 @@ class RemoteBM25Index:
         """What the expansion reads of this index: no document frequencies (an endpoint does not say), so the
         reasoning's terms are chosen by saturated frequency alone; the analyser is the local default (English
         Snowball stems, NLTK stopwords), as ``hopscotch bm25-index`` builds."""
-        from hopscotch.retriever.index.bm25.analyzer import Analyzer
-        from hopscotch.retriever.searchers.bm25_expansion import TermStats
-
         return TermStats(Analyzer(), words=True)
 
     def get_document(self, docid: str) -> dict[str, Any] | None:
@@ -192,8 +192,6 @@ class RemoteBM25Index:
 def dense_docids(dense) -> Callable[[str], bool]:
     """``docid -> bool``: whether the dense (or multi-vector) searcher's index holds the document (its docid lookup,
     opened on first use)."""
-    from hopscotch.retriever.index.docstore import DocidLookup
-
     lookup: list[Any] = []
 
     def known(docid: str) -> bool:

@@ -45,22 +45,32 @@ Example::
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.searchers.arg_types import positive_int, unit_interval
-from hopscotch.retriever.model.config import MULTI_VECTOR, checked_count, checked_weight
-from hopscotch.retriever.model.query_mix import RERANK_LATE_FUSION_FLAG, QueryMix
+from hopscotch.retriever.index.layout import IndexMeta, load_shard_ids
+from hopscotch.retriever.index.multi_vector.build import shard_tokens
+from hopscotch.retriever.index.windows import TailWindows, window_spec
+from hopscotch.retriever.io.corpus import Document
+from hopscotch.retriever.io.fingerprint import digest, model_fingerprint
 from hopscotch.retriever.io.queries import Query, as_query
+from hopscotch.retriever.model.config import MULTI_VECTOR, checked_count, checked_weight
+from hopscotch.retriever.model.loading import resolve_model_path
+from hopscotch.retriever.model.multi_vector_scorer import MultiVectorScorer
+from hopscotch.retriever.model.query_mix import RERANK_LATE_FUSION_FLAG, QueryMix
+from hopscotch.retriever.searchers.arg_types import positive_int, unit_interval
 from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option
 from hopscotch.retriever.searchers.cross_encoder_rerank import (
     CROSS_ENCODER_DEPTH,
     CROSS_ENCODER_FIRST_WEIGHT,
     CrossEncoderReranker,
 )
+from hopscotch.retriever.searchers.rerank_cache import TokenCache
 from hopscotch.retriever.searchers.rerank_stage import fetched, sorted_by_score, with_first_stage, with_tail
 
 #: queries whose candidates are encoded and scored together (bounds the vectors held in memory)
@@ -136,10 +146,6 @@ class MultiVectorReranker:
                  late_fusion: float | None = None, *, windows: int = 1, window_stride: int | None = None,
                  query_input: str | None = None, batch_size: int = 32, device: str | None = None,
                  first_weight: float | None = None):
-        from hopscotch.retriever.index.windows import window_spec
-        from hopscotch.retriever.model.multi_vector_scorer import MultiVectorScorer
-        from hopscotch.retriever.searchers.rerank_cache import TokenCache
-
         if cache_dir is not None and Path(cache_dir).exists() and not Path(cache_dir).is_dir():
             raise UsageError(f"--rerank-cache {cache_dir}: a file, not a folder; give a folder for the token cache")
         self.scorer = MultiVectorScorer(model, query_input=query_input, batch_size=batch_size, device=device,
@@ -174,14 +180,10 @@ class MultiVectorReranker:
     # -- documents -------------------------------------------------------------------------------
     def _windows_of(self, doc: dict) -> list:
         """A document's texts to encode: its first window (``title + " " + text``), then its tail windows."""
-        from hopscotch.retriever.io.corpus import Document
-
         first = [(doc.get("title"), doc.get("text") or "")]
         if not self.spec.enabled:
             return first
         if self._tail is None:
-            from hopscotch.retriever.index.windows import TailWindows
-
             self._tail = TailWindows(self.model.tokenizer, self.spec, self.model.st.prompts.get("document") or "")
         tail = self._tail(Document(str(doc.get("docid", "")), doc.get("title"), doc.get("text") or ""))
         return first + [(w.title, w.text) for w in tail]
@@ -189,7 +191,6 @@ class MultiVectorReranker:
     def document_vectors(self, docids: Sequence[str], fetch: Callable[[str], dict | None]):
         """``{docid: [float32 tensor per window]}`` (float16-rounded): cached ones read, the others fetched
         (``fetch(docid) -> {"text"[, "title"]}``), encoded and cached."""
-        import numpy as np
         import torch
 
         found = self.cache.get(docids)
@@ -213,12 +214,6 @@ class MultiVectorReranker:
         vectors are what :meth:`document_vectors` would encode and cache: the same text, ``title + " " + text``),
         so that reranking a corpus that was indexed encodes nothing. Returns the documents added; an index of
         another model, or a reranker with windows, is a UsageError."""
-        import numpy as np
-
-        from hopscotch.retriever.index.layout import IndexMeta, load_shard_ids
-        from hopscotch.retriever.index.multi_vector.build import shard_tokens
-        from hopscotch.retriever.io.fingerprint import model_fingerprint
-
         meta = IndexMeta.load(index_dir)
         if not meta.multi_vector or self.spec.enabled or self.model.path is None or \
                 _digest(model_fingerprint(self.model.path)) != meta.model_sha256:
@@ -344,7 +339,6 @@ def reranker_from_options(options: RerankOptions):
     CrossEncoderReranker` for a cross-encoder folder, else a :class:`MultiVectorReranker` (which refuses a folder of
     any other kind, saying so)."""
     from hopscotch.retriever.model.cross_encoder import CrossEncoderModel, is_cross_encoder_folder
-    from hopscotch.retriever.model.loading import resolve_model_path
 
     model = options.model
     if isinstance(model, CrossEncoderModel) or (isinstance(model, (str, os.PathLike))
@@ -354,8 +348,6 @@ def reranker_from_options(options: RerankOptions):
 
 
 def _digest(obj) -> str:
-    from hopscotch.retriever.io.fingerprint import digest
-
     return digest(obj)
 
 

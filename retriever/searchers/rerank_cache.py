@@ -25,6 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
+from hopscotch.retriever.io.atomic import atomic_folder
+from hopscotch.retriever.io.common import write_json
+
 DOCS_FILE, VECTORS_FILE, ABOUT_FILE = "docs.npz", "vectors.npy", "cache.json"
 
 
@@ -91,8 +94,6 @@ class TokenCache:
         """Store ``{docid: [window arrays]}`` (float16) as one new shard; nothing without a folder."""
         if self.folder is None or not vectors:
             return
-        from hopscotch.retriever.io.atomic import atomic_folder
-        from hopscotch.retriever.io.common import write_json
 
         self.folder.mkdir(parents=True, exist_ok=True)
         if self.about and not (self.folder / ABOUT_FILE).is_file():

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.searchers.fusion import FusionSettings
 
 Ranked = list[tuple[str, float]]
 
@@ -31,7 +32,6 @@ def with_first_stage(first: Sequence[tuple[str, float]], reranked: Ranked, first
     :meth:`~hopscotch.retriever.searchers.fusion.FusionSettings.convex`) and sorted by it."""
     if not first_weight or not reranked:
         return reranked
-    from hopscotch.retriever.searchers.fusion import FusionSettings
 
     return FusionSettings.convex(first_weight).apply(list(first), reranked, k=len(reranked))
 

@@ -34,13 +34,16 @@ import logging
 import socket
 import sys
 import threading
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.model.loading import MODEL_ALIASES, resolve_model_path
 from hopscotch.retriever.searchers.base import BaseSearcher
 from hopscotch.retriever.serving.bind_policy import warn_if_open
+from hopscotch.retriever.serving.service import token_matches
 
 TRANSPORTS = ("stdio", "sse", "streamable-http")
 #: where the HTTP transports listen (BrowseComp-Plus serves both at /mcp)
@@ -67,11 +70,7 @@ class MCPOptions:
 def load_snippet_tokenizer(name: str):
     """The tokenizer that cuts snippets: ``minilm``, a local folder, or a hub name already in the local Hugging
     Face cache (models are never downloaded at run time); UsageError when it cannot be loaded."""
-    from pathlib import Path
-
     from transformers import AutoTokenizer
-
-    from hopscotch.retriever.model.loading import MODEL_ALIASES, resolve_model_path
 
     local = str(name).lower() in MODEL_ALIASES or Path(name).is_dir()
     try:
@@ -196,8 +195,6 @@ class BearerAuth:
         self.app, self.token = app, token
 
     def authorized(self, headers: dict[bytes, bytes]) -> bool:
-        from hopscotch.retriever.serving.service import token_matches
-
         text = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers.items()}
         return bool(self.token) and token_matches(text, self.token)
 

@@ -14,6 +14,8 @@ import copy
 from functools import lru_cache
 from typing import Any
 
+import yaml
+
 from hopscotch.retriever.serving.service import DEFAULT_HITS, MAX_HITS
 
 
@@ -139,6 +141,4 @@ def openapi_spec() -> dict[str, Any]:
 @lru_cache(maxsize=1)
 def openapi_yaml() -> str:
     """The OpenAPI document as YAML text."""
-    import yaml
-
     return yaml.safe_dump(_spec(), sort_keys=False, allow_unicode=True)

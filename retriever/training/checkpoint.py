@@ -17,15 +17,25 @@ are read by DeepSpeed; they are trusted only as the run's own output (see ``docs
 
 from __future__ import annotations
 
+import codecs
 import contextlib
+import inspect
 import pickle
 import re
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
+
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.common import read_json, write_json
+from hopscotch.retriever.io.validate import count, finite_number
+
+try:
+    from numpy._core.multiarray import _reconstruct
+except ImportError:  # numpy < 2
+    from numpy.core.multiarray import _reconstruct
 
 STATE_FILE = "trainer_state.json"
 SCHEDULER_FILE = "scheduler.pt"
@@ -46,8 +56,6 @@ class TrainerState:
     def read(cls, folder: Path) -> TrainerState:
         """The state a checkpoint recorded, every number checked as read back (counts whole and >= 0, the
         best metric finite): a damaged file is a one-line error naming it and the key."""
-        from hopscotch.retriever.io.validate import count, finite_number
-
         path = folder / STATE_FILE
         if not path.is_file():
             raise UsageError(f"{path}: no trainer state (an incomplete checkpoint)")
@@ -109,14 +117,6 @@ def save_checkpoint(accelerator, output_dir: str | Path, state: TrainerState, sc
 def safe_globals() -> list:
     """What a weights-only load may rebuild besides tensors and plain containers: numpy arrays and dtypes
     (the numpy RNG state accelerate saves) and ``codecs.encode`` (how numpy pickles an array's bytes)."""
-    import codecs
-
-    import numpy as np
-
-    try:
-        from numpy._core.multiarray import _reconstruct
-    except ImportError:  # numpy < 2
-        from numpy.core.multiarray import _reconstruct
     extra = [np.dtypes.UInt32DType] if hasattr(np, "dtypes") else []
     return [_reconstruct, np.ndarray, np.dtype, codecs.encode, *extra]
 
@@ -171,8 +171,6 @@ def verify_checkpoint(folder: str | Path, process_index: int = 0, deepspeed: boo
 def load_checkpoint(accelerator, folder: str | Path, scheduler, deepspeed: bool = False) -> TrainerState:
     """Restore model, optimizer, scheduler and RNG states after :func:`verify_checkpoint`; return the data
     position."""
-    import inspect
-
     folder = Path(folder)
     verify_checkpoint(folder, accelerator.process_index, deepspeed)
     state = TrainerState.read(folder)

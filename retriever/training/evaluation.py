@@ -17,6 +17,7 @@ from hopscotch.retriever.evaluation.metrics import EvalResult, evaluate
 from hopscotch.retriever.io.corpus import read_corpus
 from hopscotch.retriever.io.qrels import read_qrels
 from hopscotch.retriever.io.queries import read_queries
+from hopscotch.retriever.model.dense_encoder import exact_search
 
 
 def embed_texts(model, items: list, kind: str, batch_size: int) -> np.ndarray:
@@ -71,8 +72,6 @@ class DevEvaluator:
         self.k = k
 
     def __call__(self, model) -> EvalResult:
-        from hopscotch.retriever.model.dense_encoder import exact_search
-
         was_training = model.training
         model.eval()
         try:

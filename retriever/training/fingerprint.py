@@ -23,6 +23,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import platform
+import re
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from hopscotch.retriever.errors import UsageError
@@ -35,8 +37,6 @@ _LIBRARIES = ("torch", "transformers", "accelerate", "sentence-transformers", "n
 
 def _train_sources(train: str | list[str]) -> dict[str, dict]:
     """``data.train``'s sources as the tuple reader resolves them: a file, a folder's tuple files, a Hub id."""
-    import re
-
     out: dict[str, dict] = {}
     for source in [train] if isinstance(train, str) else train:
         path = Path(source)
@@ -65,8 +65,6 @@ def _input(key: str, value: str) -> dict:
 
 def code_versions(deepspeed: bool = False, lora: bool = False) -> dict[str, str]:
     """Hopscotch's version, Python's (major.minor) and the installed versions of the libraries a run uses."""
-    from importlib.metadata import PackageNotFoundError, version
-
     names = ("hopscotch", *_LIBRARIES, *(("peft",) if lora else ()), *(("deepspeed",) if deepspeed else ()))
     out = {"python": ".".join(platform.python_version_tuple()[:2])}
     for name in names:

@@ -27,14 +27,9 @@ from __future__ import annotations
 
 import torch
 
+from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.training.distributed import world
-from hopscotch.retriever.training.loss import (
-    InfoNCELoss,
-    LossOutput,
-    candidate_rows,
-    distill_term,
-    without_duplicates,
-)
+from hopscotch.retriever.training.loss import InfoNCELoss, LossOutput, candidate_rows, distill_term, without_duplicates
 
 
 def listwise_cross_entropy(logits: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
@@ -71,8 +66,6 @@ class ListwiseLoss(InfoNCELoss):
                 listwise = listwise_cross_entropy(student / t, keep)
             if self.distill != "none":
                 if teacher_scores is None:
-                    from hopscotch.retriever.errors import UsageError
-
                     raise UsageError(f"loss.distill: {self.distill} needs teacher scores, and the batch carries none")
                 distill = distill_term(self.distill, student, rows, keep, self._student_temperature(temperature),
                                        self.teacher_temperature, teacher_scores)

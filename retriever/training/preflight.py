@@ -32,6 +32,7 @@ from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.io.common import write_json
 from hopscotch.retriever.io.fingerprint import manifest_differences
 from hopscotch.retriever.model.config import CROSS_ENCODER
+from hopscotch.retriever.model.loading import resolve_model_path
 from hopscotch.retriever.model.position_limit import model_position_limit
 from hopscotch.retriever.training import checkpoint as ckpt
 from hopscotch.retriever.training.fingerprint import run_manifest
@@ -137,8 +138,6 @@ def _check_folder(output_dir: Path, manifest: dict, resume: bool, overwrite: boo
 def preflight(recipe, output_dir: Path, resume: bool, overwrite: bool, accelerator, deepspeed: bool) -> Path | None:
     """Check lengths and the run folder, fingerprint the run, clear and record; returns the checkpoint to
     resume from (verified) or None. Every process calls it; only the main process changes the folder."""
-    from hopscotch.retriever.model.loading import resolve_model_path
-
     model_path = resolve_model_path(recipe.model.name)
     check_model_lengths(recipe, model_path)
     launch = {"processes": accelerator.num_processes, "device": accelerator.device.type, "deepspeed": deepspeed}

@@ -3,6 +3,7 @@ accelerator, model, loss, optimizer, schedule. The recipe has checked every valu
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 
@@ -10,6 +11,7 @@ import torch
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.model.config import CROSS_ENCODER, MULTI_VECTOR
+from hopscotch.retriever.model.cpu_precision import runnable_precision
 from hopscotch.retriever.model.dual_encoder import DualEncoder
 from hopscotch.retriever.model.matryoshka import check_dims_fit, prefixes
 from hopscotch.retriever.model.multi_vector_trainable import TrainableMultiVector
@@ -41,8 +43,6 @@ def mixed_precision(train: TrainRecipe) -> str:
     shared state (it refuses to change it otherwise), so in-process runs may mix precisions."""
     from accelerate.state import AcceleratorState
 
-    from hopscotch.retriever.model.cpu_precision import runnable_precision
-
     device_type = "cuda" if torch.cuda.is_available() else "cpu"
     if train.mixed_precision == "fp16" and device_type == "cpu":
         raise UsageError("train.mixed_precision: fp16 needs a GPU; on CPU use bf16 (autocast where the CPU has "
@@ -63,8 +63,6 @@ def uses_deepspeed() -> bool:
 def full_parameters(model):
     """Context in which every process holds the full parameters (ZeRO-3 partitions them otherwise);
     all processes must enter it together."""
-    import contextlib
-
     params = list(model.parameters())
     if uses_deepspeed() and params and hasattr(params[0], "ds_id"):
         import deepspeed

@@ -21,13 +21,18 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.errors import HopscotchError, UsageError
+from hopscotch.retriever.io.common import write_json
+from hopscotch.retriever.io.progress import progress
+from hopscotch.retriever.io.tuples import read_training_tuples
+from hopscotch.retriever.training import checkpoint as ckpt
 
 if TYPE_CHECKING:  # the CLI imports this module for its flags: no torch until a run starts
     from hopscotch.retriever.training.checkpoint import TrainerState
@@ -80,8 +85,6 @@ def _start(recipe: Recipe, output_dir: Path, resume: bool, overwrite: bool = Fal
     dev set, in the order that fixes the RNG draws (a resumed run must replay them)."""
     from accelerate.utils import set_seed
 
-    from hopscotch.retriever.io.tuples import read_training_tuples
-    from hopscotch.retriever.training import checkpoint as ckpt
     from hopscotch.retriever.training import setup
     from hopscotch.retriever.training.batches import Collator, plan_epoch
     from hopscotch.retriever.training.preflight import preflight
@@ -156,8 +159,6 @@ def _dev_evaluator(recipe: Recipe):
 def _loop(run: _Run, on_step_end: Callable | None, show_progress: bool) -> float:
     """Optimizer steps until ``total_steps``, epoch after epoch, from the state's data position;
     returns when the steps started (``time.perf_counter()``)."""
-    from hopscotch.retriever.io.progress import progress
-
     state, accum = run.state, run.recipe.train.grad_accum_steps
     run.model.train()
     bar = progress(total=run.total_steps, initial=state.step, desc="train", unit="step",
@@ -214,8 +215,6 @@ def _micro_step(run: _Run, groups: list, sync: bool) -> float:
 
 def _after_step(run: _Run, loss: float, rate: float) -> None:
     """Log, evaluate on the dev set and save a checkpoint when their step comes."""
-    from hopscotch.retriever.training import checkpoint as ckpt
-
     state, tr, every = run.state, run.recipe.train, run.recipe.eval.every
     if tr.log_every and state.step % tr.log_every == 0:
         run.accelerator.log({"train/loss": loss, "train/lr": run.scheduler.get_last_lr()[0],
@@ -253,7 +252,6 @@ def _evaluate_and_keep_best(run: _Run) -> None:
 
 def _finish(run: _Run, started: float) -> str:
     """A last dev evaluation when due, ``OUTPUT/final`` and ``train_summary.json``; returns the final folder."""
-    from hopscotch.retriever.io.common import write_json
     from hopscotch.retriever.training.recipe.sections import query_input_mixture
     from hopscotch.retriever.training.setup import full_parameters
 
@@ -307,10 +305,6 @@ def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``train.py`` entry point; user errors print one line and exit 2."""
-    import sys
-
-    from hopscotch.retriever.errors import HopscotchError
-
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     args = build_arg_parser().parse_intermixed_args(argv)  # overrides before, between or after the flags
     try:

@@ -16,6 +16,13 @@ from pathlib import Path
 
 from hopscotch_experiments.benchmarks.common import folder_bytes, md_table, peak_rss_mib
 
+from hopscotch.retriever.index.bm25 import BM25Index, load_bm25_index
+from hopscotch.retriever.index.bm25.disk_build import DiskBuildOptions, build_disk_index, partial_folder
+from hopscotch.retriever.index.bm25.plan import plan_bm25
+from hopscotch.retriever.io.common import atomic_write
+from hopscotch.retriever.io.corpus import read_corpus
+from hopscotch.retriever.io.queries import read_queries
+
 START, END = "<!-- scale-bench-bm25:start -->", "<!-- scale-bench-bm25:end -->"
 BACKENDS = {"bm25s": ("bm25", "bm25_search"), "disk": ("bm25_disk", "bm25_disk_search")}
 MIB = 2 ** 20
@@ -42,9 +49,6 @@ def _libraries(backend: str) -> None:
 
 def stage_bm25(cfg, folder: Path) -> dict:
     """bm25s: ``BM25Index.build`` + ``save`` (what ``bm25-index --backend bm25s`` runs)."""
-    from hopscotch.retriever.index.bm25 import BM25Index
-    from hopscotch.retriever.io.corpus import read_corpus
-
     _libraries("bm25s")
     out = folder / "bm25"
     shutil.rmtree(out, ignore_errors=True)
@@ -57,9 +61,6 @@ def stage_bm25(cfg, folder: Path) -> dict:
 
 def stage_bm25_disk(cfg, folder: Path) -> dict:
     """The disk backend: ``build_disk_index`` with its default options (what ``bm25-index --backend disk`` runs)."""
-    from hopscotch.retriever.index.bm25.disk_build import DiskBuildOptions, build_disk_index, partial_folder
-    from hopscotch.retriever.io.corpus import read_corpus
-
     _libraries("disk")
     out = folder / "bm25_disk"
     shutil.rmtree(out, ignore_errors=True)
@@ -74,9 +75,6 @@ def stage_bm25_disk(cfg, folder: Path) -> dict:
 
 
 def _search_stage(cfg, folder: Path, name: str) -> dict:
-    from hopscotch.retriever.index.bm25 import load_bm25_index
-    from hopscotch.retriever.io.queries import read_queries
-
     texts = [q.text for q in read_queries(Path(cfg.work) / "queries.jsonl")]
     _libraries("bm25s" if name == "bm25" else "disk")
     base = peak_rss_mib()
@@ -101,8 +99,6 @@ def stage_bm25_disk_search(cfg, folder: Path) -> dict:
 
 def bm25_plan_checks(result: dict, check) -> list[dict]:
     """The plan's disk and RAM of each backend at each measured size (``check``: :func:`.scale._check`)."""
-    from hopscotch.retriever.index.bm25.plan import plan_bm25
-
     out = []
     for size in sorted(int(s) for s in result["sizes"]):
         st = result["sizes"][str(size)]
@@ -190,8 +186,6 @@ def render_bm25_section(result: dict, command: str, note: str = "") -> str:
 def write_bm25_section(result: dict, doc, command: str, note: str = "", after: str | None = None) -> str:
     """Put the BM25 section into ``doc`` between its markers (when they are missing: right after the line
     ``after``, the dense section's end marker, else at the end)."""
-    from hopscotch.retriever.io.common import atomic_write
-
     section = render_bm25_section(result, command, note)
     text = Path(doc).read_text() if Path(doc).is_file() else ""
     if START in text and END in text:

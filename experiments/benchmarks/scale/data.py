@@ -26,9 +26,16 @@ from __future__ import annotations
 
 import math
 import re
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
+
+from hopscotch.retriever.index.faiss_spec import auto_ivf, auto_nlist, is_auto
+from hopscotch.retriever.io.common import write_jsonl
+from hopscotch.retriever.io.corpus import read_corpus
+from hopscotch.retriever.io.queries import read_queries
+from hopscotch.retriever.model.loading import bundled_minilm_path
 
 #: documents drawn from one seeded generator: document i depends on the seed and i only
 BLOCK = 10_000
@@ -42,8 +49,6 @@ class SentencePool:
     """Every sentence (4 words or more) of the source corpora and the title of the paragraph it came from."""
 
     def __init__(self, sources):
-        from hopscotch.retriever.io.corpus import read_corpus
-
         self.titles: list[str] = []
         self.sentences: list[str] = []
         owner: list[int] = []
@@ -79,8 +84,6 @@ class SentencePool:
 
 def write_corpus(pool: SentencePool, n: int, path: str | Path, seed: int = 0) -> dict:
     """Write the first ``n`` documents to ``path`` (JSONL, atomically); their count, bytes and mean bytes."""
-    from hopscotch.retriever.io.common import write_jsonl
-
     docs = write_jsonl(path, pool.documents(n, seed))
     size = Path(path).stat().st_size
     return {"docs": docs, "bytes": size, "avg_doc_bytes": size / max(docs, 1), "pool_sentences": len(pool.sentences),
@@ -89,11 +92,6 @@ def write_corpus(pool: SentencePool, n: int, path: str | Path, seed: int = 0) ->
 
 def write_queries(sources, n: int, path: str | Path) -> int:
     """The first ``n`` questions of ``sources`` (in order) as ``{_id, text}`` JSONL; returns how many."""
-    from itertools import islice
-
-    from hopscotch.retriever.io.common import write_jsonl
-    from hopscotch.retriever.io.queries import read_queries
-
     rows = ({"_id": q.qid, "text": q.text} for source in sources for q in read_queries(source))
     return write_jsonl(path, islice(rows, n))
 
@@ -101,8 +99,6 @@ def write_queries(sources, n: int, path: str | Path) -> int:
 def ivf_spec(template: str, docs: int, dim: int = 384) -> str:
     """``auto``: the IVF ``--spec auto`` builds above its Flat cut-off (at any size here); else ``template``
     with ``{nlist}`` replaced by ``--spec auto``'s list count (a spec without it is used as given)."""
-    from hopscotch.retriever.index.faiss_spec import auto_ivf, auto_nlist, is_auto
-
     if is_auto(template):
         return auto_ivf(docs, dim)[0]
     return template.replace("{nlist}", str(auto_nlist(docs)))
@@ -121,8 +117,6 @@ def build_scale_encoder(kind: str, out: str | Path, max_length: int, seed: int =
     import torch
     from sentence_transformers import SentenceTransformer, models
     from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel
-
-    from hopscotch.retriever.model.loading import bundled_minilm_path
 
     minilm = bundled_minilm_path()
     tok = AutoTokenizer.from_pretrained(minilm)

@@ -18,6 +18,9 @@ import os
 
 import numpy as np
 
+from hopscotch.retriever.index.layout import IndexMeta
+from hopscotch.retriever.index.multi_vector.build import shard_tokens
+
 
 def _merge(best_s: np.ndarray, best_r: np.ndarray, scores: np.ndarray, rows: np.ndarray, k: int):
     """Each query's top ``k`` of the kept ``(best_s, best_r)`` and a new block ``(scores [n, m], rows [m])``."""
@@ -33,9 +36,6 @@ def exact_maxsim_top(index_dir: str | os.PathLike, queries: list[np.ndarray], k:
                      block_tokens: int = 8192) -> np.ndarray:
     """Global rows ``[len(queries), k]`` (``-1`` padded) of the exact MaxSim top ``k`` of each query (``[tokens,
     dim]`` arrays), best first; documents without tokens are never ranked."""
-    from hopscotch.retriever.index.layout import IndexMeta
-    from hopscotch.retriever.index.multi_vector.build import shard_tokens
-
     meta = IndexMeta.load(index_dir)
     q = np.concatenate([np.asarray(x, dtype=np.float32) for x in queries])
     q_starts = np.concatenate([[0], np.cumsum([len(x) for x in queries])[:-1]]).astype(np.int64)

@@ -10,6 +10,9 @@ import os
 from pathlib import Path
 
 from hopscotch_experiments.benchmarks.common import md_table
+from hopscotch_experiments.benchmarks.scale.bm25 import write_bm25_section
+
+from hopscotch.retriever.io.common import atomic_write
 
 START, END = "<!-- scale-bench:start -->", "<!-- scale-bench:end -->"
 KINDS = ("BM25", "BM25 disk", "Flat", "IVF-PQ", "multi-vector")
@@ -113,7 +116,6 @@ def plot_curves(result: dict, path: str | os.PathLike) -> str:
         from matplotlib.figure import Figure
     except ImportError as exc:
         return f"no plot: matplotlib is not installed ({exc}); pip install 'hopscotch[dev]'"
-    from hopscotch.retriever.io.common import atomic_write
 
     data = curves(result)
     plans = _plan_points(result)
@@ -236,9 +238,6 @@ def write_scale_report(result: dict, doc: str | os.PathLike, png: str | os.PathL
     """Draw the PNG (when ``png``) and put the dense section (when the run encoded) and the BM25 section
     (:mod:`.bm25`, when it built a BM25 index) into ``doc`` between their markers (appended when missing),
     ``note`` (when given) above their tables; what it did."""
-    from hopscotch_experiments.benchmarks.scale.bm25 import write_bm25_section
-    from hopscotch.retriever.io.common import atomic_write
-
     said = []
     if any("encode" in st for st in result["sizes"].values()):
         plot_note = plot_curves(result, png) if png else ""

@@ -22,6 +22,7 @@ imports and the loaded model, which the plan leaves out), and encode time at the
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import sys
@@ -29,7 +30,15 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from hopscotch_experiments.benchmarks.common import run_json
+from hopscotch_experiments.benchmarks.scale.bm25 import bm25_plan_checks
 from hopscotch_experiments.benchmarks.scale.stages import PREFIX, ScaleConfig, run_scale_stage, size_dir
+
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.index.multi_vector.plan import MultiVectorPlanOptions, plan_multi_vector
+from hopscotch.retriever.index.plan import PlanOptions, plan_index
+from hopscotch.retriever.io.common import read_json, write_json
+from hopscotch.retriever.io.fingerprint import digest
 
 #: stage -> (the stages whose outputs it reads, the settings its result depends on)
 STAGES = {
@@ -59,8 +68,6 @@ MIB = 2 ** 20
 
 
 def _key(cfg: ScaleConfig, names, deps: dict) -> str:
-    from hopscotch.retriever.io.fingerprint import digest
-
     return digest({"settings": {n: getattr(cfg, n) for n in names}, "inputs": deps})
 
 
@@ -73,8 +80,6 @@ class _Runner:
         self.rebuilt: set = set()
 
     def run(self, stage: str, size: int | None, deps: tuple, names: tuple) -> dict:
-        from hopscotch.retriever.io.common import read_json, write_json
-
         tag = (stage, size)
         dep_tags = [(d, None if d == "setup" else size) for d in deps]
         key = _key(self.cfg, names, {d: self.keys[t] for d, t in zip(deps, dep_tags)})
@@ -98,8 +103,6 @@ class _Runner:
 
 
 def _child(cfg: ScaleConfig, stage: str, size: int | None) -> dict:
-    from hopscotch_experiments.benchmarks.common import run_json
-
     threads = str(cfg.threads)
     env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads,
            "TOKENIZERS_PARALLELISM": "false"}
@@ -125,10 +128,6 @@ def clear(cfg: ScaleConfig) -> None:
 def run_scale(cfg: ScaleConfig, fresh: bool = False, log=print) -> dict:
     """Every stage of every size (skipping finished ones unless ``fresh``); the results and the plan checks. A second
     run on the same ``cfg.work`` while one is going is refused (they would remove each other's files)."""
-    import fcntl
-
-    from hopscotch.retriever.errors import UsageError
-
     Path(cfg.work).mkdir(parents=True, exist_ok=True)
     with open(Path(cfg.work) / ".lock", "w") as lock:
         try:
@@ -178,10 +177,6 @@ def _ram(stage: dict) -> float:
 
 def plan_checks(result: dict) -> list[dict]:
     """The plan's predictions at each measured size beside the measurements (module doc)."""
-    from hopscotch.retriever.index.plan import PlanOptions, plan_index
-
-    from hopscotch_experiments.benchmarks.scale.bm25 import bm25_plan_checks
-
     cfg = result["config"]
     out = []
     sizes = sorted(int(s) for s in result["sizes"] if "encode" in result["sizes"][s])
@@ -221,9 +216,6 @@ def _row(plan, section: str, prefix: str) -> float:
 
 
 def _mv_checks(cfg: dict, size: int, st: dict, avg: int) -> list[dict]:
-    from hopscotch.retriever.index.plan import PlanOptions
-    from hopscotch.retriever.index.multi_vector.plan import MultiVectorPlanOptions, plan_multi_vector
-
     mv = st["mv_build"]
     plan = plan_multi_vector(size, mv["dim"], MultiVectorPlanOptions(tokens_per_doc=mv["plan_tokens_per_doc"],
                                                                      nbits=cfg["mv_nbits"]),

@@ -24,11 +24,36 @@ import shutil
 import sys
 import time
 from dataclasses import asdict, dataclass, field, fields
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
-
 from hopscotch_experiments.benchmarks.common import folder_bytes, peak_rss_mib
+from hopscotch_experiments.benchmarks.scale import bm25
+from hopscotch_experiments.benchmarks.scale.data import (
+    SentencePool,
+    build_mv_model,
+    build_scale_encoder,
+    ivf_spec,
+    write_corpus,
+    write_queries,
+)
+from hopscotch_experiments.benchmarks.scale.exact import exact_maxsim_top
+
+from hopscotch.retriever.evaluation.ann_recall import recall_at
+from hopscotch.retriever.index.encode import EncodeOptions, encode_corpus
+from hopscotch.retriever.index.faiss_flat import flat_search_settings
+from hopscotch.retriever.index.faiss_index import ShardedFaissIndex, build_faiss_index, index_name, remove_faiss_index
+from hopscotch.retriever.index.faiss_spec import auto_ivf
+from hopscotch.retriever.index.layout import IndexMeta, load_shard_embeddings
+from hopscotch.retriever.index.multi_vector.build import MultiVectorOptions, shard_tokens
+from hopscotch.retriever.index.multi_vector.encode import TokenShardEncoder
+from hopscotch.retriever.io.common import read_json, write_json
+from hopscotch.retriever.io.corpus import read_corpus
+from hopscotch.retriever.io.queries import read_queries
+from hopscotch.retriever.model.dense_encoder import DenseEncoder
+from hopscotch.retriever.model.query_template import format_document
+from hopscotch.retriever.searchers.multi_vector_index import MultiVectorIndexSearcher
 
 CONFIG_FILE = "config.json"
 PREFIX = "SCALE "
@@ -73,15 +98,11 @@ class ScaleConfig:
         return bool({"dense", "mv"} & set(self.kinds))
 
     def save(self) -> None:
-        from hopscotch.retriever.io.common import write_json
-
         Path(self.work).mkdir(parents=True, exist_ok=True)
         write_json(Path(self.work) / CONFIG_FILE, asdict(self))
 
     @classmethod
     def load(cls, work: str | Path) -> ScaleConfig:
-        from hopscotch.retriever.io.common import read_json
-
         saved = read_json(Path(work) / CONFIG_FILE)
         return cls(**{f.name: saved[f.name] for f in fields(cls) if f.name in saved})
 
@@ -92,25 +113,16 @@ def size_dir(cfg: ScaleConfig, size: int | None) -> Path:
 
 
 def _setup(cfg: ScaleConfig) -> dict:
-    from hopscotch.retriever.io.common import read_json
-
     return read_json(Path(cfg.work) / "setup.json")
 
 
 def _query_texts(cfg: ScaleConfig) -> list[str]:
-    from hopscotch.retriever.io.queries import read_queries
-
     return [q.text for q in read_queries(Path(cfg.work) / "queries.jsonl")]
 
 
 def _first_texts(cfg: ScaleConfig, folder: Path) -> list[str]:
     """The first batch of documents as the encoder sees them: a warm-up before the baseline RSS, so that the
     runtime's one-off allocations count as the model's, as the plan has them."""
-    from itertools import islice
-
-    from hopscotch.retriever.io.corpus import read_corpus
-    from hopscotch.retriever.model.query_template import format_document
-
     docs = islice(read_corpus(folder / "corpus.jsonl", unique=False), cfg.batch_size)
     return [format_document(d.title, d.text) for d in docs]
 
@@ -126,8 +138,6 @@ def _timed_median(repeats: int, fn) -> tuple[float, object]:
 
 
 def stage_setup(cfg: ScaleConfig, folder: Path) -> dict:
-    from hopscotch_experiments.benchmarks.scale.data import build_mv_model, build_scale_encoder, write_queries
-
     t0 = time.perf_counter()
     models = folder / "models"
     encoder = mv = None
@@ -140,8 +150,6 @@ def stage_setup(cfg: ScaleConfig, folder: Path) -> dict:
 
 
 def stage_corpus(cfg: ScaleConfig, folder: Path, size: int) -> dict:
-    from hopscotch_experiments.benchmarks.scale.data import SentencePool, write_corpus
-
     t0 = time.perf_counter()
     folder.mkdir(parents=True, exist_ok=True)
     stats = write_corpus(SentencePool(cfg.sources), size, folder / "corpus.jsonl", cfg.seed)
@@ -157,9 +165,6 @@ def _index_disk(index_dir: Path) -> dict:
 
 
 def stage_encode(cfg: ScaleConfig, folder: Path) -> dict:
-    from hopscotch.retriever.index.encode import EncodeOptions, encode_corpus
-    from hopscotch.retriever.model.dense_encoder import DenseEncoder
-
     out = folder / "dense"
     shutil.rmtree(out, ignore_errors=True)
     model = _setup(cfg)["encoder"]
@@ -184,8 +189,6 @@ def stage_encode(cfg: ScaleConfig, folder: Path) -> dict:
 
 
 def _faiss_search(cfg: ScaleConfig, folder: Path, name: str | None, nprobe: int | None, refine: int) -> dict:
-    from hopscotch.retriever.index.faiss_index import ShardedFaissIndex
-
     queries = np.load(folder / "queries.npy")
     base = peak_rss_mib()
     t0 = time.perf_counter()
@@ -211,11 +214,6 @@ def stage_flat_bare(cfg: ScaleConfig, folder: Path) -> dict:
     BLAS settings ours uses (:func:`~hopscotch.retriever.index.faiss_flat.flat_blas_settings`): ours over it is
     what the shards and their merge cost."""
     import faiss
-
-    from hopscotch.retriever.evaluation.ann_recall import recall_at
-    from hopscotch.retriever.index.faiss_flat import flat_search_settings
-    from hopscotch.retriever.index.faiss_index import ShardedFaissIndex
-    from hopscotch.retriever.index.layout import IndexMeta, load_shard_embeddings
 
     queries = np.ascontiguousarray(np.load(folder / "queries.npy"), dtype=np.float32)
     dense = folder / "dense"
@@ -256,11 +254,6 @@ def stage_flat_bare(cfg: ScaleConfig, folder: Path) -> dict:
 
 
 def stage_ivf_build(cfg: ScaleConfig, folder: Path, size: int) -> dict:
-    from hopscotch_experiments.benchmarks.scale.data import ivf_spec
-    from hopscotch.retriever.index.faiss_index import build_faiss_index, index_name, remove_faiss_index
-
-    from hopscotch.retriever.index.faiss_spec import auto_ivf
-
     spec = ivf_spec(cfg.ivf_spec, size)
     search = auto_ivf(size, 384)[1]
     name = index_name(spec, "merged")
@@ -277,9 +270,6 @@ def stage_ivf_build(cfg: ScaleConfig, folder: Path, size: int) -> dict:
 
 
 def stage_ivf_search(cfg: ScaleConfig, folder: Path) -> dict:
-    from hopscotch.retriever.evaluation.ann_recall import recall_at
-    from hopscotch.retriever.io.common import read_json
-
     build = read_json(folder / "ivf_build.json")
     defaults = build.get("search_defaults", {})
     nprobe = cfg.nprobe if cfg.nprobe is not None else defaults.get("nprobe")
@@ -290,10 +280,6 @@ def stage_ivf_search(cfg: ScaleConfig, folder: Path) -> dict:
 
 
 def stage_mv_build(cfg: ScaleConfig, folder: Path) -> dict:
-    from hopscotch.retriever.index.encode import EncodeOptions, encode_corpus
-    from hopscotch.retriever.index.multi_vector.build import MultiVectorOptions, shard_tokens
-    from hopscotch.retriever.index.multi_vector.encode import TokenShardEncoder
-
     out = folder / "mv"
     shutil.rmtree(out, ignore_errors=True)
     model = _setup(cfg)["mv_model"]
@@ -317,9 +303,6 @@ def stage_mv_build(cfg: ScaleConfig, folder: Path) -> dict:
 
 
 def stage_mv_search(cfg: ScaleConfig, folder: Path) -> dict:
-    from hopscotch.retriever.evaluation.ann_recall import recall_at
-    from hopscotch.retriever.searchers.multi_vector_index import MultiVectorIndexSearcher
-
     texts = _query_texts(cfg)
     base0 = peak_rss_mib()
     searcher = MultiVectorIndexSearcher(folder / "mv", nprobe=cfg.mv_nprobe, candidates=cfg.mv_candidates,
@@ -338,8 +321,6 @@ def stage_mv_search(cfg: ScaleConfig, folder: Path) -> dict:
            "model_rss_mib": base - base0, "base_rss_mib": base, "peak_rss_mib": peak_rss_mib(),
            "nprobe": cfg.mv_nprobe, "candidates": cfg.mv_candidates}
     if cfg.mv_exact:
-        from hopscotch_experiments.benchmarks.scale.exact import exact_maxsim_top
-
         t0 = time.perf_counter()
         truth = exact_maxsim_top(folder / "mv", [q.numpy() for q in vectors], cfg.k)
         out.update(recall=recall_at(rows, truth, cfg.k), exact_seconds=time.perf_counter() - t0)
@@ -358,8 +339,6 @@ def _mv_top(searcher, query, k: int) -> np.ndarray:
 
 
 def _bm25_stages() -> dict:
-    from hopscotch_experiments.benchmarks.scale import bm25
-
     return {"bm25": bm25.stage_bm25, "bm25_search": bm25.stage_bm25_search,
             "bm25_disk": bm25.stage_bm25_disk, "bm25_disk_search": bm25.stage_bm25_disk_search}
 

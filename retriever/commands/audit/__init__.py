@@ -13,6 +13,8 @@ import importlib
 import pkgutil
 from pathlib import Path
 
+from hopscotch.retriever.commands.audit.common import add_report_flag, guarded
+
 #: the ``audit`` command's own help and description (each kind's module has its own)
 HELP = ("audits: contamination, false negatives, near-duplicates, ANN fidelity, model conformance, reasoning "
         "perturbation")
@@ -30,7 +32,6 @@ def register(sub) -> None:
     p = sub.add_parser("audit", help=HELP, description=DESCRIPTION)
     kinds = p.add_subparsers(dest="audit_kind", metavar="KIND", help="the audit to run (each has its own --help)")
     kinds.required = True
-    from hopscotch.retriever.commands.audit.common import add_report_flag, guarded
 
     for name in audit_modules():
         module = importlib.import_module(f"{__name__}.{name}")

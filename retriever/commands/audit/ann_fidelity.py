@@ -13,11 +13,14 @@ queries' recall is below the documents' by more than ``--max-gap`` or below ``--
 from __future__ import annotations
 
 import argparse
+import sys
 
+from hopscotch.retriever.audit.ann_fidelity import AnnOptions, audit_ann_fidelity
 from hopscotch.retriever.commands.arg_groups import add_k_flag, add_reasoning_flag
 from hopscotch.retriever.commands.audit.common import finish
 from hopscotch.retriever.commands.flag_types import positive_int, seed_int, unit_interval
-
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.index.layout import IndexMeta
 
 HELP = ("recall@k of an index's ANN against exact search on the real query vectors, beside document-derived and random "
         "vectors")
@@ -66,12 +69,6 @@ def add_flags(p) -> None:
 
 
 def run(args) -> int:
-    import sys
-
-    from hopscotch.retriever.audit.ann_fidelity import AnnOptions, audit_ann_fidelity
-    from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.index.layout import IndexMeta
-
     meta = IndexMeta.load(args.index)
     beyond = [k for k in args.k if k >= meta.num_docs]
     if beyond and args.k != DEFAULT_KS:  # a cutoff asked for that the index cannot measure

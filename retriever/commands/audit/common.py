@@ -6,6 +6,9 @@ from __future__ import annotations
 import os
 import sys
 
+from hopscotch.retriever.commands.arg_groups import add_overwrite_flag
+from hopscotch.retriever.io.outputs import check_outputs
+
 #: flags whose values an audit writes (never counted as its inputs)
 OUTPUT_FLAGS = ("report", "out", "state", "clean")
 
@@ -13,8 +16,6 @@ OUTPUT_FLAGS = ("report", "out", "state", "clean")
 def add_report_flag(parser) -> None:
     """``--report PATH``: where the JSON report goes (the summary is printed either way); ``--overwrite``: replace
     an earlier run's outputs made with other inputs or settings."""
-    from hopscotch.retriever.commands.arg_groups import add_overwrite_flag
-
     parser.add_argument("--report", metavar="PATH", help="write the JSON report here")
     if "--overwrite" not in parser._option_string_actions:   # an output flag group may have added it
         add_overwrite_flag(parser, "audit outputs (--report and the audit's own)")
@@ -45,8 +46,6 @@ def guarded(run, outputs_of=None, ignore=()):
     any work (an output onto an input, or over another run's output without ``--overwrite``, is refused with one
     line) and recorded when the audit has run. ``ignore``: flags left out of the fingerprint (``--fresh``)."""
     def wrapped(args) -> int:
-        from hopscotch.retriever.io.outputs import check_outputs
-
         outputs = [getattr(args, "report", None), *(outputs_of(args) if outputs_of else [])]
         guard = check_outputs(vars(args), outputs=outputs, inputs=audit_inputs(args),
                               command=f"audit {getattr(args, 'audit_kind', '')}".strip(), ignore=ignore)

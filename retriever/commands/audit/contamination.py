@@ -11,11 +11,18 @@ An evaluation set is ``NAME=PATH[:QRELS[:CORPUS]]`` (a BEIR folder, or a queries
 
 from __future__ import annotations
 
+import itertools
 import sys
+from pathlib import Path
 
+from hopscotch.retriever.audit.contamination import audit_contamination
+from hopscotch.retriever.audit.decontaminate import REPORT_NAME, decontaminate, tuple_files
+from hopscotch.retriever.audit.eval_sets import corpus_items, load_eval_sets, parse_eval_spec, query_items, tuple_items
 from hopscotch.retriever.commands.arg_groups import add_output_flags
 from hopscotch.retriever.commands.audit.common import finish
 from hopscotch.retriever.commands.flag_types import non_negative_int, positive_int, unit_interval
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.outputs import check_outputs, output_folder
 
 EVAL_METAVAR = "NAME=PATH[:QRELS[:CORPUS]]"
 
@@ -58,12 +65,6 @@ def add_flags(p) -> None:
 
 
 def run(args) -> int:
-    import itertools
-
-    from hopscotch.retriever.audit.contamination import audit_contamination
-    from hopscotch.retriever.audit.eval_sets import corpus_items, load_eval_sets, query_items, tuple_items
-    from hopscotch.retriever.errors import UsageError
-
     if not (args.tuples or args.queries or args.corpus):
         raise UsageError("give training data: --tuples, --queries or --corpus")
     if args.threshold <= 0:
@@ -71,14 +72,8 @@ def run(args) -> int:
     sets = load_eval_sets(args.eval_sets)
     tuples = args.tuples
     if args.clean:
-        from pathlib import Path
-
-        from hopscotch.retriever.audit.decontaminate import REPORT_NAME, decontaminate, tuple_files
-        from hopscotch.retriever.audit.eval_sets import parse_eval_spec
-
         if not args.tuples or args.queries or args.corpus:
             raise UsageError("--clean rewrites tuple files: give --tuples only (no --queries / --corpus)")
-        from hopscotch.retriever.io.outputs import check_outputs, output_folder
 
         files = tuple_files(args.tuples)
         guard = check_outputs(vars(args), outputs=[output_folder(args.clean, [f.name for f in files] + [REPORT_NAME])],
@@ -118,9 +113,6 @@ def guard_training(args) -> None:
     :class:`UsageError` (exit 2) naming the count and the first example, unless ``--allow-contamination``."""
     if not getattr(args, "eval_sets", None):
         return
-    from hopscotch.retriever.audit.contamination import audit_contamination
-    from hopscotch.retriever.audit.eval_sets import load_eval_sets, tuple_items
-    from hopscotch.retriever.errors import UsageError
     from hopscotch.retriever.training.recipe import load_recipe
 
     data = load_recipe(args.recipe, list(args.overrides)).data

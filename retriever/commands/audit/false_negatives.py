@@ -9,9 +9,9 @@ Rules and rates: :mod:`hopscotch.data_synth.false_negative_audit`. Exit 2 when a
 
 from __future__ import annotations
 
+from hopscotch.data_synth.false_negative_audit import audit_false_negatives
 from hopscotch.retriever.commands.audit.common import finish
 from hopscotch.retriever.commands.flag_types import positive_int, seed_int, unit_interval
-
 
 HELP = ("hard negatives that are really positives (answer-bearing, near-duplicates of a positive, closer to it than "
         "the query)")
@@ -37,8 +37,6 @@ def add_flags(p) -> None:
 
 
 def run(args) -> int:
-    from hopscotch.data_synth.false_negative_audit import audit_false_negatives
-
     model = None if str(args.model).lower() == "none" else args.model
     report = audit_false_negatives(args.tuples, qa_dirs=args.qa, sample=args.sample, seed=args.seed, model=model,
                                    near_duplicate=args.near_duplicate, max_rate=args.max_rate,

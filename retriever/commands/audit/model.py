@@ -10,10 +10,10 @@ prefix/prompt, normalisation, max length, query input) that makes one differ:
 
 from __future__ import annotations
 
+from hopscotch.retriever.audit.model_conformance import audit_model
 from hopscotch.retriever.commands.arg_groups import add_device_flag
 from hopscotch.retriever.commands.audit.common import finish
-from hopscotch.retriever.commands.flag_types import positive_float
-
+from hopscotch.retriever.commands.flag_types import check_device, positive_float
 
 HELP = ("model conformance: a saved model's golden vectors re-encoded by Hopscotch, sentence-transformers and a "
         "service; exit 2 on a mismatch")
@@ -33,9 +33,6 @@ def add_flags(p) -> None:
 
 
 def run(args) -> int:
-    from hopscotch.retriever.audit.model_conformance import audit_model
-    from hopscotch.retriever.commands.flag_types import check_device
-
     if args.device:
         check_device(args.device)
     report = audit_model(args.model, url=args.url, write_golden=args.write_golden, tol=args.tol, device=args.device)

@@ -14,10 +14,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from hopscotch.retriever.audit.near_duplicates import NearDuplicateConfig, find_near_duplicates
 from hopscotch.retriever.commands.arg_groups import add_output_flags
 from hopscotch.retriever.commands.audit.common import finish
 from hopscotch.retriever.commands.flag_types import int_range, unit_interval
-
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.outputs import output_folder
 
 HELP = "exact and near-duplicate groups of a corpus (cmass format)"
 DESCRIPTION = ("Group a corpus's exact duplicates (same normalised text) and near duplicates (word 3-gram Jaccard >= "
@@ -50,15 +52,10 @@ FINGERPRINT_IGNORE = ("fresh",)
 
 def outputs(args) -> list:
     """``--out`` and the ``--state`` folder (resumable: its own manifest decides a resume), for the output guard."""
-    from hopscotch.retriever.io.outputs import output_folder
-
     return [args.out, output_folder(args.state or f"{args.out}.state", resumable=True)]
 
 
 def run(args) -> int:
-    from hopscotch.retriever.audit.near_duplicates import NearDuplicateConfig, find_near_duplicates
-    from hopscotch.retriever.errors import UsageError
-
     if args.threshold <= 0:
         raise UsageError("--threshold must be above 0")
     state = args.state or f"{args.out}.state"

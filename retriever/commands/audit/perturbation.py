@@ -14,10 +14,15 @@ from __future__ import annotations
 
 import sys
 
+from hopscotch.retriever.audit.perturbation import audit_perturbation
 from hopscotch.retriever.commands.arg_groups import add_k_flag
 from hopscotch.retriever.commands.audit.common import finish
 from hopscotch.retriever.commands.flag_types import cutoff_int, metric_name, permutations_int, positive_int, seed_int
-
+from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.io.qrels import read_qrels
+from hopscotch.retriever.io.queries import read_queries
+from hopscotch.retriever.searchers import add_searcher_arguments, searcher_from_args
+from hopscotch.retriever.searchers.fusion_tuning import read_qid_list
 
 HELP = "search with the reasoning dropped, truncated, shuffled and swapped: does the model use it?"
 DESCRIPTION = ("Run the same reasoning-aware searches under five conditions of the reasoning and report the metric per "
@@ -25,8 +30,6 @@ DESCRIPTION = ("Run the same reasoning-aware searches under five conditions of t
 
 
 def add_flags(p) -> None:
-    from hopscotch.retriever.searchers import add_searcher_arguments
-
     p.add_argument("--queries", required=True, help="queries JSONL with 'reasoning' (and other context) fields")
     p.add_argument("--qrels", required=True, help="qrels (TSV, TREC or JSONL)")
     p.add_argument("--qids", metavar="FILE", help="search only these query ids (first field of each line)")
@@ -43,13 +46,6 @@ def add_flags(p) -> None:
 
 
 def run(args) -> int:
-    from hopscotch.retriever.audit.perturbation import audit_perturbation
-    from hopscotch.retriever.errors import UsageError
-    from hopscotch.retriever.io.qrels import read_qrels
-    from hopscotch.retriever.io.queries import read_queries
-    from hopscotch.retriever.searchers import searcher_from_args
-    from hopscotch.retriever.searchers.fusion_tuning import read_qid_list
-
     if not 0 < args.significance < 1:
         raise UsageError(f"--significance must lie strictly between 0 and 1, got {args.significance}")
     queries = list(read_queries(args.queries))

@@ -25,6 +25,7 @@ in RAM anyway. Cost on open: docs/benchmarks.md, "BM25 index checks on open".
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +42,8 @@ from hopscotch.retriever.index.array_checks import (
     load_vector,
     whole_number,
 )
+from hopscotch.retriever.index.bm25.analyzer import term_hashes
+from hopscotch.retriever.index.bm25.docids import DOCIDS_FILE, HASHES_FILE, LOOKUP_HASHES, LOOKUP_ROWS, OFFSETS_FILE
 from hopscotch.retriever.index.bm25.manifest import META_FILE, REBUILD, TERMS_OFFSETS, TERMS_TEXT
 
 TERM_SAMPLE = 1024          # terms whose strings are hashed against terms.hashes.npy on open
@@ -105,8 +108,6 @@ def _check_increasing(path: Path, a: np.ndarray) -> None:
 def _check_terms(text_path: Path, offsets_path: Path, hashes: np.ndarray) -> np.ndarray:
     """``terms.offsets`` (``T + 1`` little-endian uint64 offsets into ``terms.txt``, each term a non-empty line) and a
     sample of the terms' strings against their hashes; returns the offsets."""
-    from hopscotch.retriever.index.bm25.analyzer import term_hashes
-
     check_file(text_path, REBUILD)
     check_file(offsets_path, REBUILD)
     n = len(hashes)
@@ -193,8 +194,6 @@ def _check_terms_postings(path: dict[str, Path], a: dict[str, np.ndarray], lo: i
 def check_docid_files(folder: Path, docs: int) -> None:
     """The docid table's files beside a disk index (:mod:`.docids`): sizes, the offsets' ends and a sample of their
     order, the sorted lookup's dtypes, lengths and (sampled) order and rows."""
-    from hopscotch.retriever.index.bm25.docids import DOCIDS_FILE, HASHES_FILE, LOOKUP_HASHES, LOOKUP_ROWS, OFFSETS_FILE
-
     for name, size in ((OFFSETS_FILE, (docs + 1) * 8), (HASHES_FILE, docs * 8), (DOCIDS_FILE, None)):
         check_file(folder / name, REBUILD)
         if size is not None and (folder / name).stat().st_size != size:
@@ -225,8 +224,6 @@ BM25S_METHODS = ("robertson", "lucene", "atire", "bm25l", "bm25+")
 
 def check_bm25s_folder(folder: Path, meta: dict) -> dict:
     """A bm25s folder's files, checked (module doc) before bm25s reads them; returns its parameters."""
-    import inspect
-
     import bm25s
 
     docs = meta["num_docs"]

@@ -36,6 +36,7 @@ from hopscotch.retriever.index.bm25.analyzer import Analyzer, term_hashes
 from hopscotch.retriever.index.bm25.checks import check_disk_folder
 from hopscotch.retriever.index.bm25.docids import DocidTable
 from hopscotch.retriever.index.bm25.manifest import REBUILD, TERMS_OFFSETS, TERMS_TEXT
+from hopscotch.retriever.index.bm25.term_stats import TermStats
 
 #: rows a search window spans (:mod:`.kernel`)
 WINDOW = 8192
@@ -166,8 +167,6 @@ class DiskBM25Index:
 
     def term_stats(self):
         """What the reasoning-aware expansion reads of this index (analyser, document frequencies, size)."""
-        from hopscotch.retriever.index.bm25.term_stats import TermStats
-
         return TermStats(self.analyzer, self.document_frequencies, self.num_docs)
 
     def document_frequencies(self, terms: Sequence[str]) -> list[int]:

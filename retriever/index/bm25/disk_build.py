@@ -29,8 +29,10 @@ from __future__ import annotations
 import itertools
 import json
 import shutil
+import time
 from array import array
 from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -38,10 +40,21 @@ import numpy as np
 
 from hopscotch.retriever.errors import HopscotchError, UsageError
 from hopscotch.retriever.index.bm25.analyzer import Analyzer, term_keys
-from hopscotch.retriever.index.bm25.disk_merge import RUN_ARRAYS, RUNS_DIR, release_memory, run_path
-from hopscotch.retriever.index.bm25.docids import DocidAppender, finish_lookup
+from hopscotch.retriever.index.bm25.disk_merge import (
+    RUN_ARRAYS,
+    RUNS_DIR,
+    finish_tables,
+    merge_runs,
+    publish,
+    release_memory,
+    run_path,
+)
+from hopscotch.retriever.index.bm25.docids import DocidAppender, finish_lookup, repeated_docid
 from hopscotch.retriever.index.bm25.manifest import LAYOUT
+from hopscotch.retriever.index.layout import save_npy
+from hopscotch.retriever.io.common import atomic_write, read_json, write_json
 from hopscotch.retriever.io.corpus import Document
+from hopscotch.retriever.io.progress import progress
 from hopscotch.retriever.model.query_template import format_document
 
 BUILD_FILE = "build.json"
@@ -152,9 +165,6 @@ def _invert(chunks, first_row: int) -> dict:
 
 
 def _write_run(work: Path, run: int, first_row: int, arrays: dict) -> None:
-    from hopscotch.retriever.index.layout import save_npy
-    from hopscotch.retriever.io.common import atomic_write, write_json
-
     for name in RUN_ARRAYS:
         save_npy(run_path(work, run, f"{name}.npy"), arrays[name])
     with atomic_write(run_path(work, run, "terms.txt")) as fh:
@@ -165,8 +175,6 @@ def _write_run(work: Path, run: int, first_row: int, arrays: dict) -> None:
 
 def _done_runs(work: Path) -> list[dict]:
     """The finished runs in order (each must start where the one before ended); files of an unfinished one go."""
-    from hopscotch.retriever.io.common import read_json
-
     runs, row = [], 0
     while run_path(work, len(runs), "done.json").is_file():
         done = read_json(run_path(work, len(runs), "done.json"))
@@ -209,8 +217,6 @@ def _batches(docs: Iterable[Document], size: int):
 def _check_batch_ids(batch: list[Document], first_row: int, corpus_name: str) -> None:
     """A docid repeated inside one batch, refused before the batch is analysed (across batches: the docid lookup,
     before the merge)."""
-    from hopscotch.retriever.index.bm25.docids import repeated_docid
-
     seen: dict[str, int] = {}
     for i, doc in enumerate(batch):
         j = seen.setdefault(doc.docid, i)
@@ -221,8 +227,6 @@ def _check_batch_ids(batch: list[Document], first_row: int, corpus_name: str) ->
 def write_runs(docs: Iterable[Document], work: Path, options: DiskBuildOptions, log,
                on_commit: Callable[[int], None] | None = None, corpus_name: str = "") -> list[dict]:
     """Stage 1 (module doc): every run, the finished ones kept; the finished runs' records."""
-    from hopscotch.retriever.io.progress import progress
-
     runs = _done_runs(work)
     rows = sum(r["rows"] for r in runs)
     appender = DocidAppender(work)
@@ -231,8 +235,6 @@ def write_runs(docs: Iterable[Document], work: Path, options: DiskBuildOptions, 
         log(f"bm25 (disk): resuming: {rows:,} documents already in {len(runs)} run(s)")
     pool = None
     if options.workers > 1:
-        from concurrent.futures import ProcessPoolExecutor
-
         pool = ProcessPoolExecutor(options.workers)
     bar = progress(desc="bm25 (disk) runs", unit="doc", show=options.show_progress, initial=rows)
     try:
@@ -268,10 +270,6 @@ def build_disk_index(docs: Iterable[Document], out: str | Path, fingerprint: str
     """Build (or resume, module doc) the disk BM25 folder ``out`` from ``docs``, the whole corpus from its first
     document (the finished runs' documents are skipped). ``on_commit(rows)`` is called after each run is written.
     Returns the folder's ``hopscotch_bm25.json``."""
-    import time
-
-    from hopscotch.retriever.index.bm25.disk_merge import finish_tables, merge_runs, publish
-
     out = Path(out)
     work = partial_folder(out)
     _open_work(work, fingerprint, options, log)

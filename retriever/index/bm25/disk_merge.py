@@ -9,6 +9,8 @@ without any, as bm25s counts it) and ``avgdl`` their mean.
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import json
 import os
 import shutil
@@ -17,6 +19,11 @@ from pathlib import Path
 import numpy as np
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.index.bm25.manifest import TERMS_OFFSETS, TERMS_TEXT
+from hopscotch.retriever.index.bm25.memory import META_FILE
+from hopscotch.retriever.index.layout import save_npy
+from hopscotch.retriever.io.atomic import remove_path, temp_path
+from hopscotch.retriever.io.common import read_json, write_json
 
 HASH_BUCKETS = 1 << 16  # ranges are planned on the top 16 bits of the term hashes
 RUNS_DIR = "runs"
@@ -138,8 +145,6 @@ def _write_at(path: Path, first: int, values: np.ndarray) -> None:
 def merge_runs(work: Path, runs: list[dict], k1: float, b: float, budget: int, block: int, log=print) -> dict:
     """Stage 2 (module doc); returns ``{"num_docs", "num_postings", "avgdl", "ranges", ...}``."""
     from hopscotch.retriever.index.bm25.kernel import block_maxima
-    from hopscotch.retriever.index.layout import save_npy
-    from hopscotch.retriever.io.common import read_json, write_json
 
     state_path = work / "merge.json"
     num_docs = sum(r["rows"] for r in runs)
@@ -181,9 +186,6 @@ def merge_runs(work: Path, runs: list[dict], k1: float, b: float, budget: int, b
 def release_memory() -> None:
     """Hand the heap a finished step freed back to the system (glibc keeps it otherwise, and the next step's peak
     adds onto it)."""
-    import ctypes
-    import gc
-
     gc.collect()
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
@@ -193,9 +195,6 @@ def release_memory() -> None:
 
 def finish_tables(work: Path, state: dict) -> int:
     """Stage 3's term tables and block pointers from the merged ranges; returns the number of terms."""
-    from hopscotch.retriever.index.bm25.manifest import TERMS_OFFSETS, TERMS_TEXT
-    from hopscotch.retriever.index.layout import save_npy
-
     n = len(state["ranges"])
     names = ("terms", "df", "max", "blocks", "nblocks")
     empty = {"terms": np.uint64, "df": np.int64, "max": np.float32, "blocks": np.float32, "nblocks": np.int64}
@@ -222,9 +221,6 @@ def finish_tables(work: Path, state: dict) -> int:
 def publish(work: Path, out: Path, meta: dict) -> None:
     """Drop the build's scratch files, write the manifest and rename the work folder onto ``out`` (the old ``out``
     moved aside first, then deleted)."""
-    from hopscotch.retriever.index.bm25.memory import META_FILE
-    from hopscotch.retriever.io.atomic import remove_path, temp_path
-
     shutil.rmtree(work / RUNS_DIR, ignore_errors=True)
     for scratch in work.glob("range_*"):
         scratch.unlink()

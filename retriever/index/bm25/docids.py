@@ -22,6 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from hopscotch.retriever.errors import FormatError, UsageError
+from hopscotch.retriever.index.layout import save_npy
+from hopscotch.retriever.io.corpus import locate_documents
 from hopscotch.retriever.io.docids import docid_hash
 
 DOCIDS_FILE = "docids.txt"
@@ -79,8 +81,6 @@ class DocidAppender:
 def repeated_docid(docid: str, first: int, second: int, corpus: str | os.PathLike = "") -> FormatError:
     """The refusal of ``docid`` met at corpus positions ``first`` and ``second`` (0-based, in reading order): at the
     file and line of each when ``corpus`` is a corpus path (found by reading up to the second), else by position."""
-    from hopscotch.retriever.io.corpus import locate_documents
-
     where = locate_documents(corpus, [first, second]) if corpus and Path(corpus).exists() else {}
     if second in where:
         (path_a, line_a), (path_b, line_b) = where[first], where[second]
@@ -93,8 +93,6 @@ def repeated_docid(docid: str, first: int, second: int, corpus: str | os.PathLik
 def finish_lookup(folder: str | os.PathLike, corpus: str | os.PathLike = "") -> int:
     """Sort the docid hashes into the lookup (``lookup_*.npy``); a repeated docid is a FormatError at the file and
     line of both (:func:`repeated_docid`). Returns the number of rows. Memory: 16 bytes a document while sorting."""
-    from hopscotch.retriever.index.layout import save_npy
-
     folder = Path(folder)
     hashes = np.fromfile(folder / HASHES_FILE, dtype=_U64)
     order = np.argsort(hashes, kind="stable")

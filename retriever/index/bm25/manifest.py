@@ -23,6 +23,7 @@ from pathlib import Path
 
 from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.index.array_checks import damaged, finite_number, load_json, whole_number
+from hopscotch.retriever.index.bm25.analyzer import check_analyzer_names
 
 META_FILE = "hopscotch_bm25.json"
 BACKENDS = ("bm25s", "disk")
@@ -95,7 +96,6 @@ def check_meta(path: Path, meta) -> None:
                                                                     all(isinstance(w, str) for w in words))):
             raise damaged(path, "'analyzer' must be an object whose 'stopword_list' is a list of words or null",
                           REBUILD)
-    from hopscotch.retriever.index.bm25.analyzer import check_analyzer_names
 
     for key in ("stemmer", "stopwords"):
         if isinstance(meta[key], str) and meta[key].lower() == "none":  # the flags' spelling, not the manifest's

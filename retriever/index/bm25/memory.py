@@ -24,9 +24,15 @@ from pathlib import Path
 import numpy as np
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.index.array_checks import check_file
+from hopscotch.retriever.index.bm25.analyzer import Analyzer
+from hopscotch.retriever.index.bm25.checks import check_bm25s_folder
+from hopscotch.retriever.index.bm25.disk import DiskBM25Index
 from hopscotch.retriever.index.bm25.manifest import BACKENDS, LAYOUT, META_FILE, REBUILD, read_meta
+from hopscotch.retriever.index.bm25.term_stats import TermStats
 from hopscotch.retriever.io.common import atomic_write
 from hopscotch.retriever.io.corpus import Document
+from hopscotch.retriever.io.progress import live_bars, progress
 from hopscotch.retriever.model.query_template import format_document
 
 DOCIDS_FILE = "docids.txt"
@@ -48,8 +54,6 @@ def load_bm25_index(folder: str | os.PathLike, mmap: bool = False, threads: int 
     for a batch of queries)."""
     meta = read_meta(folder)
     if meta["backend"] == "disk":
-        from hopscotch.retriever.index.bm25.disk import DiskBM25Index
-
         return DiskBM25Index(folder, meta, threads=threads)
     return BM25Index._load_bm25s(Path(folder), meta, mmap=mmap)
 
@@ -69,8 +73,6 @@ class BM25Index:
     thread_safe = False  # bm25s retrieval is not documented as thread-safe
 
     def __init__(self, model, docids: list[str], k1: float, b: float, stemmer: str | None, stopwords: str | None):
-        from hopscotch.retriever.index.bm25.analyzer import Analyzer
-
         self.model = model
         self.docids = docids
         self.k1, self.b = k1, b
@@ -87,8 +89,6 @@ class BM25Index:
         """Index documents (``title + " " + text``); the corpus is tokenized in chunks, never held as text."""
         import bm25s
         from bm25s.tokenization import Tokenizer
-
-        from hopscotch.retriever.io.progress import live_bars, progress
 
         tokenizer = Tokenizer(stopwords=stopwords or [], stemmer=_stemmer(stemmer))
         ids: list[list[int]] = []
@@ -147,9 +147,6 @@ class BM25Index:
     @classmethod
     def _load_bm25s(cls, folder: Path, meta: dict, mmap: bool = False) -> BM25Index:
         import bm25s
-
-        from hopscotch.retriever.index.array_checks import check_file
-        from hopscotch.retriever.index.bm25.checks import check_bm25s_folder
 
         check_bm25s_folder(folder, meta)  # one line naming a damaged file, before bm25s reads any
         try:
@@ -268,8 +265,6 @@ class BM25Index:
 
     def term_stats(self):
         """What the reasoning-aware expansion reads of this index (analyser, document frequencies, size)."""
-        from hopscotch.retriever.index.bm25.term_stats import TermStats
-
         return TermStats(self.analyzer, self.document_frequencies, self.num_docs)
 
     def document_frequencies(self, terms: Sequence[str]) -> list[int]:

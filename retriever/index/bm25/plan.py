@@ -16,10 +16,16 @@ Example::
 
 from __future__ import annotations
 
+import json
 import math
+from collections import Counter
 from dataclasses import dataclass
+from itertools import islice
 
+from hopscotch.retriever.index.bm25.analyzer import Analyzer
 from hopscotch.retriever.index.plan import human
+from hopscotch.retriever.io.corpus import read_corpus
+from hopscotch.retriever.model.query_template import format_document
 
 #: the cost-curve corpus (scripts/bench_scale.py) and what was measured on it, 2 threads, k = 100 (the figures of
 #: docs/scaling.md, "BM25 cost curves")
@@ -72,18 +78,10 @@ def measure_figures(corpus, sample: int = SAMPLE_DOCS, stemmer: str | None = "en
                     stopwords: str | None = "en") -> CorpusFigures:
     """The figures of ``corpus``'s first ``sample`` documents (Heaps' beta fitted between half the sample and all
     of it)."""
-    import json
-    from itertools import islice
-
-    from hopscotch.retriever.index.bm25.analyzer import Analyzer
-    from hopscotch.retriever.io.corpus import read_corpus
-    from hopscotch.retriever.model.query_template import format_document
-
     analyzer = Analyzer(stemmer, stopwords)
     docs = list(islice(read_corpus(corpus, unique=False), sample))
     if not docs:
         return scaled_figures()
-    from collections import Counter
 
     vocab, occ, post, size, docid = set(), 0, 0, 0, 0
     df: Counter = Counter()

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from hopscotch.retriever.errors import UsageError
-from hopscotch.retriever.index.layout import IndexMeta, save_npy, shard_file, shard_name
+from hopscotch.retriever.index.layout import IndexMeta, _load_shard_npy, save_npy, shard_file, shard_name
 from hopscotch.retriever.index.multi_vector.codec import (
     CODEC_FILE,
     COMPRESS_CHUNK,
@@ -46,6 +46,8 @@ from hopscotch.retriever.index.multi_vector.codec import (
     token_bytes,
 )
 from hopscotch.retriever.io.common import write_json
+from hopscotch.retriever.io.fingerprint import digest
+from hopscotch.retriever.io.progress import progress
 
 MV_DIR = "mv"
 TOKEN_FILES = ("tok.npy", "doclens.npy")
@@ -71,8 +73,6 @@ class MultiVectorOptions:
 
 def shard_tokens(index_dir: str | os.PathLike, shard: int) -> tuple[np.ndarray, np.ndarray]:
     """One shard's float16 token vectors ``[T, dim]`` (memory-mapped) and int32 token counts ``[n]``."""
-    from hopscotch.retriever.index.layout import _load_shard_npy
-
     return (_load_shard_npy(shard_file(index_dir, shard, "tok.npy"), True),
             _load_shard_npy(shard_file(index_dir, shard, "doclens.npy"), False))
 
@@ -83,8 +83,6 @@ def mv_file(index_dir: str | os.PathLike, shard: int, kind: str) -> Path:
 
 
 def _codec_key(codec_about: dict) -> str:
-    from hopscotch.retriever.io.fingerprint import digest
-
     return digest({k: codec_about.get(k) for k in ("nbits", "num_centroids", "dim", "cutoffs", "values",
                                                   "encode_sha256", "seed", "sample_tokens")})
 
@@ -174,8 +172,6 @@ def _codec_refusal(folder: Path, saved: dict, wanted: dict, opts: MultiVectorOpt
 
 
 def _compress_shards(index_dir: Path, meta: IndexMeta, codec: ResidualCodec, key: str, show: bool) -> None:
-    from hopscotch.retriever.io.progress import progress
-
     bar = progress(total=meta.num_shards, desc="compress token vectors", unit="shard", show=show)
     for shard in range(meta.num_shards):
         try:

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.index.layout import save_npy
 from hopscotch.retriever.index.multi_vector.files import NBITS, read_codec
 from hopscotch.retriever.io.common import write_json
 
@@ -162,8 +163,6 @@ class ResidualCodec:
 
     def save(self, folder: str | os.PathLike, **about) -> None:
         """``centroids.npy`` then ``codec.json`` (atomically, in that order: the json vouches for the array)."""
-        from hopscotch.retriever.index.layout import save_npy
-
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         save_npy(folder / CENTROIDS_FILE, self.centroids)

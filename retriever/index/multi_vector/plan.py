@@ -19,10 +19,16 @@ disk: 222.5 GiB
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import islice
 
-from hopscotch.retriever.index.multi_vector.codec import (COMPRESS_CHUNK, assign_chunk, default_num_centroids,
-                                                           token_bytes)
+from hopscotch.retriever.index.multi_vector.codec import (
+    COMPRESS_CHUNK,
+    assign_chunk,
+    default_num_centroids,
+    token_bytes,
+)
 from hopscotch.retriever.index.plan import IndexPlan, PlanOptions, human
+from hopscotch.retriever.io.corpus import read_corpus
 
 #: share of a document's tokens that open a new (centroid, document) inverted-file entry
 IVF_SHARE = 0.6
@@ -90,9 +96,6 @@ def plan_multi_vector(docs: int, dim: int, mv: MultiVectorPlanOptions | None = N
 def tokens_per_document(corpus, model, sample: int = 200) -> tuple[float, int]:
     """Mean stored token vectors a document (the model's own document encoding: marker, skiplist,
     ``passage_max_len``) over the first ``sample`` documents of ``corpus``, and the number read."""
-    from itertools import islice
-
-    from hopscotch.retriever.io.corpus import read_corpus
     from hopscotch.retriever.model.multi_vector import load_multi_vector_model
 
     docs = list(islice(read_corpus(corpus, unique=False), sample))

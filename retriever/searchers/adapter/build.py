@@ -13,9 +13,12 @@ import argparse
 from typing import TYPE_CHECKING
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.model.query_input import QueryInput
 from hopscotch.retriever.searchers.adapter.flags import OWN_DESTS, FlagValues, flag, given_flags
 from hopscotch.retriever.searchers.adapter.namespace import searcher_from_namespace
 from hopscotch.retriever.searchers.base import BaseSearcher
+from hopscotch.retriever.searchers.bm25 import add_expansion_options
+from hopscotch.retriever.searchers.hybrid import fusion_from_flags
 from hopscotch.retriever.searchers.registry import SEARCHERS, backend_dests, get_searcher_class, searcher_names
 from hopscotch.retriever.searchers.rerank import RerankOptions, reranked
 
@@ -54,8 +57,6 @@ LATE_FUSION_DESTS = frozenset({"late_fusion", "late_fusion_max_words", "late_fus
 def expansion_dests() -> frozenset[str]:
     """The destinations of every flag of the reasoning-aware BM25 expansion: whatever
     :func:`~hopscotch.retriever.searchers.bm25.add_expansion_options` declares."""
-    from hopscotch.retriever.searchers.bm25 import add_expansion_options
-
     parser = argparse.ArgumentParser(add_help=False)
     add_expansion_options(parser)
     return frozenset(parser.get_default(OWN_DESTS) or ())
@@ -65,8 +66,6 @@ def refuse_reasoning_flags(args: argparse.Namespace, reasoning: bool | None) -> 
     """:class:`UsageError` for a given flag that changes reasoning-aware queries only (:func:`expansion_dests`,
     :data:`LATE_FUSION_DESTS`) when the command reads no reasoning (``reasoning`` False), and for a flag of the BM25
     expansion beside ``--bm25-reasoning query``, which turns the expansion off."""
-    from hopscotch.retriever.model.query_input import QueryInput
-
     given = given_flags(args)
     expansion = expansion_dests()
     if reasoning is False:
@@ -135,6 +134,4 @@ def build_searcher(kind, /, rerank: RerankOptions | None = None, **options) -> B
 def fusion_from_args(args: argparse.Namespace) -> FusionSettings:
     """The hybrid's fusion the parsed flags ask for (``--fusion``, ``--fusion-config``, ...: the hybrid's
     :func:`~hopscotch.retriever.searchers.hybrid.fusion_from_flags`)."""
-    from hopscotch.retriever.searchers.hybrid import fusion_from_flags
-
     return fusion_from_flags(FlagValues.of(args))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
+from dataclasses import fields
 from typing import Any
 
 #: prefix of a backend flag whose name the host parser already uses (``--model`` in BrowseComp-Plus and
@@ -86,8 +87,6 @@ def options_of(options_type, flags: FlagValues, dests=None):
     """An options dataclass (``options_type``, whose fields are named like the flags' destinations) filled from
     ``flags`` (a flag unset, None, leaves the field's default); with ``dests`` only those fields are read (the flags
     a backend declares: a hand-built namespace's other values are ignored)."""
-    from dataclasses import fields
-
     names = [f.name for f in fields(options_type) if dests is None or f.name in dests]
     values = {name: flags.get(name) for name in names}
     return options_type(**{k: v for k, v in values.items() if v is not None})

@@ -8,6 +8,7 @@ keys of one model kind set for the other are refused as the ``model`` section is
 from __future__ import annotations
 
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.evaluation.metrics import parse_metric
 from hopscotch.retriever.model.config import CROSS_ENCODER, SINGLE_VECTOR
 from hopscotch.retriever.training.loss import checked_backend
 from hopscotch.retriever.training.recipe.sections import DistillKeys
@@ -56,8 +57,6 @@ def _check_cross_encoder_run(recipe) -> None:
 
 def check_together(recipe) -> None:
     """Keys in range alone but not together: warmup longer than the run, a dev metric nobody computes."""
-    from hopscotch.retriever.evaluation.metrics import parse_metric
-
     tr = recipe.train
     if tr.warmup_steps is not None and tr.max_steps is not None and tr.warmup_steps > tr.max_steps:
         raise UsageError(f"recipe key train.warmup_steps must be <= train.max_steps ({tr.max_steps}), "
