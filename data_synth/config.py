@@ -61,7 +61,7 @@ class SynthConfig:
         if self.candidates not in CANDIDATE_SOURCES:
             raise ValueError(f"unknown candidate source {self.candidates!r}; choose from {', '.join(CANDIDATE_SOURCES)}")
         if self.reranker not in ORACLES:
-            raise ValueError(f"unknown reranker {self.reranker!r}; choose from {', '.join(ORACLES)}")
+            raise ValueError(f"unknown oracle {self.reranker!r}; choose from {', '.join(ORACLES)}")
         if self.trace_format not in TRACE_FORMATS:
             raise ValueError(f"unknown trace format {self.trace_format!r}; choose from {', '.join(TRACE_FORMATS)}")
         if self.depth < 1 or not 0 <= self.gold <= self.depth:

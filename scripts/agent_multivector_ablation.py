@@ -8,7 +8,7 @@ reused, or built when missing). Rows, each through the CLI in-process (``hopscot
 
 * the multi-vector model (``--mv``, ``scripts/train_agent_retriever.sh --multi-vector``): its full index
   (PLAID-style, ``hopscotch index --model MV``) searched query-only and with ``--reasoning``; reranking BM25's top
-  100 (``--rerank-model``) query-only, with ``--reasoning`` and with late fusion of the two (``--rerank-late-fusion
+  100 (``--rerank-model``) query-only, with ``--reasoning`` and with late fusion of the two (``--rerank-query-mix
   w``, w tuned on the tune questions); reranking the single-vector default hybrid's top 100; and its full index
   fused with BM25 (``--fusion`` not given);
 * the untrained multi-vector MiniLM (random 384->128 projection) reranking BM25's top 100;

@@ -6,7 +6,7 @@ per dev set and per bucket of reasoning-context words, on the tune and test ques
 
 Needs the ablation's sets and trained indexes under ``--work`` (``scripts/agent_ablation.py --trained``
 builds them). The words counted are the whole reasoning context (all the thinking so far), what the
-dense searcher's ``--late-fusion-max-words`` gate counts. Prints the tables recorded in docs/benchmarks.md
+dense searcher's ``--query-mix-max-words`` gate counts. Prints the tables recorded in docs/benchmarks.md
 ("Long reasoning: late fusion with a word gate").
 
 A thin driver: the scores and the tables are :mod:`hopscotch_experiments.ablations.late_fusion_gate`.

@@ -115,7 +115,7 @@ fi
 synth() {
   local out="$1"
   shift
-  [[ -f "$out" ]] || "$HOP" synth "$@" --out "$out" --reranker lexical --candidates "$CANDIDATES" --seed 13 \
+  [[ -f "$out" ]] || "$HOP" synth "$@" --out "$out" --oracle lexical --candidates "$CANDIDATES" --seed 13 \
     --workers 2 2>&1 \
     | grep -v '%|' || true
   [[ -f "$out" ]] || { echo "train_agent_retriever: synth failed for $out" >&2; exit 1; }

@@ -1,4 +1,4 @@
-"""The oracles of DR-Synth (scorers that see the question and its answers), chosen by name (``--reranker``)."""
+"""The oracles of DR-Synth (scorers that see the question and its answers), chosen by name (``hopscotch synth --oracle``)."""
 
 from __future__ import annotations
 
@@ -31,16 +31,16 @@ def build_oracle(spec: OracleSpec, bm25_index=None) -> Oracle:
         return DenseOracle(spec.encoder, spec.weights, batch_size=spec.batch_size)
     if spec.name == "cross-encoder":
         if not spec.cross_encoder:
-            raise UsageError("--reranker cross-encoder needs --cross-encoder FOLDER")
+            raise UsageError("--oracle cross-encoder needs --cross-encoder FOLDER")
         return CrossEncoderOracle(spec.cross_encoder, spec.weights, batch_size=spec.batch_size)
     if spec.name == "llm":
         if not spec.llm_base_url or not spec.llm_model:
-            raise UsageError("--reranker llm needs --llm-base-url and --llm-model")
+            raise UsageError("--oracle llm needs --llm-base-url and --llm-model")
         client = ChatClient(spec.llm_base_url, spec.llm_model, api_key=os.environ.get(spec.llm_api_key_env),
                             timeout=spec.llm_timeout, retries=Retries(max_retries=spec.llm_max_retries),
                             cache_dir=spec.llm_cache)
         return LLMOracle(client, window=spec.llm_window, stride=spec.llm_stride)
-    raise UsageError(f"unknown reranker {spec.name!r}; choose from {', '.join(ORACLES)}")
+    raise UsageError(f"unknown oracle {spec.name!r}; choose from {', '.join(ORACLES)}")
 
 
 __all__ = ["ORACLES", "Candidate", "FeatureOracle", "Oracle", "OracleInput", "OracleSpec", "OracleWeights",

@@ -63,7 +63,7 @@ def late_fusion_runs(index: Path, model: str, variant: str, queries: list, gate:
     """``{w: {qid: {docid: score}}}`` of ``w * q_variant + (1 - w) * q_query`` for every w in ``weights``,
     and the encoder used: the dense searcher's own late fusion with the two encodings computed once, its
     passage windows and, with ``gate``, its word gate (longer contexts are searched with the query alone at
-    every w): what ``--late-fusion w [--late-fusion-max-words gate]`` searches with."""
+    every w): what ``--query-mix w [--query-mix-max-words gate]`` searches with."""
     aware = [q.with_reasoning() for q in queries]
     emb = {}
     for w in (1.0, 0.0):

@@ -3,7 +3,7 @@ per dev set and per bucket of reasoning-context words, on the tune and test ques
 sets (its sets and trained indexes under the work folder).
 
 The words counted are the whole reasoning context (all the thinking so far), what the dense searcher's
-``--late-fusion-max-words`` gate counts.
+``--query-mix-max-words`` gate counts.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ runs, built when missing). Rows, each through the CLI in-process (``hopscotch in
 
 * the multi-vector model (``mv``): its full index (PLAID-style) searched query-only and with ``--reasoning``;
   reranking BM25's top 100 (``--rerank-model``) query-only, with ``--reasoning`` and with late fusion of the
-  two (``--rerank-late-fusion w``, w tuned on the tune questions); reranking the single-vector default
+  two (``--rerank-query-mix w``, w tuned on the tune questions); reranking the single-vector default
   hybrid's top 100; and its full index fused with BM25 (``--fusion`` not given);
 * the untrained multi-vector MiniLM (``mv_base``, random 384->128 projection) reranking BM25's top 100;
 * the sentence-transformers peer (``peer``, :mod:`.st_peer`) reranking BM25's top 100.
@@ -124,7 +124,7 @@ def run_set(work: Path, n: str, es, paths: dict, models: dict, trained: str, tim
             for split, where in (("tune", tune), ("test", test)):
                 out[f"mv-bm25rr-late{w:g}" + ("-tune" if split == "tune" else "")] = search(
                     runs / f"{n}.mv.bm25rr.late{w:g}.{split}.trec", where, *first_bm25, *rr, "--reasoning",
-                    "--rerank-late-fusion", w)
+                    "--rerank-query-mix", w)
         out["mv-bm25rr-query-tune"] = search(runs / f"{n}.mv.bm25rr.query.tune.trec", tune, *first_bm25, *rr)
         out["mv-bm25rr-reasoning-tune"] = search(runs / f"{n}.mv.bm25rr.reasoning.tune.trec", tune, *first_bm25,
                                                  *rr, "--reasoning")
@@ -142,7 +142,7 @@ ROWS = [("BM25", "bm25"), ("single-vector trained: `search --reasoning` defaults
         ("multi-vector trained: full index, `--reasoning`", "mv-full-reasoning"),
         ("multi-vector trained: rerank BM25 top 100, query", "mv-bm25rr-query"),
         ("multi-vector trained: rerank BM25 top 100, `--reasoning`", "mv-bm25rr-reasoning"),
-        *((f"multi-vector trained: rerank BM25 top 100, `--reasoning --rerank-late-fusion {w:g}`",
+        *((f"multi-vector trained: rerank BM25 top 100, `--reasoning --rerank-query-mix {w:g}`",
            f"mv-bm25rr-late{w:g}") for w in WEIGHTS[1:-1]),
         ("multi-vector trained: rerank the single-vector hybrid's top 100, `--reasoning`", "mv-hybridrr-reasoning"),
         ("multi-vector trained full index `--reasoning` + BM25, `--fusion` not given", "mv-hybrid")]

@@ -2,8 +2,8 @@
 guards: :func:`hopscotch.retriever.evaluation.selection.select_default`).
 
 The knobs, chosen jointly: the query input variant ``V``, the late-fusion weight ``w`` of contexts up to ``G`` words,
-the word gate ``G`` and the weight ``w_long`` of contexts over it (``hopscotch search --query-input V --late-fusion w
---late-fusion-max-words G --late-fusion-long w_long``; no gate: every context at ``w``). A query's search vector is
+the word gate ``G`` and the weight ``w_long`` of contexts over it (``hopscotch search --query-input V --query-mix w
+--query-mix-max-words G --query-mix-long w_long``; no gate: every context at ``w``). A query's search vector is
 ``W * q_V + (1 - W) * q_query`` with ``W`` its context's weight (:meth:`DenseSearcher.query_embeddings`), so each
 query's list depends only on ``(V, W)``: every set's queries are searched once per variant and weight (top 10,
 what nDCG@10 reads), and a setting's per-query scores are picked from those by each context's length.

@@ -5,7 +5,7 @@
     hopscotch search --queries PATH --out RUN --url http://HOST:PORT [--name NAME] [--token T]
     hopscotch search --queries PATH --out RUN --bm25-url http://HOST/v1/NAME --index DIR [--bm25-token T]
                      [--remote-timeout S] ...     (hybrid whose BM25 half is a Pyserini-compatible endpoint)
-    ... [--rerank-model M [--rerank-depth N] [--rerank-cache DIR] [--rerank-late-fusion W] [--rerank-windows N]]
+    ... [--rerank-model M [--rerank-depth N] [--rerank-cache DIR] [--rerank-query-mix W] [--rerank-windows N]]
 
 With ``--reasoning`` the dense encoder sees ``{instruction}Reasoning: {text or 'Empty'}\\n\\nQuery:
 {query}``, ``text`` built from each query's context fields (``reasoning``, ``current_reasoning``,

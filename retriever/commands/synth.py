@@ -5,13 +5,14 @@ with ``--mode teacher``, tuple files scored again by a teacher for distillation 
 Example (command line, not run)::
 
     hopscotch synth --qa ../shared/data/hotpotqa_ircot --traces ../shared/data/hotpotqa_ircot/cot_steps.jsonl \\
-        --out out/hotpot_tuples.jsonl --reranker lexical --workers 2 --preview 3
+        --out out/hotpot_tuples.jsonl --oracle lexical --workers 2 --preview 3
     hopscotch synth --mode trajectory-use --traces ../shared/data/qampari_tongyi/agent_search_steps.jsonl \\
         --runs ../shared/data/qampari_tongyi/runs/infly.jsonl --questions train_ids.txt --out out/tongyi_use.jsonl
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import time
 from pathlib import Path
@@ -37,6 +38,7 @@ from hopscotch.retriever.commands.flag_types import (
 )
 from hopscotch.retriever.commands.synth_teacher import run_teacher
 from hopscotch.retriever.errors import UsageError
+from hopscotch.retriever.searchers.adapter.flags import deprecated_help, with_deprecated_aliases
 from hopscotch.retriever.io.outputs import check_outputs, named_inputs
 
 RERANKER_CHOICES = ("lexical", "dense", "cross-encoder", "llm")
@@ -117,7 +119,10 @@ def register(sub) -> None:
                      help="with --query-format agentir: a prefix of that string (default none: Tevatron adds "
                           "AgentIR's instruction itself through its --query_prefix)").allow_empty = True
     lab = p.add_argument_group("labelling")
-    lab.add_argument("--reranker", default="lexical", choices=RERANKER_CHOICES, help="the oracle (default lexical)")
+    lab.add_argument("--oracle", "--reranker", dest="reranker", default="lexical", choices=RERANKER_CHOICES,
+                     action=with_deprecated_aliases(argparse._StoreAction, {"--reranker": "--oracle"}),
+                     help=deprecated_help("the oracle: the scorer that sees the question and its answers and ranks "
+                                          "the candidates (default lexical)", ["--reranker"]))
     lab.add_argument("--candidates", default=DEFAULT_CANDIDATES, choices=CANDIDATE_SOURCES,
                      help="the first stage that mines each step's candidates (its hard negatives): bm25-reasoning "
                           "(default: the query expanded with the step's reasoning, as search --reasoning does; a step "
@@ -188,7 +193,7 @@ def _check_mode(args) -> None:
     given = [d for d in other if getattr(args, d) != parser.get_default(d)
              and not (d == "trace_format" and args.trace_format == "tongyi")]  # what the mode reads anyway
     if given:
-        flag = "--" + given[0].replace("_", "-")
+        flag = next(a.option_strings[0] for a in parser._actions if a.dest == given[0])
         parser.error(f"{flag} does not apply to --mode {args.mode}")
     if args.mode == "teacher":
         if not args.tuples or not args.teacher:

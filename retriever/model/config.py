@@ -80,8 +80,8 @@ class EncoderConfig:
     shared_towers: bool = True       # one backbone for queries and passages; False: a separate query tower
     padding_side: str | None = None  # left | right; None: left for 'last' pooling, right otherwise
     lora: dict = field(default_factory=dict)  # peft LoRA {r, alpha, dropout, target_modules}; {}: none
-    # search-time defaults of `hopscotch search --reasoning` (the dense searcher's --late-fusion and
-    # --late-fusion-max-words): score reasoning-aware queries by w * reasoning-aware + (1 - w) * query-only,
+    # search-time defaults of `hopscotch search --reasoning` (the dense searcher's --query-mix and
+    # --query-mix-max-words): score reasoning-aware queries by w * reasoning-aware + (1 - w) * query-only,
     # and search reasoning contexts longer than late_fusion_max_words words with weight late_fusion_long instead
     # (null: 0, the query alone)
     late_fusion: float | None = None
@@ -107,11 +107,12 @@ class EncoderConfig:
             if not getattr(self, name) >= 1:
                 raise UsageError(f"model.{name}: expected a whole number >= 1, got {getattr(self, name)!r}")
         self._resolve_query_input()
-        self.late_fusion = checked_weight(self.late_fusion, "model.late_fusion")
-        self.late_fusion_long = checked_weight(self.late_fusion_long, "model.late_fusion_long")
+        self.late_fusion = checked_weight(self.late_fusion, "model.query_mix")
+        self.late_fusion_long = checked_weight(self.late_fusion_long, "model.query_mix_long")
         self.matryoshka_dims, self.matryoshka_weights = check_matryoshka(self.matryoshka_dims, self.matryoshka_weights)
         for name in ("late_fusion_max_words", "passage_windows", "window_stride"):
-            setattr(self, name, checked_count(getattr(self, name), f"model.{name}"))
+            public = name.replace("late_fusion", "query_mix")  # the recipe key (the field keeps its former name)
+            setattr(self, name, checked_count(getattr(self, name), f"model.{public}"))
         if self.padding_side is None:
             self.padding_side = "left" if self.pooling == "last" else "right"
         if self.padding_side not in ("left", "right"):
@@ -212,9 +213,9 @@ class ModelSettings:
     query_input: str | None = None   # the saved model's variant; None: not a Hopscotch-trained folder
     query_tower: str | None = None   # folder of a separate query encoder
     trained: bool = False            # the folder came from Hopscotch training
-    late_fusion: float | None = None          # the model's default --late-fusion (EncoderConfig)
-    late_fusion_max_words: int | None = None  # the model's default --late-fusion-max-words (EncoderConfig)
-    late_fusion_long: float | None = None     # the model's default --late-fusion-long (EncoderConfig)
+    late_fusion: float | None = None          # the model's default --query-mix (EncoderConfig)
+    late_fusion_max_words: int | None = None  # the model's default --query-mix-max-words (EncoderConfig)
+    late_fusion_long: float | None = None     # the model's default --query-mix-long (EncoderConfig)
     passage_windows: int | None = None        # the model's default index --windows (EncoderConfig)
     window_stride: int | None = None          # the model's default index --window-stride (EncoderConfig)
     matryoshka_dims: list[int] | None = None  # the Matryoshka prefixes it was trained on (EncoderConfig)

@@ -1,4 +1,4 @@
-"""The query mix (``--late-fusion``): how much of a reasoning-aware query's score comes from its reasoning-aware
+"""The query mix (``--query-mix``; ``--late-fusion`` is its deprecated alias): how much of a reasoning-aware query's score comes from its reasoning-aware
 encoding and how much from its query-only one. One rule for every searcher that reads a reasoning.
 
 A reasoning-aware query is encoded twice, in its query input variant (``q_r``) and plain (``q_q``), and scored
@@ -25,9 +25,13 @@ from hopscotch.retriever.errors import UsageError
 from hopscotch.retriever.model.config import checked_count, checked_weight
 from hopscotch.retriever.model.query_input import as_context
 
-#: the dense searcher's flags of the mix (``--late-fusion``, ``--late-fusion-max-words``, ``--late-fusion-long``)
-LATE_FUSION_FLAG = "--late-fusion"
+#: the dense searcher's flags of the mix (``--query-mix``, ``--query-mix-max-words``, ``--query-mix-long``)
+QUERY_MIX_FLAG = "--query-mix"
 #: the MaxSim reranker's flag of the mix (its weight only)
+RERANK_QUERY_MIX_FLAG = "--rerank-query-mix"
+#: the mix's flags' former names (``--late-fusion``, ``--late-fusion-max-words``, ``--late-fusion-long``,
+#: ``--rerank-late-fusion``): deprecated aliases, still accepted with a note
+LATE_FUSION_FLAG = "--late-fusion"
 RERANK_LATE_FUSION_FLAG = "--rerank-late-fusion"
 
 
@@ -46,7 +50,7 @@ class QueryMix:
     long_weight: float | None = None
 
     @classmethod
-    def checked(cls, weight=None, max_words=None, long_weight=None, *, flag: str = LATE_FUSION_FLAG) -> QueryMix:
+    def checked(cls, weight=None, max_words=None, long_weight=None, *, flag: str = QUERY_MIX_FLAG) -> QueryMix:
         """The mix of these values, each checked and named as its flag (``FLAG``, ``FLAG-max-words``,
         ``FLAG-long``) in the UsageError of a bad one."""
         return cls(checked_weight(weight, flag), checked_count(max_words, f"{flag}-max-words"),
@@ -64,7 +68,7 @@ class QueryMix:
         model's weight whatever the variant, ``variant_given=False``)."""
         chosen = self if self.given or variant_given else recorded
         if chosen.long_weight is not None and chosen.max_words is None:
-            raise UsageError(f"{LATE_FUSION_FLAG}-long weighs contexts over {LATE_FUSION_FLAG}-max-words: "
+            raise UsageError(f"{QUERY_MIX_FLAG}-long weighs contexts over {QUERY_MIX_FLAG}-max-words: "
                              "give that limit too")
         return chosen
 

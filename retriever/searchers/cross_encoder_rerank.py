@@ -58,7 +58,7 @@ class CrossEncoderReranker:
     """
 
     kind = CROSS_ENCODER
-    #: a cross-encoder has no query mix (the MaxSim reranker's ``--rerank-late-fusion``)
+    #: a cross-encoder has no query mix (the MaxSim reranker's ``--rerank-query-mix``)
     late_fusion = None
     #: a ``k`` above :attr:`depth` does not widen it: the first stage's next candidates follow the reranked ones
     widens_with_k = False
@@ -105,8 +105,8 @@ class CrossEncoderReranker:
     @classmethod
     def from_options(cls, options) -> CrossEncoderReranker:
         """The reranker a :class:`~hopscotch.retriever.searchers.rerank.RerankOptions` describes; the MaxSim-only
-        options (``--rerank-cache``, ``--rerank-late-fusion``, ``--rerank-windows``) are UsageErrors."""
-        for name, flag in (("cache_dir", "--rerank-cache"), ("late_fusion", "--rerank-late-fusion"),
+        options (``--rerank-cache``, ``--rerank-query-mix``, ``--rerank-windows``) are UsageErrors."""
+        for name, flag in (("cache_dir", "--rerank-cache"), ("late_fusion", "--rerank-query-mix"),
                            ("windows", "--rerank-windows")):
             if getattr(options, name) is not None:
                 raise UsageError(f"{flag} applies to a multi-vector reranker; {os.fspath(options.model)} is a "

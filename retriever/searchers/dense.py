@@ -51,7 +51,7 @@ class DenseOptions:
     :param late_fusion: ``w`` in 0..1 to score reasoning-aware queries by ``w * s_reasoning + (1 - w) * s_query``
         (their reasoning-aware and their plain query embedding against the one index; None: the trained
         model's recorded default when ``query_input`` is not given either, else off)
-    :param late_fusion_max_words: reasoning contexts longer than this many words are searched with late-fusion
+    :param late_fusion_max_words: reasoning contexts longer than this many words are searched with query-mix
         weight ``late_fusion_long`` (None: the model's recorded default under the same rule, else no limit)
     :param late_fusion_long: the weight of contexts over ``late_fusion_max_words`` (None: the model's recorded one
         under the same rule, else 0: the query alone)
@@ -95,12 +95,12 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
     length) its *earliest* words are dropped, so the query itself is never cut. A trained model with
     separate towers encodes queries with its ``query_encoder/``.
 
-    Late fusion (``--late-fusion W``, :attr:`late_fusion`): a reasoning-aware query is encoded twice, in
+    The query mix (``--query-mix W``, :attr:`late_fusion`): a reasoning-aware query is encoded twice, in
     its variant (``q_r``) and plain (``q_q``), and scored ``W * <q_r, d> + (1 - W) * <q_q, d>``; for
     inner-product indexes that is one FAISS search with the vector ``W * q_r + (1 - W) * q_q``. ``W = 1``
     is the reasoning-aware search, ``W = 0`` the plain one; plain queries are unaffected.
 
-    Flags: ``--index DIR [--model M] [--instruction TEXT] [--query-input VARIANT] [--late-fusion W]
+    Flags: ``--index DIR [--model M] [--instruction TEXT] [--query-input VARIANT] [--query-mix W]
     [--nprobe N] [--ef-search N] [--refine R] [--faiss NAME] [--dim D]`` and the reranker's ``--rerank-*``;
     :func:`~hopscotch.retriever.searchers.registry.build_searcher` also takes ``encoder=``.
     """
@@ -149,7 +149,7 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
 
     @property
     def late_fusion(self) -> float | None:
-        """The query mix's weight (:attr:`query_mix`; ``--late-fusion``)."""
+        """The query mix's weight (:attr:`query_mix`; ``--query-mix``)."""
         return self.query_mix.weight
 
     @property
@@ -166,13 +166,15 @@ class DenseSearcher(IndexFolderDocuments, BaseSearcher):
         add_option(parser, "--instruction", allow_empty=True,
                    help="prefix of every encoded query (default: a trained model's own instruction, else none; '': "
                         "none)")
-        add_option(parser, "--late-fusion-max-words", type=int, metavar="N",
-                   help="search reasoning contexts longer than N words with late-fusion weight --late-fusion-long "
+        add_option(parser, "--query-mix-max-words", type=int, metavar="N", dest="late_fusion_max_words",
+                   aliases=("--late-fusion-max-words",),
+                   help="search reasoning contexts longer than N words with query-mix weight --query-mix-long "
                         "(default 0: the query alone; default N: the trained model's recorded limit under the same "
-                        "rule as --late-fusion, else none)")
-        add_option(parser, "--late-fusion-long", type=float, metavar="W",
-                   help="the late-fusion weight of reasoning contexts over --late-fusion-max-words words (0..1; "
-                        "default: the trained model's recorded one under the same rule as --late-fusion, else 0)")
+                        "rule as --query-mix, else none)")
+        add_option(parser, "--query-mix-long", type=float, metavar="W", dest="late_fusion_long",
+                   aliases=("--late-fusion-long",),
+                   help="the query-mix weight of reasoning contexts over --query-mix-max-words words (0..1; "
+                        "default: the trained model's recorded one under the same rule as --query-mix, else 0)")
         add_option(parser, "--ef-search", type=positive_int, help="HNSW search breadth")
         add_option(parser, "--refine", type=positive_int,
                    help="re-score k*R approximate hits exactly from the shards (default: what the index "

@@ -4,12 +4,12 @@
 ``hopscotch search --index DIR`` (and every command, service and harness that builds the ``dense`` backend) gives
 this searcher when ``DIR`` was built from a multi-vector model (the registry selects it by the index; ``dense``
 asked for by name resolves to it, :meth:`~hopscotch.retriever.searchers.dense.DenseSearcher.effective_backend`).
-Its flags: ``--index DIR [--model M] [--query-input VARIANT] [--late-fusion W] [--nprobe N] [--mv-candidates N]``
+Its flags: ``--index DIR [--model M] [--query-input VARIANT] [--query-mix W] [--nprobe N] [--mv-candidates N]``
 and the reranker's ``--rerank-*``; a single-vector flag (``--instruction``, ``--refine``, ``--dim``, ...) is
 refused by name. Search: candidates come from the token centroids
 (``--nprobe`` centroids per query token, the best ``--mv-candidates`` by centroid interaction), and those are
 scored by exact MaxSim on their decompressed token vectors, with the same query encoding, query input variants and
-query mix (``--late-fusion W``) as the MaxSim reranker: both score with the model layer's
+query mix (``--query-mix W``) as the MaxSim reranker: both score with the model layer's
 :class:`~hopscotch.retriever.model.multi_vector_scorer.MultiVectorScorer`,
 so a full-index search and a rerank of the same candidates give the same scores up to the residual compression.
 

@@ -13,7 +13,7 @@ first stage so that ``search_batch`` / ``search`` return the reranked lists.
 * Queries are encoded and candidates scored by the model layer's
   :class:`~hopscotch.retriever.model.multi_vector_scorer.MultiVectorScorer` (the ``multi_vector`` backend's
   scorer too): reasoning-aware queries in ``--query-input`` if given, else the model's variant; under the query
-  mix (``late_fusion=w``, ``--rerank-late-fusion W``, :class:`~hopscotch.retriever.model.query_mix.QueryMix`;
+  mix (``late_fusion=w``, ``--rerank-query-mix W``, :class:`~hopscotch.retriever.model.query_mix.QueryMix`;
   default the model's recorded weight, else off) normalised MaxSim scores of the reasoning-aware and query-only
   encodings are mixed, else plain MaxSim of the one encoding a query has.
 * Long documents: the model sees ``passage_max_len`` tokens; with ``windows=N`` a document also gets up to
@@ -29,7 +29,7 @@ first stage so that ``search_batch`` / ``search`` return the reranked lists.
   docid and a fingerprint of the model's files and the window settings.
 
 Flags (declared here, :meth:`MultiVectorReranker.parse_args`): ``--rerank-model M`` (a multi-vector or a
-cross-encoder folder) ``[--rerank-depth N] [--rerank-cache DIR] [--rerank-late-fusion W] [--rerank-windows N] [--rerank-first-weight W]``. Every backend
+cross-encoder folder) ``[--rerank-depth N] [--rerank-cache DIR] [--rerank-query-mix W] [--rerank-windows N] [--rerank-first-weight W]``. Every backend
 declares them (:func:`~hopscotch.retriever.searchers.base.add_rerank_options`) and a searcher built from flags
 is reranked in one place, the argparse adapter's
 :func:`~hopscotch.retriever.searchers.adapter.namespace.searcher_from_namespace` (``SearcherClass(args)``,
@@ -62,7 +62,7 @@ from hopscotch.retriever.io.queries import Query, as_query
 from hopscotch.retriever.model.config import MULTI_VECTOR, checked_count, checked_weight
 from hopscotch.retriever.model.loading import resolve_model_path
 from hopscotch.retriever.model.multi_vector_scorer import MultiVectorScorer
-from hopscotch.retriever.model.query_mix import RERANK_LATE_FUSION_FLAG, QueryMix
+from hopscotch.retriever.model.query_mix import RERANK_QUERY_MIX_FLAG, QueryMix
 from hopscotch.retriever.searchers.arg_types import positive_int, unit_interval
 from hopscotch.retriever.searchers.base import BaseSearcher, Ranked, add_option
 from hopscotch.retriever.searchers.cross_encoder_rerank import (
@@ -94,8 +94,9 @@ RERANK_FLAGS = (
                        "candidates following in its order up to --k)"}),
     ("cache", {"metavar": "DIR", "help": "keep documents' token vectors here (float16, per model fingerprint), so "
                                          "repeated searches encode only new candidates"}),
-    ("late-fusion", {"type": unit_interval, "metavar": "W",
-                     "help": "score reasoning-aware queries by W * MaxSim(reasoning-aware) + (1 - W) * MaxSim(query "
+    ("query-mix", {"type": unit_interval, "metavar": "W", "dest": "rerank_late_fusion",
+                   "aliases": ("--rerank-late-fusion",),
+                   "help": "the query mix: score reasoning-aware queries by W * MaxSim(reasoning-aware) + (1 - W) * MaxSim(query "
                              "only), each over its query length (default: the model's recorded weight, else off)"}),
     ("first-weight", {"type": unit_interval, "metavar": "W",
                       "help": "score each reranked candidate by W * its first-stage score + (1 - W) * its reranker "
@@ -149,7 +150,7 @@ class MultiVectorReranker:
         if cache_dir is not None and Path(cache_dir).exists() and not Path(cache_dir).is_dir():
             raise UsageError(f"--rerank-cache {cache_dir}: a file, not a folder; give a folder for the token cache")
         self.scorer = MultiVectorScorer(model, query_input=query_input, batch_size=batch_size, device=device,
-                                        mix=QueryMix.checked(late_fusion, flag=RERANK_LATE_FUSION_FLAG))
+                                        mix=QueryMix.checked(late_fusion, flag=RERANK_QUERY_MIX_FLAG))
         self.model = self.scorer.model
         self.depth = checked_count(depth, "--rerank-depth")
         c = self.model.config
@@ -169,7 +170,7 @@ class MultiVectorReranker:
 
     @property
     def late_fusion(self) -> float | None:
-        """The query mix's weight (``--rerank-late-fusion``; None: plain MaxSim)."""
+        """The query mix's weight (``--rerank-query-mix``; None: plain MaxSim)."""
         return self.scorer.late_fusion
 
     @property

@@ -178,7 +178,7 @@ def test_chat_client_retries_then_succeeds_and_gives_up_clearly(tmp_path):
 
 
 def test_llm_oracle_through_the_cli_is_cached_and_reproducible(cli, small_world, tmp_path):
-    args = ["synth", "--qa", small_world, "--traces", small_world / "traces.jsonl", "--reranker", "llm",
+    args = ["synth", "--qa", small_world, "--traces", small_world / "traces.jsonl", "--oracle", "llm",
             "--llm-model", "fake-model", "--max-questions", "3", "--llm-cache", tmp_path / "cache"]
     with FakeChatServer() as server:
         code, stdout, err = cli(*args, "--llm-base-url", server.url, "--out", tmp_path / "a.jsonl")

@@ -199,7 +199,7 @@ def test_cli_trajectory_use_end_to_end(cli, files, tmp_path):
 
 
 @pytest.mark.parametrize("extra, needle", [
-    (["--reranker", "dense"], "--reranker does not apply to --mode trajectory-use"),
+    (["--oracle", "dense"], "--oracle does not apply to --mode trajectory-use"),
     (["--qa", "x"], "--qa does not apply"),
     (["--negatives", "3"], "--negatives does not apply"),
 ])

@@ -1,7 +1,7 @@
 """``hopscotch audit perturbation``: does the reasoning-aware searcher use the reasoning?
 
     hopscotch audit perturbation --queries Q.jsonl --qrels QRELS [--qids FILE] --index DIR [--model M] [--bm25 DIR]
-                                 [--query-input VARIANT] [--late-fusion W] ... [--metric ndcg@10] [--k K]
+                                 [--query-input VARIANT] [--query-mix W] ... [--metric ndcg@10] [--k K]
                                  [--truncate-words N] [--seed S] [--significance A] [--report PATH]
 
 The same reasoning-aware search calls with the reasoning as given, dropped, truncated, its sentences shuffled and

@@ -49,8 +49,8 @@ def searcher_from_args(args: argparse.Namespace, local_only: bool = False, reaso
     return searcher_from_namespace(cls.effective_backend(flags), args)
 
 
-#: the late-fusion weights (``--late-fusion``, ``--late-fusion-max-words``, ``--late-fusion-long``,
-#: ``--rerank-late-fusion``): each weighs a reasoning-aware score against the query-only one
+#: the query mix's weights (``--query-mix``, ``--query-mix-max-words``, ``--query-mix-long``,
+#: ``--rerank-query-mix``): each weighs a reasoning-aware score against the query-only one
 LATE_FUSION_DESTS = frozenset({"late_fusion", "late_fusion_max_words", "late_fusion_long", "rerank_late_fusion"})
 
 

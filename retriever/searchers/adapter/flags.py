@@ -8,6 +8,7 @@ backend can declare flags through it."""
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
@@ -40,6 +41,26 @@ def _recorded(parser: argparse.ArgumentParser, spec: dict, dest: str) -> type[ar
     return Given
 
 
+def with_deprecated_aliases(base: type[argparse.Action], aliases: Mapping[str, str]) -> type[argparse.Action]:
+    """``base`` (an argparse action class), made to print one line to stderr when it is given under a deprecated
+    alias (``aliases``: ``{old option string: its new name}``); the value is taken as under the new name."""
+
+    class Deprecated(base):
+        def __call__(self, parser, namespace, values, option_string=None):
+            if option_string in aliases:
+                print(f"{parser.prog}: note: {option_string} is deprecated, use {aliases[option_string]}",
+                      file=sys.stderr)
+            super().__call__(parser, namespace, values, option_string)
+
+    return Deprecated
+
+
+def deprecated_help(help_text: str, aliases) -> str:
+    """``help_text`` saying that ``aliases`` (old option strings) are deprecated names of the flag."""
+    names = ", ".join(aliases)
+    return f"{help_text} ({names}: deprecated alias{'es' if len(aliases) > 1 else ''}, still accepted)"
+
+
 def given_flags(args: argparse.Namespace) -> dict[str, str]:
     """``{dest: option string}`` of the backend flags given on the command line (none in a hand-built namespace)."""
     return dict(getattr(args, GIVEN_FLAGS, None) or {})
@@ -55,7 +76,8 @@ def add_option(parser: argparse.ArgumentParser, *flags: str, **spec) -> None:
     ``--hopscotch-NAME`` with destination ``hopscotch_DEST``, which :func:`flag` reads in its place.
     Giving the flag is noted (:func:`given_flags`), so that the registry refuses a flag the selected backend
     does not use. ``allow_empty=True`` (not an argparse setting) lets hopscotch's own parsers take an empty value
-    for it (they refuse one otherwise: ``retriever/cli.py``).
+    for it (they refuse one otherwise: ``retriever/cli.py``). ``aliases=("--old-name", ...)`` (not an argparse
+    setting either) adds deprecated names of the flag: they still work, and print one deprecation line to stderr.
     """
     declared = parser.__dict__.setdefault("_hopscotch_options", {})
     if flags in declared:
@@ -63,13 +85,18 @@ def add_option(parser: argparse.ArgumentParser, *flags: str, **spec) -> None:
             raise ValueError(f"{flags[0]} is declared twice with different settings")
         return
     dest = _dest_of(flags, spec)
-    settings = {k: v for k, v in spec.items() if k != "allow_empty"}
+    aliases = tuple(spec.get("aliases", ()))
+    settings = {k: v for k, v in spec.items() if k not in ("allow_empty", "aliases")}
+    if aliases and settings.get("help"):
+        settings["help"] = deprecated_help(settings["help"], aliases)
     action = _recorded(parser, settings, dest)
-    if any(f in parser._option_string_actions for f in flags):
-        hosted = tuple(f"--{HOSTED_PREFIX}{f.lstrip('-')}" for f in flags)
-        added = parser.add_argument(*hosted, **{**settings, "dest": HOSTED_DEST + dest, "action": action})
-    else:
-        added = parser.add_argument(*flags, **{**settings, "action": action})
+    names = (*flags, *aliases)
+    if any(f in parser._option_string_actions for f in names):
+        names = tuple(f"--{HOSTED_PREFIX}{f.lstrip('-')}" for f in names)
+        settings["dest"] = HOSTED_DEST + dest
+    if aliases:
+        action = with_deprecated_aliases(action, {old: names[0] for old in names[len(flags):]})
+    added = parser.add_argument(*names, **{**settings, "action": action})
     added.allow_empty = bool(spec.get("allow_empty"))  # hopscotch's parsers refuse an empty value otherwise
     declared[flags] = spec
     parser.set_defaults(**{OWN_DESTS: tuple(sorted({*(parser.get_default(OWN_DESTS) or ()), dest}))})

@@ -13,7 +13,9 @@ Values on the command line are parsed as YAML (``3e-5`` a float, ``[a.jsonl, b.j
 An unknown key (with the closest known names), a value of the wrong type, one out of range (``command line:
 recipe key train.lr must be > 0, got -1``) or not finite (:mod:`~hopscotch.retriever.training.recipe.knobs`) is an
 error naming the key, raised before anything is loaded; so are contradicting keys (``train.warmup_steps`` over
-``train.max_steps``, an unknown ``eval.metric``: :mod:`~hopscotch.retriever.training.recipe.checks`).
+``train.max_steps``, an unknown ``eval.metric``: :mod:`~hopscotch.retriever.training.recipe.checks`). The query
+mix's keys are ``model.query_mix``, ``model.query_mix_max_words`` and ``model.query_mix_long``; their former names
+(``model.late_fusion``, ...) still work, with a note (:data:`KEY_ALIASES`).
 ``dataclasses.asdict(recipe)`` is the resolved recipe as the nested dict that ``train_summary.json`` stores.
 """
 
@@ -23,6 +25,7 @@ import dataclasses
 import difflib
 import functools
 import os
+import sys
 from pathlib import Path
 
 import yaml
@@ -32,6 +35,31 @@ from hopscotch.retriever.io.common import decoded_lines
 from hopscotch.retriever.training.recipe.checks import check_loss_kind, check_mixture, check_together
 from hopscotch.retriever.training.recipe.knobs import checked_value, section_schema
 from hopscotch.retriever.training.recipe.sections import Recipe
+
+
+#: public recipe key -> the model config's field it sets: the query mix's keys (the fields keep their former
+#: ``late_fusion`` names, which saved model folders record); the former keys still work, with a deprecation note
+KEY_ALIASES = {"model.query_mix": "model.late_fusion", "model.query_mix_max_words": "model.late_fusion_max_words",
+               "model.query_mix_long": "model.late_fusion_long"}
+DEPRECATED_KEYS = {field: key for key, field in KEY_ALIASES.items()}
+
+
+def _public_keys(update: dict, prefix: str, where: str, note: bool) -> dict:
+    """``update`` (one section's keys) with the public names of :data:`KEY_ALIASES` read as their fields; a former
+    name (``model.late_fusion``) is read as it is, with one note on stderr when ``note``."""
+    out = {}
+    for key, value in update.items():
+        full = prefix + key
+        if full in KEY_ALIASES:
+            field = KEY_ALIASES[full].rpartition(".")[2]
+            if field in update:
+                raise UsageError(f"{where}: recipe keys {full} and {prefix}{field} name the same setting: give one")
+            key = field
+        elif full in DEPRECATED_KEYS and note:
+            print(f"hopscotch: note: {where}: recipe key {full} is deprecated, use {DEPRECATED_KEYS[full]}",
+                  file=sys.stderr)
+        out[key] = value
+    return out
 
 
 @functools.cache
@@ -49,10 +77,11 @@ def _unknown(key: str, known: list[str], where: str) -> UsageError:
     return UsageError(f"{where}: unknown recipe key {key!r}{guess} (known: {', '.join(known)})")
 
 
-def _merge(cls: type, values: dict, update: dict, where: str, prefix: str = "") -> None:
-    """Check ``update`` against section ``cls`` and write its values into ``values`` (a nested dict)."""
+def _merge(cls: type, values: dict, update: dict, where: str, prefix: str = "", note: bool = True) -> None:
+    """Check ``update`` against section ``cls`` and write its values into ``values`` (a nested dict); ``note``: say
+    so when a deprecated key is used."""
     schema = section_schema(cls)
-    for key, value in update.items():
+    for key, value in _public_keys(update, prefix, where, note).items():
         full = f"{prefix}{key}"
         if key not in schema:
             raise _unknown(full, sorted(prefix + k for k in schema), where)
@@ -60,7 +89,7 @@ def _merge(cls: type, values: dict, update: dict, where: str, prefix: str = "") 
         if dataclasses.is_dataclass(tp):
             if not isinstance(value, dict):
                 raise UsageError(f"{where}: recipe key {full!r} is a section; expected a mapping, got {value!r}")
-            _merge(tp, values[key], value, where, full + ".")
+            _merge(tp, values[key], value, where, full + ".", note)
         else:
             values[key] = checked_value(value, tp, meta, full, where)
 
@@ -109,7 +138,7 @@ def load_recipe(recipe: str | os.PathLike | dict | Recipe | None, overrides: lis
     overrides; every value checked for its key's type and range."""
     values = dataclasses.asdict(Recipe())
     if isinstance(recipe, Recipe):
-        _merge(Recipe, values, dataclasses.asdict(recipe), "recipe")
+        _merge(Recipe, values, dataclasses.asdict(recipe), "recipe", note=False)
     elif isinstance(recipe, dict):
         _merge(Recipe, values, recipe, "recipe")
     elif recipe is not None:

@@ -114,7 +114,8 @@ def check_model_kind(model) -> None:
     defaults = EncoderConfig()
     for key in _SINGLE_VECTOR_ONLY:
         if getattr(model, key) != getattr(defaults, key):
-            raise UsageError(f"recipe key model.{key} applies to model.kind {SINGLE_VECTOR} only, got "
+            public = key.replace("late_fusion", "query_mix")  # the recipe key of that field
+            raise UsageError(f"recipe key model.{public} applies to model.kind {SINGLE_VECTOR} only, got "
                              f"{getattr(model, key)!r} with model.kind {model.kind}")
     for key, wanted in (("padding_side", (None, "right")), ("attn_implementation", (None,))):
         if getattr(model, key) not in wanted:
@@ -134,7 +135,7 @@ def _check_cross_encoder(model) -> None:
     """A cross-encoder has no query mix, and its query side takes at most half of the pair
     (:class:`~hopscotch.retriever.model.cross_encoder.CrossEncoderConfig`)."""
     if model.late_fusion is not None:
-        raise UsageError(f"recipe key model.late_fusion applies to encoders (a query mix of two encodings), got "
+        raise UsageError(f"recipe key model.query_mix applies to encoders (a query mix of two encodings), got "
                          f"{model.late_fusion!r} with model.kind {CROSS_ENCODER}")
     if model.query_max_len > model.passage_max_len:
         raise UsageError(f"recipe key model.query_max_len must be <= model.passage_max_len ({model.passage_max_len}) "

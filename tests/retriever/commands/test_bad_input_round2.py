@@ -123,7 +123,7 @@ CASES = [
      ["c.0.pkl", "7-d", "32-d"]),
     # 4. flags the selected searcher does not use
     *[(f"bm25-only{flag.split()[0]}", f"search {S} {BM} {flag}", [flag.split()[0], "bm25 searcher"])
-      for flag in ("--fusion-config {w}/none.json", "--late-fusion 0.5", "--normalization zscore", "--alpha 0.3",
+      for flag in ("--fusion-config {w}/none.json", "--query-mix 0.5", "--normalization zscore", "--alpha 0.3",
                    "--rrf-k 5", "--adapt 1", "--depth 50", "--nprobe 4")],
     ("dense-only--alpha", f"search {S} --index {{dense}} --alpha 0.3", ["--alpha", "dense searcher"]),
     ("remote--bm25", f"search {S} --url http://127.0.0.1:9 --bm25 {{bm25}} --searcher-type remote",

@@ -1,4 +1,4 @@
-"""The query mix (``--late-fusion``): one rule of the per-query weight, the recorded defaults and the flags' checks,
+"""The query mix (``--query-mix``): one rule of the per-query weight, the recorded defaults and the flags' checks,
 with the two callers' differences as named parameters (``variant_given``, ``mix_plain``)."""
 
 from __future__ import annotations
@@ -36,18 +36,18 @@ def test_recorded_mix_applies_only_when_nothing_is_chosen():
 
 
 def test_a_long_weight_without_its_limit_is_refused_once_chosen():
-    with pytest.raises(UsageError, match="--late-fusion-long weighs contexts over --late-fusion-max-words"):
+    with pytest.raises(UsageError, match="--query-mix-long weighs contexts over --query-mix-max-words"):
         QueryMix(long_weight=0.5).or_recorded(QueryMix())
-    with pytest.raises(UsageError, match="--late-fusion-long"):
+    with pytest.raises(UsageError, match="--query-mix-long"):
         QueryMix().or_recorded(QueryMix(0.5, None, 0.5))
     assert QueryMix(0.5).or_recorded(QueryMix(0.5, None, 0.5)) == QueryMix(0.5)   # the recorded one unused
 
 
 @pytest.mark.parametrize("values, flag, needle", [
-    ((2.0, None, None), "--late-fusion", "--late-fusion: expected a weight in [0, 1], got 2.0"),
-    ((None, 0, None), "--late-fusion", "--late-fusion-max-words: expected a whole number >= 1, got 0"),
-    ((None, 5, -1.0), "--late-fusion", "--late-fusion-long: expected a weight in [0, 1], got -1.0"),
-    ((1.5, None, None), "--rerank-late-fusion", "--rerank-late-fusion: expected a weight in [0, 1], got 1.5"),
+    ((2.0, None, None), "--query-mix", "--query-mix: expected a weight in [0, 1], got 2.0"),
+    ((None, 0, None), "--query-mix", "--query-mix-max-words: expected a whole number >= 1, got 0"),
+    ((None, 5, -1.0), "--query-mix", "--query-mix-long: expected a weight in [0, 1], got -1.0"),
+    ((1.5, None, None), "--rerank-query-mix", "--rerank-query-mix: expected a weight in [0, 1], got 1.5"),
 ])
 def test_checked_names_the_flag_of_a_bad_value(values, flag, needle):
     with pytest.raises(UsageError) as err:

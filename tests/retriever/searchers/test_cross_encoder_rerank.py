@@ -110,7 +110,7 @@ def test_hopscotch_search_reranks_with_a_cross_encoder(cli, world, kind, tmp_pat
     assert code == 0 and f"the top {DEPTH} are reranked by the cross-encoder, the first stage's next 4" in err
 
 
-@pytest.mark.parametrize("flag, value", [("--rerank-cache", "c"), ("--rerank-late-fusion", "0.5"),
+@pytest.mark.parametrize("flag, value", [("--rerank-cache", "c"), ("--rerank-query-mix", "0.5"),
                                          ("--rerank-windows", "2")])
 def test_the_maxsim_only_flags_are_refused_for_a_cross_encoder(cli, world, tmp_path, flag, value):
     code, _, err = cli("search", "--queries", world["queries"], *world["argv"]["bm25"], *world["rerank"], flag, value,

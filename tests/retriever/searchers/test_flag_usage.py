@@ -97,9 +97,9 @@ def flag_argv(dest: str, name: str, w) -> list:
             "model": ["--model", w["mv_model"] if multi else w["sv_model"]],
             "instruction": ["--instruction", "Q: "],
             "query_input": ["--query-input", "reasoning"],
-            "late_fusion": ["--late-fusion", "0.5"],
-            "late_fusion_max_words": ["--late-fusion-max-words", "10"],
-            "late_fusion_long": ["--late-fusion-max-words", "10", "--late-fusion-long", "0.3"],
+            "late_fusion": ["--query-mix", "0.5"],
+            "late_fusion_max_words": ["--query-mix-max-words", "10"],
+            "late_fusion_long": ["--query-mix-max-words", "10", "--query-mix-long", "0.3"],
             "nprobe": ["--nprobe", "2"],
             "ef_search": ["--ef-search", "16"],
             "refine": ["--refine", "2"],
@@ -123,7 +123,7 @@ def flag_argv(dest: str, name: str, w) -> list:
             "rerank_model": rerank,
             "rerank_depth": rerank + ["--rerank-depth", "20"],
             "rerank_cache": rerank + ["--rerank-cache", w["root"] / "rerank_cache"],
-            "rerank_late_fusion": rerank + ["--rerank-late-fusion", "0.5"],
+            "rerank_late_fusion": rerank + ["--rerank-query-mix", "0.5"],
             "rerank_windows": rerank + ["--rerank-windows", "2"],
             "rerank_first_weight": rerank + ["--rerank-first-weight", "0.3"]}[dest]
 

@@ -197,8 +197,8 @@ class _Fixed:
     def __init__(self, run):
         self.run = run
 
-    def search_batch(self, queries, k=10, *args, **kwargs):
-        return [sorted(self.run[q].items(), key=lambda kv: (-kv[1], kv[0]))[:k] for q in queries]
+    def search_batch(self, queries, k=10):
+        return [sorted(self.run[q.text].items(), key=lambda kv: (-kv[1], kv[0]))[:k] for q in queries]
 
 
 def test_tune_fusion_end_to_end_from_the_cli(cli, small_world, small_world_index, tmp_path):

@@ -1,4 +1,4 @@
-"""The dense searcher's late fusion (``--late-fusion W``): W * reasoning-aware + (1 - W) * query-only scores."""
+"""The dense searcher's late fusion (``--query-mix W``): W * reasoning-aware + (1 - W) * query-only scores."""
 
 from __future__ import annotations
 
@@ -88,14 +88,14 @@ def test_late_fusion_flag_belongs_to_the_dense_searcher(cli, small_world_index, 
     common = ("search", "--queries", queries, "--index", small_world_index, "--model", tiny_bert_dir, "--k", 10)
     runs = {name: tmp_path / f"{name}.trec" for name in ("aware", "one", "half", "plain")}
     assert cli(*common, "--reasoning", "--out", runs["aware"])[0] == 0
-    assert cli(*common, "--reasoning", "--late-fusion", 1, "--out", runs["one"])[0] == 0
-    assert cli(*common, "--reasoning", "--late-fusion", 0.5, "--out", runs["half"])[0] == 0
-    code, _, err = cli(*common, "--late-fusion", 0.5, "--out", runs["plain"])  # no --reasoning: plain queries
-    assert code == 2 and "--late-fusion changes reasoning-aware queries only" in err  # the weight would do nothing
+    assert cli(*common, "--reasoning", "--query-mix", 1, "--out", runs["one"])[0] == 0
+    assert cli(*common, "--reasoning", "--query-mix", 0.5, "--out", runs["half"])[0] == 0
+    code, _, err = cli(*common, "--query-mix", 0.5, "--out", runs["plain"])  # no --reasoning: plain queries
+    assert code == 2 and "--query-mix changes reasoning-aware queries only" in err  # the weight would do nothing
     assert runs["aware"].read_text() == runs["one"].read_text()
     assert read_run(runs["half"]) != read_run(runs["aware"])
-    code, _, err = cli(*common, "--reasoning", "--late-fusion", 1.5, "--out", tmp_path / "bad.trec")
-    assert code == 2 and "--late-fusion: expected a weight in [0, 1]" in err
+    code, _, err = cli(*common, "--reasoning", "--query-mix", 1.5, "--out", tmp_path / "bad.trec")
+    assert code == 2 and "--query-mix: expected a weight in [0, 1]" in err
 
 
 def _recorded(tmp_path, tiny_bert_dir, **config):
@@ -162,12 +162,12 @@ def test_bad_word_limit_is_a_usage_error(small_world_index, tiny_bert_dir, bad):
     from hopscotch.retriever.errors import UsageError
     from hopscotch.retriever.searchers import build_searcher
 
-    with pytest.raises(UsageError, match="late-fusion-max-words"):
+    with pytest.raises(UsageError, match="query-mix-max-words"):
         build_searcher("dense", index=small_world_index, model=tiny_bert_dir, late_fusion_max_words=bad)
 
 
 def test_contexts_over_the_word_limit_get_the_long_weight(small_world_index, tiny_bert_dir, steps, tmp_path):
-    """--late-fusion-long W: contexts over --late-fusion-max-words are searched at weight W instead of the query
+    """--query-mix-long W: contexts over --query-mix-max-words are searched at weight W instead of the query
     alone (W = 0 is the old gate); recorded in a model, it is the default as the other two are."""
     queries, reasonings = steps
     long_ones = [i for i, r in enumerate(reasonings) if r]
@@ -187,8 +187,8 @@ def test_a_long_weight_needs_a_word_limit_and_a_weight(small_world_index, tiny_b
     from hopscotch.retriever.errors import UsageError
     from hopscotch.retriever.searchers import build_searcher
 
-    with pytest.raises(UsageError, match="--late-fusion-long weighs contexts over --late-fusion-max-words"):
+    with pytest.raises(UsageError, match="--query-mix-long weighs contexts over --query-mix-max-words"):
         build_searcher("dense", index=small_world_index, model=tiny_bert_dir, late_fusion=0.5, late_fusion_long=0.2)
-    with pytest.raises(UsageError, match="--late-fusion-long"):
+    with pytest.raises(UsageError, match="--query-mix-long"):
         build_searcher("dense", index=small_world_index, model=tiny_bert_dir, late_fusion_max_words=5,
                        late_fusion_long=1.5)

@@ -194,14 +194,14 @@ def test_cli_reranks_any_first_stage(cli, world, small_world_index, tiny_bert_di
     assert list(reranked) == list(before) and all(len(v) == 8 for v in reranked.values())
     assert all(set(reranked[q]) <= set(before[q]) for q in reranked)
     code, _, err = cli("search", *common, "--index", small_world_index, "--model", tiny_bert_dir,
-                       "--rerank-late-fusion", 0.5, "--out", tmp_path / "dense_rr.trec")
+                       "--rerank-query-mix", 0.5, "--out", tmp_path / "dense_rr.trec")
     assert code == 0, err
     assert "late fusion 0.5" in err and all(len(v) == 8 for v in read_run(tmp_path / "dense_rr.trec").values())
 
 
 @pytest.mark.parametrize("flags, message", [
     (["--rerank-depth", "0"], "argument --rerank-depth: expected an integer >= 1, got '0'"),
-    (["--rerank-late-fusion", "2"], "argument --rerank-late-fusion"),
+    (["--rerank-query-mix", "2"], "argument --rerank-query-mix"),
     (["--rerank-first-weight", "1.5"], "argument --rerank-first-weight"),
     (["--rerank-first-weight", "0.5"], "--rerank-first-weight needs --rerank-model"),
     (["--rerank-depth", "5"], "--rerank-depth needs --rerank-model"),

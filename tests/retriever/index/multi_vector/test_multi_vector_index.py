@@ -260,15 +260,15 @@ def test_a_damaged_index_file_is_named_in_one_line(mv_world, tmp_path, cli, dama
 
 @pytest.mark.parametrize("flags, needle", [
     (["--instruction", "Query: "], "--instruction does nothing on a multi-vector index"),
-    (["--late-fusion-max-words", "10"], "--late-fusion-max-words does nothing on a multi-vector index"),
+    (["--query-mix-max-words", "10"], "--query-mix-max-words does nothing on a multi-vector index"),
     (["--refine", "2"], "--refine does nothing on a multi-vector index"),
     (["--first-windows-only"], "--first-windows-only does nothing"),
-    (["--late-fusion", "2", "--reasoning"], "--late-fusion: expected a weight in [0, 1]"),
-], ids=["instruction", "gate", "refine", "first-windows", "late-fusion-value"])
+    (["--query-mix", "2", "--reasoning"], "--query-mix: expected a weight in [0, 1]"),
+], ids=["instruction", "gate", "refine", "first-windows", "query-mix-value"])
 def test_dense_flags_a_multi_vector_index_does_not_use_are_refused(mv_world, tmp_path, cli, flags, needle):
     code, _, err = cli("search", "--queries", mv_world["queries"], "--index", mv_world["idx"], "--out",
                        tmp_path / "run.trec", *flags)
-    assert code == 2 and needle in err and "--rerank-late-fusion" not in err, err
+    assert code == 2 and needle in err and "--rerank-query-mix" not in err, err
     assert not (tmp_path / "run.trec").exists()
 
 
@@ -297,9 +297,9 @@ def test_the_index_and_the_reranker_share_one_scorer_and_name_their_own_flag(mv_
     reranker = MultiVectorReranker(searcher.scorer.model, late_fusion=0.5)
     assert isinstance(searcher.scorer, MultiVectorScorer) and type(reranker.scorer) is type(searcher.scorer)
     assert searcher.late_fusion == reranker.late_fusion == 0.5
-    with pytest.raises(UsageError, match="^--late-fusion: expected a weight"):
+    with pytest.raises(UsageError, match="^--query-mix: expected a weight"):
         MultiVectorIndexSearcher(str(mv_world["idx"]), late_fusion=2.0)
-    with pytest.raises(UsageError, match="^--rerank-late-fusion: expected a weight"):
+    with pytest.raises(UsageError, match="^--rerank-query-mix: expected a weight"):
         MultiVectorReranker(searcher.scorer.model, late_fusion=2.0)
 
 

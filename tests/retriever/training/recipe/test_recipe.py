@@ -253,3 +253,23 @@ def test_the_agent_reranker_and_distillation_recipes():
     assert all("teacher_both" in f for f in distill.data.train)  # the recipe says which teacher scored its tuples
     for name in ("minilm_agent", "minilm_agent_reranker", "minilm_agent_distill"):
         assert load_recipe(ROOT / "recipes" / f"{name}.yaml").train.encode_chunk_size == 8  # docs/benchmarks.md
+
+
+def test_the_query_mix_keys_and_their_deprecated_names(capsys):
+    from hopscotch.retriever.training.recipe.reading import load_recipe
+
+    new = load_recipe({"model": {"query_mix": 0.5, "query_mix_max_words": 40, "query_mix_long": 0.2}},
+                      ["data.train=t.jsonl"])
+    assert capsys.readouterr().err == ""
+    old = load_recipe({"model": {"late_fusion": 0.5}}, ["data.train=t.jsonl", "model.late_fusion_max_words=40",
+                                                        "model.late_fusion_long=0.2"])
+    assert (new.model.late_fusion, new.model.late_fusion_max_words, new.model.late_fusion_long) == (0.5, 40, 0.2)
+    assert (old.model.late_fusion, old.model.late_fusion_max_words, old.model.late_fusion_long) == (0.5, 40, 0.2)
+    notes = capsys.readouterr().err.splitlines()
+    assert len(notes) == 3 and "recipe key model.late_fusion is deprecated, use model.query_mix" in notes[0]
+    load_recipe(old)  # a recipe object read again: no note
+    assert capsys.readouterr().err == ""
+    with pytest.raises(UsageError, match="model.query_mix and model.late_fusion name the same setting"):
+        load_recipe({"model": {"query_mix": 0.5, "late_fusion": 0.4}}, ["data.train=t.jsonl"])
+    with pytest.raises(UsageError, match="model.query_mix: expected a weight"):
+        load_recipe({"model": {"query_mix": 2}}, ["data.train=t.jsonl"])
