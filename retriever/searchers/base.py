@@ -11,7 +11,9 @@ agent's reasoning: with ``reasoning_aware`` the dense encoder sees
 (its text, reasoning and other context fields, and whether it is searched reasoning-aware); a harness's query string
 becomes one at the harness edge (:mod:`hopscotch.retriever.searchers.harness`), so no searcher parses a template.
 
-Harnesses drop a searcher in unchanged (:meth:`BaseSearcher.search` documents each calling convention):
+Harnesses drop a searcher in unchanged (their calling conventions live at the harness edge,
+:class:`~hopscotch.retriever.searchers.harness.HarnessSearch`, which the interface inherits; its ``search`` documents
+each):
 BrowseComp-Plus builds it with ``SearcherClass.parse_args(parser)`` then ``SearcherClass(args)`` (or
 ``SearcherClass(reranker, args)``) and calls ``search(query, k)`` or ``search(query, query_id, k)``;
 AgentIR calls ``search(query, k, store_rerank=True, **kwargs)`` and reads ``result["results"]``.
@@ -29,14 +31,13 @@ by it when ``--rerank-model`` is given.
 from __future__ import annotations
 
 import argparse
-import numbers
 from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
 from hopscotch.retriever.io.queries import Query
 from hopscotch.retriever.searchers.adapter.flags import FlagValues, add_option
-from hopscotch.retriever.searchers.harness import HarnessConstructor, harness_query
+from hopscotch.retriever.searchers.harness import HarnessConstructor, HarnessSearch, snippet_of
 
 Ranked = list[tuple[str, float]]
 
@@ -50,13 +51,7 @@ def per_query(value, n: int, name: str) -> list:
     return value
 
 
-def snippet_of(text: str, max_chars: int | None) -> str:
-    """The first ``max_chars`` characters of ``text``, cut at a word boundary when one is near."""
-    if max_chars is None or max_chars <= 0 or len(text) <= max_chars:
-        return text
-    cut = text[:max_chars]
-    space = cut.rfind(" ")
-    return cut[:space] if space > max_chars * 0.8 else cut
+
 
 
 def add_index_option(parser: argparse.ArgumentParser) -> None:
@@ -64,11 +59,7 @@ def add_index_option(parser: argparse.ArgumentParser) -> None:
     add_option(parser, "--index", help="dense index folder (hopscotch index)")
 
 
-def _is_k(value) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-class BaseSearcher(metaclass=HarnessConstructor):
+class BaseSearcher(HarnessSearch, metaclass=HarnessConstructor):
     """Abstract searcher. Subclasses implement :meth:`search_batch`, :meth:`get_document`,
     :meth:`parse_args`, :meth:`from_flags` and :meth:`from_options`, and register with
     :func:`~hopscotch.retriever.searchers.registry.register_searcher`."""
@@ -83,9 +74,6 @@ class BaseSearcher(metaclass=HarnessConstructor):
     extra_options: tuple[str, ...] = ()
     #: characters of each hit's document kept as ``snippet`` by :meth:`search` (None: the whole text)
     snippet_chars: int | None = 1000
-    #: a BrowseComp-Plus reranker (``first_stage_k``, ``rerank(query, hits, query_id, k)``) applied by
-    #: :meth:`search`; set by ``SearcherClass(reranker, args)``
-    reranker: Any = None
     #: the rerank stage (MaxSim or a cross-encoder: :mod:`~hopscotch.retriever.searchers.rerank_stage`) that orders this
     #: searcher's results last, or None; a :class:`~hopscotch.retriever.searchers.rerank.RerankedSearcher` sets it
     rerank_stage: Any = None
@@ -173,56 +161,11 @@ class BaseSearcher(metaclass=HarnessConstructor):
     def get_document(self, docid: str) -> dict[str, Any] | None:
         """``{"docid", "text"}`` (with ``"title"`` when the document has one) or None when the docid is unknown."""
 
-    def search(self, query: str, *args, k: int | None = None, reasoning: str | None = None,
-               query_id: str | None = None, store_rerank: bool = False, prepend_candidates=None,
-               **kwargs) -> list[dict[str, Any]] | dict[str, Any]:
-        """Harness-style hits ``[{"docid", "score", "text", "snippet"}]``, best first (``k`` defaults to 10).
-
-        Calling conventions: ``search(query, k)`` and ``search(query, k, reasoning)`` (BrowseComp-Plus's
-        first searchers, AgentIR, Hopscotch), ``search(query, query_id, k)`` (BrowseComp-Plus with
-        rerankers: a second positional argument that is not an integer is the query id), and the keyword
-        forms. The query is encoded reasoning-aware exactly when ``reasoning`` is given. With a
-        :attr:`reranker`, ``reranker.first_stage_k`` hits are retrieved and ``reranker.rerank(query, hits,
-        query_id, k)`` returns the list. AgentIR's options: ``prepend_candidates`` (``[{docid, text}]``,
-        oracle documents put first, before any reranking, the window keeping its size) and
-        ``store_rerank=True``, which returns
-        ``{"results": hits, "rerank_output": None}`` as AgentIR's searchers do. Other keyword arguments
-        (AgentIR's ``original_query``, ``oracle_question``, ``correct_answer``) are accepted and ignored.
-        """
-        positional = list(args)
-        if positional and not _is_k(positional[0]) and (positional[0] is None or isinstance(positional[0], str)):
-            query_id = positional.pop(0)
-        if positional:
-            k = positional.pop(0)
-        if positional:
-            reasoning = positional.pop(0)
-        if positional:
-            raise TypeError(f"search() takes at most 3 positional arguments after the query ({len(args)} given)")
-        k = 10 if k is None else k
-        if not _is_k(k) or k < 1:
-            raise TypeError(f"search(): k must be a positive integer, got {k!r}")
-        depth = max(k, int(getattr(self.reranker, "first_stage_k", k) or k)) if self.reranker else k
-        results = self.hits_with_text(harness_query(query, reasoning), depth)
-        if prepend_candidates:
-            results = with_prepended(results, prepend_candidates, self.snippet_chars)
-        if self.reranker is not None and results:
-            results = self.reranker.rerank(query, results, query_id, k)
-        return {"results": results, "rerank_output": None} if store_rerank else results
-
     def hits_with_text(self, query: Query | str, k: int) -> list[dict[str, Any]]:
         """:meth:`search`'s hit dicts for one query, before any reranking: :meth:`search_batch` and
         :meth:`get_document` for each hit."""
         hits = self.search_batch([query], k)[0]
         return [hit_dict(docid, score, self.get_document(docid), self.snippet_chars) for docid, score in hits]
-
-    def search_description(self, k: int = 10) -> str:
-        """The search tool's description shown to an agent (BrowseComp-Plus's wording)."""
-        return (f"Perform a search on a knowledge source. Returns top-{k} hits with docid, score, and snippet. "
-                "The snippet contains the document's contents (may be truncated based on token limits).")
-
-    def get_document_description(self) -> str:
-        """The get_document tool's description shown to an agent."""
-        return "Retrieve a full document by its docid."
 
     def close(self) -> None:
         """Release resources (open connections, GPU memory)."""
@@ -235,22 +178,11 @@ class BaseSearcher(metaclass=HarnessConstructor):
 
 
 def hit_dict(docid: str, score: float, doc: dict[str, Any] | None, max_chars: int | None) -> dict[str, Any]:
-    """One :meth:`BaseSearcher.search` result from a document dict (or a bare text string, or None: empty
+    """One ``search()`` result (:class:`~hopscotch.retriever.searchers.harness.HarnessSearch`) from a document dict (or a bare text string, or None: empty
     text): ``text`` is ``title\\ntext`` (or the text alone), ``snippet`` its first ``max_chars`` characters."""
     doc = {"text": doc} if isinstance(doc, str) else doc or {}
     text = f"{doc['title']}\n{doc.get('text', '')}" if doc.get("title") else doc.get("text", "")
     return {"docid": docid, "score": float(score), "text": text, "snippet": snippet_of(text, max_chars)}
-
-
-def with_prepended(results: list[dict], candidates: Sequence[dict], max_chars: int | None) -> list[dict]:
-    """AgentIR's oracle window: ``candidates`` (``{docid, text}``, unique docids) first, then the results not
-    among them, cut to the original number of results (all candidates are kept when they are more)."""
-    first = [{**c, "snippet": snippet_of(c.get("text", ""), max_chars)} for c in candidates]
-    ids = [str(c["docid"]) for c in first]
-    if len(ids) != len(set(ids)):
-        raise ValueError(f"prepend_candidates must have unique docids, got {ids}")
-    rest = [r for r in results if str(r["docid"]) not in set(ids)]
-    return first + rest[:max(0, len(results) - len(first))]
 
 
 def iter_search(searcher: BaseSearcher, queries, k: int, batch_size: int = 256):

@@ -273,7 +273,7 @@ class RerankedSearcher(BaseSearcher):
     candidates following in first-stage order below them up to ``k``. Documents come from ``first``."""
 
     def __init__(self, first: BaseSearcher, reranker):
-        # not ``self.reranker``: BaseSearcher.search applies a BrowseComp-Plus reranker of that name itself
+        # not ``self.reranker``: HarnessSearch.search applies a BrowseComp-Plus reranker of that name itself
         self.first, self.rerank_stage = first, reranker
         self.name = f"{first.name}+rerank"
         self.search_type = first.search_type

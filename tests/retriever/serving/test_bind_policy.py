@@ -70,7 +70,7 @@ def test_rest_and_mcp_both_apply_it(resolver, capsys, monkeypatch):
     def stop(*_a, **_k):
         raise Stop
 
-    monkeypatch.setattr("hopscotch.retriever.searchers.searcher_from_args", stop)
+    monkeypatch.setattr(serve, "searcher_from_args", stop)  # where serve looks it up
     args = SimpleNamespace(port=0, name="wiki", idle_timeout=60.0, header_timeout=10.0, max_in_flight=64, threads=4,
                            max_batch=8, host="mixed6.test", token=None, searcher_type="dense", index="x", bm25=None)
     with pytest.raises(Stop):
