@@ -6,7 +6,8 @@ The handful of objects a user needs, under one flat name each (``from hopscotch 
   :func:`read_queries`, :func:`read_qrels`, :func:`read_run`, :func:`write_run`;
 * indexing: :class:`BM25Index`, :func:`encode_corpus` with :class:`EncodeOptions` (a sharded dense index),
   :func:`build_faiss_index` (a FAISS index over it);
-* search: :func:`build_searcher` (``"bm25"``, ``"dense"``, ``"hybrid"``, ``"remote"`` from index folders),
+* search: :func:`build_searcher` (``"bm25"``, ``"dense"``, ``"hybrid"``, ``"remote"`` from index folders), whose
+  searchers answer ``search_batch(queries, k)`` for :class:`Query` records (a query with its reasoning),
   :class:`DenseEncoder`, :func:`format_query` (the reasoning-aware query text), :func:`reciprocal_rank_fusion`;
 * training: :func:`train` (from a recipe), :func:`load_recipe`;
 * DR-Synth: :func:`synthesize` with :class:`SynthInputs` and :class:`SynthConfig`;
@@ -37,6 +38,7 @@ _EXPORTS = {
     "write_world": "hopscotch.data_synth.world",
     "read_corpus": "hopscotch.retriever.io.corpus",
     "read_queries": "hopscotch.retriever.io.queries",
+    "Query": "hopscotch.retriever.io.queries",
     "read_qrels": "hopscotch.retriever.io.qrels",
     "read_run": "hopscotch.retriever.io.runs",
     "write_run": "hopscotch.retriever.io.runs",
