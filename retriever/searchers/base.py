@@ -41,16 +41,6 @@ from hopscotch.retriever.searchers.harness import HarnessConstructor, HarnessSea
 
 Ranked = list[tuple[str, float]]
 
-def per_query(value, n: int, name: str) -> list:
-    """Broadcast a scalar (or None) to ``n`` items, or check a sequence has ``n`` items."""
-    if value is None or isinstance(value, (bool, str)):
-        return [value] * n
-    value = list(value)
-    if len(value) != n:
-        raise ValueError(f"{name}: {len(value)} values for {n} queries")
-    return value
-
-
 
 
 
