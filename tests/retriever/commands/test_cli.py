@@ -102,3 +102,18 @@ def test_version_names_the_installed_distribution():
     out = subprocess.run([sys.executable, "-m", "hopscotch.retriever.cli", "--version"], capture_output=True,
                          text=True, timeout=1800)
     assert out.returncode == 0 and out.stdout.strip() == f"hopscotch {version('hopscotch')}", out.stdout + out.stderr
+
+
+def test_help_loads_no_heavy_package():
+    """``hopscotch --help`` builds every command's parser without loading a model library: the imports that would
+    (tests/test_architecture.py's ``HEAVY_IMPORTS``) stay inside the functions that need them."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from hopscotch.retriever.cli import main\n"
+            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "heavy = ('torch', 'transformers', 'sentence_transformers', 'faiss', 'bm25s', 'numba', 'scipy', 'triton')\n"
+            "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and proc.stderr.strip().splitlines()[-1] == "[]", proc.stderr[-2000:]
