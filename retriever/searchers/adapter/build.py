@@ -51,7 +51,7 @@ def searcher_from_args(args: argparse.Namespace, local_only: bool = False, reaso
 
 #: the query mix's weights (``--query-mix``, ``--query-mix-max-words``, ``--query-mix-long``,
 #: ``--rerank-query-mix``): each weighs a reasoning-aware score against the query-only one
-LATE_FUSION_DESTS = frozenset({"late_fusion", "late_fusion_max_words", "late_fusion_long", "rerank_late_fusion"})
+QUERY_MIX_DESTS = frozenset({"late_fusion", "late_fusion_max_words", "late_fusion_long", "rerank_late_fusion"})
 
 
 def expansion_dests() -> frozenset[str]:
@@ -64,12 +64,12 @@ def expansion_dests() -> frozenset[str]:
 
 def refuse_reasoning_flags(args: argparse.Namespace, reasoning: bool | None) -> None:
     """:class:`UsageError` for a given flag that changes reasoning-aware queries only (:func:`expansion_dests`,
-    :data:`LATE_FUSION_DESTS`) when the command reads no reasoning (``reasoning`` False), and for a flag of the BM25
+    :data:`QUERY_MIX_DESTS`) when the command reads no reasoning (``reasoning`` False), and for a flag of the BM25
     expansion beside ``--bm25-reasoning query``, which turns the expansion off."""
     given = given_flags(args)
     expansion = expansion_dests()
     if reasoning is False:
-        unused = sorted((expansion | LATE_FUSION_DESTS) & set(given))
+        unused = sorted((expansion | QUERY_MIX_DESTS) & set(given))
         if unused:
             option = given[unused[0]]
             raise UsageError(f"{option} changes reasoning-aware queries only, and these queries are searched without "

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from hopscotch.retriever.searchers.adapter.build import LATE_FUSION_DESTS, expansion_dests
+from hopscotch.retriever.searchers.adapter.build import QUERY_MIX_DESTS, expansion_dests
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def _options(dests) -> dict[str, list[str]]:
 def test_the_reasoning_only_flags_are_the_expansion_groups_and_the_late_fusion_weights():
     """Generic: every flag the BM25 expansion declares is in the group, whatever it grows to."""
     assert {"bm25_reasoning", "bm25_query_weight"} <= expansion_dests()
-    assert LATE_FUSION_DESTS == {"late_fusion", "late_fusion_max_words", "late_fusion_long", "rerank_late_fusion"}
+    assert QUERY_MIX_DESTS == {"late_fusion", "late_fusion_max_words", "late_fusion_long", "rerank_late_fusion"}
 
 
 @pytest.mark.parametrize("dest", sorted(expansion_dests()))
@@ -66,7 +66,7 @@ def test_queries_in_the_reasoning_template_carry_their_reasoning_without_the_fla
     assert code == 0, err
 
 
-@pytest.mark.parametrize("dest", sorted(LATE_FUSION_DESTS - {"rerank_late_fusion"}))
+@pytest.mark.parametrize("dest", sorted(QUERY_MIX_DESTS - {"rerank_late_fusion"}))
 def test_a_late_fusion_flag_without_reasoning_is_refused(paths, small_world_index, cli, tmp_path, dest):
     option = _options([dest])[dest]
     code, _, err = cli("search", "--queries", paths["q"], "--index", small_world_index, "--out", tmp_path / "r.trec",
