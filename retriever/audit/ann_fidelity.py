@@ -10,7 +10,7 @@ with a 95% t-interval over the queries, on three query sets:
 
 * ``real``: the queries of a queries file encoded as the dense searcher encodes them
   (:meth:`~hopscotch.retriever.searchers.dense.DenseSearcher.query_embeddings`: the model's query input variant,
-  instruction, reasoning cut from the left, late fusion), reasoning-aware with ``reasoning=True``;
+  instruction, reasoning cut from the left, the query mix), reasoning-aware with ``reasoning=True``;
 * ``documents``: the stored vectors of a seeded sample of the indexed documents, each used as a query with the
   document itself removed from both lists (the vectors the index was trained on: the control);
 * ``random``: seeded random unit vectors (no structure at all: context, never the control).

@@ -136,7 +136,7 @@ def _top(run: dict, qid: str, n: int) -> list[str]:
 
 
 def searcher_settings(searcher) -> dict:
-    """What decides whether the searcher reads the reasoning: its query input variant and late fusion."""
+    """What decides whether the searcher reads the reasoning: its query input variant and query mix."""
     first = getattr(searcher, "first", searcher)
     dense = getattr(first, "dense", first)
     out = {"searcher": getattr(searcher, "name", type(searcher).__name__)}
@@ -185,7 +185,7 @@ def audit_perturbation(searcher, queries: Sequence, qrels: dict, *, metric: str 
     ignores = swapped["delta"] >= 0 or swapped["p"] >= alpha
     summary = [f"{len(queries)} judged queries ({with_reasoning} with a reasoning), searcher {settings['searcher']}"
                + (f", query input {settings['query_input']}" if "query_input" in settings else "")
-               + (f", late fusion {settings['late_fusion']:g}" if isinstance(settings.get("late_fusion"), float) else ""),
+               + (f", query mix {settings['late_fusion']:g}" if isinstance(settings.get("late_fusion"), float) else ""),
                f"{'reasoning':<11}{metric:>9}{'95% CI':>9}{'delta':>9}{'p':>8}{'changed':>9}"]
     for condition, row in rows.items():
         delta = f"{row['delta']:>+9.4f}{row['p']:>8.4f}" if "delta" in row else f"{'':>9}{'':>8}"

@@ -86,7 +86,7 @@ def run(args) -> int:
               "to use the template", file=sys.stderr)
     stage = searcher.rerank_stage
     if stage is not None:
-        fused = "" if stage.late_fusion is None else f", late fusion {stage.late_fusion:g}"
+        fused = "" if stage.late_fusion is None else f", query mix {stage.late_fusion:g}"
         depth = max(k, stage.depth) if stage.widens_with_k else min(k, stage.depth)
         print(f"hopscotch search: reranking the top {depth} {stage.describe()} with {args.rerank_model} "
               f"(query input {stage.query_input}{fused})", file=sys.stderr)

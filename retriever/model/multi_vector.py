@@ -27,7 +27,7 @@ activation, on ``token_embeddings``) -> ``MultiVectorMask`` (the skiplist) -> ``
 augmentation, skiplist, ``query_input`` and ``late_fusion`` (:class:`MultiVectorConfig`); the module files
 are the source of truth for encoding and the record is read back for the Hopscotch-only settings.
 
-Late fusion (:func:`late_fusion_scores`): a reasoning-aware query encoded twice, with its reasoning
+The query mix (:func:`late_fusion_scores`): a reasoning-aware query encoded twice, with its reasoning
 (``q_r``) and alone (``q_q``), scores ``w * MaxSim(q_r, d) / |q_r| + (1 - w) * MaxSim(q_q, d) / |q_q|``: each
 MaxSim over its number of query vectors, so a long reasoning does not outvote the query by its length.
 
@@ -337,7 +337,7 @@ def late_fusion_scores(q_reasoning: torch.Tensor, q_query: torch.Tensor, docs: S
     """``w * MaxSim(q_reasoning, d) / |q_reasoning| + (1 - w) * MaxSim(q_query, d) / |q_query|`` per document:
     the reasoning-aware and the query-only encodings of one query, each MaxSim normalised by its number of
     query vectors (so a long reasoning does not outvote the query); ``w`` in [0, 1]."""
-    w = checked_weight(w, "late fusion weight")
+    w = checked_weight(w, "query mix weight")
     out = torch.zeros(len(docs))
     if w > 0:
         out += w * maxsim(q_reasoning, docs, normalize=True)

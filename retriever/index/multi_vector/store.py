@@ -144,7 +144,7 @@ class MultiVectorStore:
         probed (twice as many each time, up to all of them), so a search of ``k <= candidates`` answers ``k`` hits
         whenever the index holds ``k`` documents with tokens (a small index, or few tokens a centroid: dim 7 at 1 bit).
 
-        With ``plain`` (the query-only encoding under late fusion) both encodings probe, and the approximate
+        With ``plain`` (the query-only encoding under the query mix) both encodings probe, and the approximate
         score is ``weight * cs(query) / |query| + (1 - weight) * cs(plain) / |plain|`` as the exact one is."""
         scores = self._query_centroid_scores(query)       # once for probing and centroid interaction
         plain_scores = None if plain is None else self._query_centroid_scores(plain)

@@ -1,4 +1,4 @@
-"""The dense searcher's late fusion (``--query-mix W``): W * reasoning-aware + (1 - W) * query-only scores."""
+"""The dense searcher's query mix (``--query-mix W``): W * reasoning-aware + (1 - W) * query-only scores."""
 
 from __future__ import annotations
 

@@ -196,7 +196,7 @@ def test_cli_reranks_any_first_stage(cli, world, small_world_index, tiny_bert_di
     code, _, err = cli("search", *common, "--index", small_world_index, "--model", tiny_bert_dir,
                        "--rerank-query-mix", 0.5, "--out", tmp_path / "dense_rr.trec")
     assert code == 0, err
-    assert "late fusion 0.5" in err and all(len(v) == 8 for v in read_run(tmp_path / "dense_rr.trec").values())
+    assert "query mix 0.5" in err and all(len(v) == 8 for v in read_run(tmp_path / "dense_rr.trec").values())
 
 
 @pytest.mark.parametrize("flags, message", [
