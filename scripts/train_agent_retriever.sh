@@ -52,7 +52,7 @@
 #     (data.query_inputs: [reasoning]; until 2026-12-04 a uniform mixture of {query, current_reasoning,
 #     reasoning, empty_reasoning}), query_max_len 256, 100 steps of 32 queries; OUT/final is the plain
 #     fine-tune (train.wise_ft_alpha: 1.0; 0.7 mixed it with all-MiniLM-L6-v2 before) and records
-#     query_input reasoning without a query mix for search --reasoning. KEY=VALUE arguments override the
+#     the selection rule's search defaults (current_reasoning, query mix 0.6, the query alone above 200 words). KEY=VALUE arguments override the
 #     recipe (e.g. train.max_steps=20; on a machine shared with another job train.threads=1 was twice as
 #     fast: docs/training.md).
 #

@@ -227,7 +227,7 @@ def test_the_query_input_mixture_keys():
 
 
 @pytest.mark.parametrize("name, inputs, default_input", [
-    ("minilm_agent", ["reasoning"], "reasoning"),
+    ("minilm_agent", ["reasoning"], "current_reasoning"),
     ("qwen3_embedding_4b_agent", ["query", "current_reasoning", "reasoning", "empty_reasoning"], "current_reasoning")])
 def test_agent_recipes_train_on_their_inputs(name, inputs, default_input):
     r = load_recipe(ROOT / "recipes" / f"{name}.yaml")
@@ -235,10 +235,14 @@ def test_agent_recipes_train_on_their_inputs(name, inputs, default_input):
     assert r.encoder_config().query_input == default_input
 
 
-def test_the_agent_recipe_trains_and_searches_on_the_whole_reasoning_without_a_query_mix():
+def test_the_agent_recipe_trains_on_the_whole_reasoning_and_searches_with_the_rules_pick():
+    """Trained on the whole reasoning; searched as the selection rule picked on the trained model (2026-12-06): the
+    current turn's thinking mixed with the query at 0.6, the query alone above 200 words."""
     r = load_recipe(ROOT / "recipes" / "minilm_agent.yaml")
     c = r.encoder_config()
-    assert (c.query_input, c.late_fusion, c.late_fusion_max_words, c.late_fusion_long) == ("reasoning", None, None, None)
+    assert r.data.query_inputs == ["reasoning"]
+    assert (c.query_input, c.late_fusion, c.late_fusion_max_words, c.late_fusion_long) == ("current_reasoning", 0.6, 200,
+                                                                                          1.0)
     assert r.train.wise_ft_alpha == 1.0 and r.data.query_input_weights == [1]
 
 
