@@ -313,6 +313,9 @@ JSON_CHECKS = {"alpha": non_negative_float, "sparse_weight": unit_interval, "rrf
 #: the call-level Tongyi sets vote on nothing): min-max interpolation with BM25 weight 0.3, worst tune delta +0.0055,
 #: never below the better list on any set (``scripts/agent_fusion_defaults.py --reasoning``; docs/benchmarks.md).
 #: The adaptive default it replaces lost 0.032 to BM25 on the world and 0.019 to dense on MuSiQue there.
+#: Not yet re-chosen by today's rule (hopscotch.retriever.evaluation.selection) for the 2026-12-06 halves: on the
+#: Tongyi test calls it is above both halves on turn-shaped thinking but below reasoning-aware BM25 alone on the
+#: accumulated thinking (docs/benchmarks.md, "The retrained agent model under the rule").
 DEFAULT_FUSION = "interp"
 DEFAULT_INTERP = FusionSettings.convex(0.3)
 DEFAULT_RRF = FusionSettings("rrf", rrf_k=5.0, weights=(0.5, 1.0))
