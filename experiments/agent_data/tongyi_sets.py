@@ -44,20 +44,16 @@ NEW_LABELS = ("NEW-EVIDENCE: the question-level documents the call's trajectory 
               "call")
 TURN = "the call's own turn of thinking (a harness's input; none after a rejected call)"
 ACCUMULATED = "all the thinking so far (accumulated)"
-#: name -> (title, labels, input shape, pages?, new-evidence?) of the question-level and new-evidence sets
+#: name -> (title, labels, input shape, pages?, new-evidence?) of the question-level and new-evidence sets: every
+#: combination of the labels, the input shape and chunks or pages
 SHAPED = {
-    "tongyi_turn": ("Tongyi, current turn, question-level labels", QUESTION_LABELS, TURN, False, False),
-    "tongyi_pages_turn": ("Tongyi pages, current turn, question-level labels", QUESTION_LABELS, TURN, True, False),
-    "tongyi_question": ("Tongyi, accumulated thinking, question-level labels", QUESTION_LABELS, ACCUMULATED, False,
-                        False),
-    "tongyi_pages_question": ("Tongyi pages, accumulated thinking, question-level labels", QUESTION_LABELS,
-                              ACCUMULATED, True, False),
-    "tongyi_turn_new": ("Tongyi, current turn, new-evidence labels", NEW_LABELS, TURN, False, True),
-    "tongyi_pages_turn_new": ("Tongyi pages, current turn, new-evidence labels", NEW_LABELS, TURN, True, True),
-    "tongyi_question_new": ("Tongyi, accumulated thinking, new-evidence labels", NEW_LABELS, ACCUMULATED, False,
-                            True),
-    "tongyi_pages_question_new": ("Tongyi pages, accumulated thinking, new-evidence labels", NEW_LABELS,
-                                  ACCUMULATED, True, True),
+    f"tongyi{'_pages' * pages}_{shape_name}{'_new' * new}": (
+        f"Tongyi{' pages' * pages}, {shape_title}, {'new-evidence' if new else 'question-level'} labels",
+        NEW_LABELS if new else QUESTION_LABELS, shape, pages, new)
+    for new in (False, True)
+    for shape_name, shape_title, shape in (("turn", "current turn", TURN),
+                                           ("question", "accumulated thinking", ACCUMULATED))
+    for pages in (False, True)
 }
 TITLES = {name: spec[0] for name, spec in SHAPED.items()} | {
     "tongyi_utility": "Tongyi, call-level utility labels (biased)",
