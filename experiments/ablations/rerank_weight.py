@@ -24,7 +24,7 @@ from hopscotch_experiments.ablations.agent_ablation import expansion_tag, shared
 from hopscotch_experiments.agent_data.eval_sets import GUARDS, OBJECTIVE, TITLES, build_sets
 from hopscotch.retriever.evaluation.metrics import compare_runs
 from hopscotch.retriever.evaluation.selection import select_default
-from hopscotch.retriever.io.runs import read_run
+from hopscotch.retriever.io.runs import ranked, read_run
 from hopscotch.retriever.searchers.rerank_stage import sorted_by_score, with_first_stage, with_tail
 
 START, END = "<!-- rerank-weight:start -->", "<!-- rerank-weight:end -->"
@@ -38,11 +38,6 @@ DEPTHS = (10, 20, 50, 100)
 def markers(kind: str) -> tuple[str, str]:
     """The docs section's markers of a reranker ``kind``."""
     return (CE_START, CE_END) if kind == "cross_encoder" else (START, END)
-
-
-def ranked(run: dict) -> list[tuple[str, float]]:
-    """A run's list of one query, best first (ties by docid, as a run file reads)."""
-    return sorted(run.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
 def derived_run(first: dict, scores: dict, depth: int, weight: float, k: int = K) -> dict:

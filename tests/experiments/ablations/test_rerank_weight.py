@@ -9,6 +9,7 @@ import json
 import pytest
 
 from hopscotch_experiments.ablations import rerank_weight as rw
+from hopscotch.retriever.io.runs import ranked
 
 
 def test_a_derived_run_is_the_clis(small_world, tiny_cross_encoder_dir, tmp_path, cli):
@@ -32,13 +33,13 @@ def test_a_derived_run_is_the_clis(small_world, tiny_cross_encoder_dir, tmp_path
     first = run("first")
     rerank = ["--corpus", corpus, "--rerank-model", tiny_cross_encoder_dir]
     w0 = run("w0", *rerank, "--rerank-depth", 8, "--rerank-first-weight", 0)
-    scores = {q: {d: w0[q][d] for d, _ in rw.ranked(first[q])[:8]} for q in first}
+    scores = {q: {d: w0[q][d] for d, _ in ranked(first[q])[:8]} for q in first}
     for depth, weight in ((8, 0.0), (5, 0.3), (3, 0.7)):
         want = run(f"d{depth}w{weight}", *rerank, "--rerank-depth", depth, "--rerank-first-weight", weight)
         got = rw.derived_run(first, scores, depth, weight, k=12)
         for q in want:
-            assert [d for d, _ in rw.ranked(got[q])] == [d for d, _ in rw.ranked(want[q])]
-            assert [s for _, s in rw.ranked(got[q])] == pytest.approx([s for _, s in rw.ranked(want[q])], abs=1e-4)
+            assert [d for d, _ in ranked(got[q])] == [d for d, _ in ranked(want[q])]
+            assert [s for _, s in ranked(got[q])] == pytest.approx([s for _, s in ranked(want[q])], abs=1e-4)
     with pytest.raises(ValueError, match="miss some of its top 9"):
         rw.derived_run(first, scores, 9, 0.0)
 
